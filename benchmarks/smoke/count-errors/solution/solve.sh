@@ -1,0 +1,2 @@
+#!/bin/bash
+awk '$3 == "ERROR"' /app/server.log | wc -l > /app/count.txt

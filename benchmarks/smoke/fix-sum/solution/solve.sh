@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/total - n/total + n/' "$SUM_SCRIPT"

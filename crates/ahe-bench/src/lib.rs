@@ -1,0 +1,11 @@
+//! Benchmarks in the Terminal-Bench 2 / Harbor task format: loading, trials, verifier, scores.
+
+pub mod eval;
+pub mod scores;
+pub mod task;
+pub mod trial;
+
+pub use eval::{run_eval, EvalOptions, Progress};
+pub use scores::{Scores, TaskStatus};
+pub use task::{load_benchmark, select_tasks, Task, TaskError};
+pub use trial::{Agent, AgentContext, AgentEnd, AgentOutcome, TrialEnv, TrialResult, TrialStatus};

@@ -1,0 +1,279 @@
+//! Per-task and per-run scores: k-trial status, unbiased pass@1, bootstrap intervals.
+
+use std::collections::BTreeMap;
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::trial::{TrialResult, TrialStatus};
+
+/// Status of a task over its k trials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Every trial passed.
+    Pass,
+    /// At least one trial that ran did not pass.
+    Fail,
+    /// No trial could run (all infra errors).
+    Infra,
+}
+
+/// Short per-trial line kept in `scores.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrialSummary {
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Final status.
+    pub status: TrialStatus,
+    /// Verifier reward, if any.
+    pub reward: Option<f64>,
+    /// Wall time of the trial.
+    pub duration_sec: f64,
+    /// Agent turns.
+    pub turns: u32,
+    /// Input + output tokens.
+    pub tokens: u64,
+}
+
+/// Scores of one task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskScore {
+    /// Trials run.
+    pub k: u32,
+    /// Trials passed.
+    pub passed: u32,
+    /// Task status.
+    pub status: TaskStatus,
+    /// passed / k (infra counted as failure).
+    pub pass_at_1: f64,
+    /// Trials, by attempt.
+    pub trials: Vec<TrialSummary>,
+}
+
+/// Token totals.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Tokens {
+    /// Prompt tokens.
+    pub input: u64,
+    /// Of those, cached.
+    pub cached_input: u64,
+    /// Completion tokens.
+    pub output: u64,
+}
+
+/// Wall-time figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Durations {
+    /// Wall time of the whole evaluation.
+    pub wall_sec: f64,
+    /// Mean trial wall time.
+    pub mean_trial_sec: f64,
+    /// Sum of sandbox setup time.
+    pub setup_sec: f64,
+    /// Sum of agent time.
+    pub agent_sec: f64,
+    /// Sum of verifier time.
+    pub verifier_sec: f64,
+}
+
+/// The contents of `scores.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Scores {
+    /// Mean over tasks of passed/k (infra counted as failure).
+    pub pass_at_1: f64,
+    /// 95% percentile-bootstrap interval over tasks.
+    pub pass_at_1_ci: [f64; 2],
+    /// pass@1 over tasks that were not all-infra (reported apart from the headline).
+    pub pass_at_1_excluding_infra: f64,
+    /// Number of tasks.
+    pub n_tasks: usize,
+    /// Trials per task requested.
+    pub k: u32,
+    /// Count of trials per status.
+    pub statuses: BTreeMap<String, u64>,
+    /// Per-task scores.
+    pub tasks: BTreeMap<String, TaskScore>,
+    /// Token totals of the code agent.
+    pub tokens: Tokens,
+    /// Cost of the code agent in USD.
+    pub cost_usd: f64,
+    /// Wall-time figures.
+    pub durations: Durations,
+    /// Free-form facts about the run (model, harness, backend, commit...).
+    #[serde(default)]
+    pub meta: BTreeMap<String, serde_json::Value>,
+}
+
+/// Status of a task from its trials (DESIGN §6).
+pub fn task_status(trials: &[TrialStatus]) -> TaskStatus {
+    let ran: Vec<&TrialStatus> = trials
+        .iter()
+        .filter(|s| **s != TrialStatus::InfraError)
+        .collect();
+    if ran.is_empty() {
+        TaskStatus::Infra
+    } else if trials.iter().all(|s| *s == TrialStatus::Pass) {
+        TaskStatus::Pass
+    } else {
+        TaskStatus::Fail
+    }
+}
+
+/// Mean of per-task rates and its 95% percentile-bootstrap interval (seeded: deterministic).
+pub fn mean_with_ci(rates: &[f64]) -> (f64, [f64; 2]) {
+    if rates.is_empty() {
+        return (0.0, [0.0, 0.0]);
+    }
+    let n = rates.len();
+    let mean = rates.iter().sum::<f64>() / n as f64;
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    let reps = 2000;
+    let mut means: Vec<f64> = (0..reps)
+        .map(|_| (0..n).map(|_| rates[rng.gen_range(0..n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(|a, b| a.total_cmp(b));
+    let lo = means[(reps as f64 * 0.025) as usize];
+    let hi = means[((reps as f64 * 0.975) as usize).min(reps - 1)];
+    (mean, [lo, hi])
+}
+
+/// Builds scores from finished trials (any order).
+pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
+    let mut by_task: BTreeMap<String, Vec<&TrialResult>> = BTreeMap::new();
+    for r in results {
+        by_task.entry(r.task.clone()).or_default().push(r);
+    }
+    let mut tasks = BTreeMap::new();
+    let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
+    let mut tokens = Tokens::default();
+    let mut cost = 0.0;
+    let mut d = Durations {
+        wall_sec,
+        ..Default::default()
+    };
+    for (name, mut trs) in by_task {
+        trs.sort_by_key(|t| t.attempt);
+        for t in &trs {
+            *statuses.entry(t.status.as_str().into()).or_default() += 1;
+            tokens.input += t.usage.input_tokens;
+            tokens.cached_input += t.usage.cached_input_tokens;
+            tokens.output += t.usage.output_tokens;
+            cost += t.cost_usd;
+            d.setup_sec += t.timings.setup_ms as f64 / 1000.0;
+            d.agent_sec += t.timings.agent_ms as f64 / 1000.0;
+            d.verifier_sec += t.timings.verifier_ms as f64 / 1000.0;
+            d.mean_trial_sec += t.timings.total_ms as f64 / 1000.0;
+        }
+        let passed = trs.iter().filter(|t| t.status == TrialStatus::Pass).count() as u32;
+        let n = trs.len() as u32;
+        let st: Vec<TrialStatus> = trs.iter().map(|t| t.status).collect();
+        tasks.insert(
+            name,
+            TaskScore {
+                k: n,
+                passed,
+                status: task_status(&st),
+                pass_at_1: if n == 0 {
+                    0.0
+                } else {
+                    passed as f64 / n as f64
+                },
+                trials: trs
+                    .iter()
+                    .map(|t| TrialSummary {
+                        attempt: t.attempt,
+                        status: t.status,
+                        reward: t.reward,
+                        duration_sec: t.timings.total_ms as f64 / 1000.0,
+                        turns: t.turns,
+                        tokens: t.usage.total(),
+                    })
+                    .collect(),
+            },
+        );
+    }
+    if !results.is_empty() {
+        d.mean_trial_sec /= results.len() as f64;
+    }
+    let rates: Vec<f64> = tasks.values().map(|t| t.pass_at_1).collect();
+    let (pass_at_1, ci) = mean_with_ci(&rates);
+    let ran: Vec<f64> = tasks
+        .values()
+        .filter(|t| t.status != TaskStatus::Infra)
+        .map(|t| t.pass_at_1)
+        .collect();
+    let excl = if ran.is_empty() {
+        0.0
+    } else {
+        ran.iter().sum::<f64>() / ran.len() as f64
+    };
+    Scores {
+        pass_at_1,
+        pass_at_1_ci: ci,
+        pass_at_1_excluding_infra: excl,
+        n_tasks: tasks.len(),
+        k,
+        statuses,
+        tasks,
+        tokens,
+        cost_usd: cost,
+        durations: d,
+        meta: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use TrialStatus::*;
+
+    #[test]
+    fn task_status_rules() {
+        assert_eq!(task_status(&[Pass, Pass]), TaskStatus::Pass);
+        assert_eq!(task_status(&[Pass, Fail]), TaskStatus::Fail);
+        assert_eq!(task_status(&[Pass, InfraError]), TaskStatus::Fail);
+        assert_eq!(task_status(&[AgentTimeout, Pass]), TaskStatus::Fail);
+        assert_eq!(task_status(&[InfraError, InfraError]), TaskStatus::Infra);
+    }
+
+    #[test]
+    fn ci_brackets_mean_and_is_deterministic() {
+        let rates = [1.0, 0.0, 0.5, 1.0, 1.0, 0.0, 0.5, 1.0];
+        let (m, ci) = mean_with_ci(&rates);
+        assert!((m - 0.625).abs() < 1e-12);
+        assert!(ci[0] < m && m < ci[1], "{ci:?}");
+        assert!(ci[0] >= 0.0 && ci[1] <= 1.0);
+        assert_eq!(mean_with_ci(&rates).1, ci);
+        let (m, ci) = mean_with_ci(&[1.0, 1.0, 1.0]);
+        assert_eq!((m, ci), (1.0, [1.0, 1.0]));
+    }
+
+    fn tr(task: &str, attempt: u32, status: TrialStatus) -> TrialResult {
+        let mut t = TrialResult::new(task, attempt);
+        t.status = status;
+        t.reward = Some(if status == Pass { 1.0 } else { 0.0 });
+        t
+    }
+
+    #[test]
+    fn compute_counts_infra_as_failure_in_headline() {
+        let rs = vec![
+            tr("a", 1, Pass),
+            tr("a", 2, Pass),
+            tr("b", 1, Pass),
+            tr("b", 2, Fail),
+            tr("c", 1, InfraError),
+            tr("c", 2, InfraError),
+        ];
+        let s = compute(2, &rs, 1.0);
+        assert_eq!(s.n_tasks, 3);
+        assert!((s.pass_at_1 - 0.5).abs() < 1e-12);
+        assert!((s.pass_at_1_excluding_infra - 0.75).abs() < 1e-12);
+        assert_eq!(s.tasks["a"].status, TaskStatus::Pass);
+        assert_eq!(s.tasks["b"].status, TaskStatus::Fail);
+        assert_eq!(s.tasks["b"].passed, 1);
+        assert_eq!(s.tasks["c"].status, TaskStatus::Infra);
+        assert_eq!(s.statuses["infra_error"], 2);
+    }
+}

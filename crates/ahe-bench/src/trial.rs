@@ -1,0 +1,416 @@
+//! One trial: sandbox setup, agent, verifier, reward, status, `result.json`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahe_model::Usage;
+use ahe_sandbox::{Backend, ExecOpts, Sandbox, SandboxSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::task::Task;
+
+/// Final status of a trial (DESIGN §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialStatus {
+    /// Reward ≥ 1 (also when the agent ran out of time: the verifier still ran).
+    Pass,
+    /// The verifier ran and the reward is below 1.
+    Fail,
+    /// The agent hit its time limit and the reward is below 1.
+    AgentTimeout,
+    /// Sandbox, model or verifier could not run; never a harness failure.
+    InfraError,
+    /// The verifier wrote no reward, or one that does not parse, or timed out.
+    VerifierError,
+}
+
+impl TrialStatus {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialStatus::Pass => "pass",
+            TrialStatus::Fail => "fail",
+            TrialStatus::AgentTimeout => "agent_timeout",
+            TrialStatus::InfraError => "infra_error",
+            TrialStatus::VerifierError => "verifier_error",
+        }
+    }
+}
+
+/// How the agent run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentEnd {
+    /// The agent finished on its own.
+    Finished,
+    /// Wall-time limit hit.
+    Timeout,
+    /// Turn limit hit.
+    TurnLimit,
+    /// Token budget hit.
+    TokenLimit,
+    /// The conversation outgrew the model's context.
+    ContextExceeded,
+    /// Model or sandbox failure outside the harness's control.
+    InfraError,
+    /// A permanent model error (bad key, unknown model): the whole run must stop.
+    Fatal,
+}
+
+/// What an agent reports after running in a sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentOutcome {
+    /// How it ended.
+    pub end: AgentEnd,
+    /// Turns taken.
+    pub turns: u32,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Cost in USD.
+    pub cost_usd: f64,
+    /// Error text for infra/fatal ends.
+    pub error: Option<String>,
+}
+
+impl AgentOutcome {
+    /// An outcome with no work done.
+    pub fn ended(end: AgentEnd, error: Option<String>) -> Self {
+        AgentOutcome {
+            end,
+            turns: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            error,
+        }
+    }
+}
+
+/// Everything an agent gets for one trial.
+pub struct AgentContext<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// The trial's sandbox.
+    pub sandbox: &'a dyn Sandbox,
+    /// Host directory for `trace.jsonl` and `agent.log`.
+    pub trial_dir: &'a Path,
+    /// Wall-time budget of the agent.
+    pub timeout: Duration,
+}
+
+/// Something that works on a task inside a sandbox (the harness runtime, or a test double).
+#[async_trait::async_trait]
+pub trait Agent: Send + Sync {
+    /// Runs until the agent stops; must respect `ctx.timeout` itself.
+    async fn run(&self, ctx: AgentContext<'_>) -> AgentOutcome;
+}
+
+/// Phase timings in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// Sandbox creation and environment setup.
+    pub setup_ms: u64,
+    /// Agent run.
+    pub agent_ms: u64,
+    /// Verifier run including copying tests in and logs out.
+    pub verifier_ms: u64,
+    /// Sandbox teardown.
+    pub teardown_ms: u64,
+    /// Whole trial.
+    pub total_ms: u64,
+}
+
+/// The contents of `result.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrialResult {
+    /// Unique trial id (`<task>/<attempt>` plus a random suffix).
+    pub trial_id: String,
+    /// Task name.
+    pub task: String,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Final status.
+    pub status: TrialStatus,
+    /// Verifier reward.
+    pub reward: Option<f64>,
+    /// How the agent ended, if it ran.
+    pub agent_end: Option<AgentEnd>,
+    /// Whether the agent ran out of time (the verifier still ran).
+    pub agent_timed_out: bool,
+    /// Error text for infra/verifier errors.
+    pub error: Option<String>,
+    /// Agent turns.
+    pub turns: u32,
+    /// Tokens.
+    pub usage: Usage,
+    /// Cost in USD.
+    pub cost_usd: f64,
+    /// Phase timings.
+    pub timings: Timings,
+    /// Infra retries spent before this result.
+    pub infra_retries: u32,
+    /// Start time (RFC 3339).
+    pub started_at: String,
+    /// End time (RFC 3339).
+    pub finished_at: String,
+}
+
+impl TrialResult {
+    /// An empty result for a task attempt (status infra_error until filled).
+    pub fn new(task: &str, attempt: u32) -> Self {
+        TrialResult {
+            trial_id: format!("{task}/{attempt}-{:08x}", rand::random::<u32>()),
+            task: task.to_string(),
+            attempt,
+            status: TrialStatus::InfraError,
+            reward: None,
+            agent_end: None,
+            agent_timed_out: false,
+            error: None,
+            turns: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            timings: Timings::default(),
+            infra_retries: 0,
+            started_at: now(),
+            finished_at: String::new(),
+        }
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Static facts a trial needs besides the task.
+#[derive(Clone)]
+pub struct TrialEnv {
+    /// Sandbox backend.
+    pub backend: Arc<dyn Backend>,
+    /// The agent.
+    pub agent: Arc<dyn Agent>,
+    /// Run name (sandbox labels).
+    pub run: String,
+    /// Agent timeout when the task sets none.
+    pub default_agent_timeout: Duration,
+    /// How many times an infra error is retried.
+    pub infra_retries: u32,
+}
+
+/// Runs one attempt of a task (with infra retries) and writes `result.json` into `dir`.
+pub async fn run_trial(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> TrialResult {
+    let mut retries = 0;
+    loop {
+        let _ = std::fs::remove_dir_all(dir);
+        let mut r = run_once(env, task, attempt, dir).await;
+        r.infra_retries = retries;
+        let fatal = r.agent_end == Some(AgentEnd::Fatal);
+        if r.status != TrialStatus::InfraError || retries >= env.infra_retries || fatal {
+            write_result(dir, &r);
+            return r;
+        }
+        retries += 1;
+        tracing::warn!(
+            "{}: infra error ({}); retrying ({retries}/{})",
+            r.trial_id,
+            r.error.as_deref().unwrap_or("?"),
+            env.infra_retries
+        );
+    }
+}
+
+/// Writes `result.json` (atomically: temp file then rename).
+pub fn write_result(dir: &Path, r: &TrialResult) {
+    let _ = std::fs::create_dir_all(dir);
+    let tmp = dir.join("result.json.tmp");
+    let json = serde_json::to_vec_pretty(r).expect("result serializes");
+    if std::fs::write(&tmp, json).is_ok() {
+        let _ = std::fs::rename(&tmp, dir.join("result.json"));
+    }
+}
+
+async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> TrialResult {
+    let t0 = Instant::now();
+    let mut r = TrialResult::new(&task.name, attempt);
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        r.error = Some(format!("cannot create trial dir {}: {e}", dir.display()));
+        return r;
+    }
+    let spec = SandboxSpec {
+        task: task.name.clone(),
+        trial_id: r.trial_id.clone(),
+        run: env.run.clone(),
+        context_dir: task.environment.context_dir.clone(),
+        docker_image: task.environment.docker_image.clone(),
+        cpus: task.environment.cpus,
+        memory_mb: task.environment.memory_mb,
+        allow_internet: task.environment.allow_internet,
+        env: Default::default(),
+    };
+    let sandbox = match env.backend.create(&spec).await {
+        Ok(s) => s,
+        Err(e) => {
+            r.error = Some(e.to_string());
+            r.timings.setup_ms = ms(t0);
+            r.timings.total_ms = ms(t0);
+            r.finished_at = now();
+            return r;
+        }
+    };
+    r.timings.setup_ms = ms(t0);
+
+    let t_agent = Instant::now();
+    let timeout = task
+        .agent_timeout_sec
+        .map(Duration::from_secs_f64)
+        .unwrap_or(env.default_agent_timeout);
+    let ctx = AgentContext {
+        task,
+        sandbox: sandbox.as_ref(),
+        trial_dir: dir,
+        timeout,
+    };
+    // The agent enforces its own deadline; this outer limit only guards against a stuck agent.
+    let outcome = match tokio::time::timeout(timeout + Duration::from_secs(30), env.agent.run(ctx))
+        .await
+    {
+        Ok(o) => o,
+        Err(_) => AgentOutcome::ended(AgentEnd::Timeout, Some("agent overran its deadline".into())),
+    };
+    r.timings.agent_ms = ms(t_agent);
+    r.turns = outcome.turns;
+    r.usage = outcome.usage;
+    r.cost_usd = outcome.cost_usd;
+    r.agent_end = Some(outcome.end.clone());
+    r.agent_timed_out = outcome.end == AgentEnd::Timeout;
+
+    if matches!(outcome.end, AgentEnd::InfraError | AgentEnd::Fatal) {
+        r.error = outcome.error;
+    } else {
+        let t_ver = Instant::now();
+        match verify(task, sandbox.as_ref(), dir).await {
+            Ok(reward) => {
+                r.reward = Some(reward);
+                r.status = if reward >= 1.0 {
+                    TrialStatus::Pass
+                } else if r.agent_timed_out {
+                    TrialStatus::AgentTimeout
+                } else {
+                    TrialStatus::Fail
+                };
+            }
+            Err(VerifyError::Infra(e)) => r.error = Some(e),
+            Err(VerifyError::Reward(e)) => {
+                r.status = TrialStatus::VerifierError;
+                r.error = Some(e);
+            }
+        }
+        r.timings.verifier_ms = ms(t_ver);
+    }
+    let t_down = Instant::now();
+    if let Err(e) = sandbox.destroy().await {
+        tracing::warn!("{}: teardown failed: {e}", r.trial_id);
+    }
+    r.timings.teardown_ms = ms(t_down);
+    r.timings.total_ms = ms(t0);
+    r.finished_at = now();
+    r
+}
+
+fn ms(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+enum VerifyError {
+    Infra(String),
+    Reward(String),
+}
+
+/// Copies `tests/` in, runs `test.sh`, copies `/logs/verifier` out, and parses the reward.
+async fn verify(task: &Task, sb: &dyn Sandbox, dir: &Path) -> Result<f64, VerifyError> {
+    let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
+    // Whatever the agent left in /logs/verifier must not count as a reward.
+    sb.exec(
+        "rm -rf /logs/verifier && mkdir -p /logs/verifier",
+        ExecOpts {
+            cwd: Some("/".into()),
+            timeout: Some(Duration::from_secs(30)),
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(infra)?;
+    sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
+    let out = sb
+        .exec(
+            "chmod +x /tests/test.sh; /tests/test.sh > /logs/verifier/stdout.txt 2>&1",
+            ExecOpts {
+                timeout: Some(Duration::from_secs_f64(task.verifier_timeout_sec)),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(infra)?;
+    let local: PathBuf = dir.join("verifier");
+    sb.get("/logs/verifier", &local).await.map_err(infra)?;
+    if out.timed_out {
+        return Err(VerifyError::Reward(format!(
+            "verifier timed out after {} s",
+            task.verifier_timeout_sec
+        )));
+    }
+    parse_reward(&local).map_err(VerifyError::Reward)
+}
+
+/// Reads the reward from `reward.json` (preferred) or `reward.txt` in a verifier dir.
+pub fn parse_reward(dir: &Path) -> Result<f64, String> {
+    let json = dir.join("reward.json");
+    if json.is_file() {
+        let text = std::fs::read_to_string(&json).map_err(|e| format!("reward.json: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("reward.json is not JSON: {e}"))?;
+        let num = match &v {
+            serde_json::Value::Number(n) => n.as_f64(),
+            serde_json::Value::Object(m) => m
+                .get("reward")
+                .or_else(|| m.values().next())
+                .and_then(|x| x.as_f64()),
+            _ => None,
+        };
+        return num.ok_or_else(|| format!("reward.json has no numeric reward: {text:.200}"));
+    }
+    let txt = dir.join("reward.txt");
+    if txt.is_file() {
+        let text = std::fs::read_to_string(&txt).map_err(|e| format!("reward.txt: {e}"))?;
+        let t = text.trim();
+        if t.is_empty() {
+            return Err("reward.txt is empty".into());
+        }
+        return t
+            .parse::<f64>()
+            .map_err(|_| format!("reward.txt is not a number: {t:.200}"));
+    }
+    Err("the verifier wrote no /logs/verifier/reward.txt or reward.json".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reward_parsing() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("no /logs"));
+        std::fs::write(d.path().join("reward.txt"), "1\n").unwrap();
+        assert_eq!(parse_reward(d.path()), Ok(1.0));
+        std::fs::write(d.path().join("reward.txt"), "").unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("empty"));
+        std::fs::write(d.path().join("reward.txt"), "yes").unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("not a number"));
+        std::fs::write(d.path().join("reward.json"), r#"{"reward": 0.0}"#).unwrap();
+        assert_eq!(parse_reward(d.path()), Ok(0.0));
+        std::fs::write(d.path().join("reward.json"), "{oops").unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("not JSON"));
+    }
+}

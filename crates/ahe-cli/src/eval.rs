@@ -1,0 +1,176 @@
+//! `ahe eval`: run a harness on a benchmark and print per-task results.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ahe_evolve::{RolloutSpec, RunConfig};
+use ahe_model::ModelConfig;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use crate::CliError;
+
+/// Arguments of `ahe eval`.
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Harness directory to evaluate.
+    #[arg(long)]
+    harness: PathBuf,
+    /// Benchmark directory (Terminal-Bench 2 / Harbor task dirs).
+    #[arg(long)]
+    benchmark: PathBuf,
+    /// Trials per task.
+    #[arg(short = 'k', long = "k")]
+    k: Option<u32>,
+    /// Trials running at once.
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Only these tasks (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    tasks: Vec<String>,
+    /// Model spec: mock:oracle, mock:nop, mock:script=FILE, openai:MODEL, anthropic:MODEL, local[:PATH].
+    #[arg(long)]
+    model: Option<String>,
+    /// Sandbox backend: auto, docker or local.
+    #[arg(long)]
+    sandbox: Option<String>,
+    /// Output directory (default runs/eval-<timestamp>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run config to take the code-agent model, sandbox and k from (flags override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print one JSON document (the scores) on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `ahe eval`.
+pub fn run(a: EvalArgs) -> Result<(), CliError> {
+    let cfg = a
+        .config
+        .as_deref()
+        .map(RunConfig::load)
+        .transpose()
+        .map_err(CliError::usage)?;
+    let model_cfg = match (&a.model, &cfg) {
+        (Some(spec), _) => {
+            ModelConfig::from_spec(spec).map_err(|e| CliError::usage(e.context("--model")))?
+        }
+        (None, Some(c)) => c.model("code_agent"),
+        (None, None) => {
+            return Err(CliError::usage(anyhow::anyhow!(
+                "no model: pass --model SPEC ({}) or --config FILE",
+                ahe_model::config::SPEC_FORMS
+            )))
+        }
+    };
+    model_cfg
+        .validate()
+        .map_err(|e| CliError::usage(e.context("model")))?;
+    let harness = ahe_harness::load(&a.harness).map_err(|problems| {
+        let list: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
+        CliError::usage(anyhow::anyhow!(
+            "harness {} is invalid:\n{}",
+            a.harness.display(),
+            list.join("\n")
+        ))
+    })?;
+    let (tasks, errors) = ahe_bench::load_benchmark(&a.benchmark).map_err(CliError::usage)?;
+    if !errors.is_empty() {
+        let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+        return Err(CliError::usage(anyhow::anyhow!(
+            "benchmark {} has invalid tasks:\n{}",
+            a.benchmark.display(),
+            list.join("\n")
+        )));
+    }
+    let include = if a.tasks.is_empty() {
+        cfg.as_ref()
+            .map(|c| c.benchmark.include.clone())
+            .unwrap_or_default()
+    } else {
+        a.tasks.clone()
+    };
+    let exclude = cfg
+        .as_ref()
+        .map(|c| c.benchmark.exclude.clone())
+        .unwrap_or_default();
+    let tasks = ahe_bench::select_tasks(tasks, &include, &exclude).map_err(CliError::usage)?;
+    let sandbox_name = a
+        .sandbox
+        .clone()
+        .or_else(|| cfg.as_ref().map(|c| c.sandbox.backend.clone()))
+        .unwrap_or_else(|| "auto".into());
+    let backend = ahe_evolve::select_backend(&sandbox_name).map_err(CliError::usage)?;
+    let k = a.k.or(cfg.as_ref().map(|c| c.k)).unwrap_or(1);
+    if k == 0 {
+        return Err(CliError::usage(anyhow::anyhow!("-k: must be at least 1")));
+    }
+    let concurrency = a
+        .concurrency
+        .or(cfg.as_ref().map(|c| c.sandbox.concurrency))
+        .unwrap_or(4)
+        .max(1);
+    let out_dir = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!(
+            "eval-{}",
+            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        ))
+    });
+    let run_name = out_dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "eval".into());
+    let spec = RolloutSpec {
+        harness: Arc::new(harness),
+        model_cfg,
+        tasks,
+        backend,
+        k,
+        concurrency,
+        infra_retries: cfg.as_ref().map(|c| c.sandbox.infra_retries).unwrap_or(1),
+        default_agent_timeout_sec: cfg
+            .as_ref()
+            .map(|c| c.agent.default_timeout_sec)
+            .unwrap_or(1800.0),
+        out_dir: out_dir.clone(),
+        run: run_name,
+    };
+    if !a.json {
+        eprintln!(
+            "ahe eval: {} tasks × k={} with {} on {} sandbox → {}",
+            spec.tasks.len(),
+            k,
+            spec.model_cfg.describe(),
+            spec.backend.name(),
+            out_dir.display()
+        );
+    }
+    let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+    let scores = rt.block_on(async {
+        let cancel = CancellationToken::new();
+        let c2 = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ninterrupted: stopping trials and tearing down sandboxes...");
+                c2.cancel();
+            }
+        });
+        let bar = crate::progress::Bar::new(a.json);
+        let result = ahe_evolve::rollout(spec, cancel, bar.callback()).await;
+        bar.finish();
+        result
+    });
+    let scores = scores.map_err(CliError::failed)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&scores).map_err(CliError::failed)?
+        );
+    } else {
+        print!("{}", ahe_bench::eval::table(&scores));
+        println!("scores: {}", out_dir.join("scores.json").display());
+    }
+    Ok(())
+}

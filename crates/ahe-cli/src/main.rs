@@ -1,0 +1,114 @@
+//! `ahe`: Agentic Harness Engineering — evolve the harness around a frozen model.
+
+mod eval;
+mod progress;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit status: the run failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status: bad usage or input.
+pub const EXIT_USAGE: u8 = 2;
+
+/// An error together with the exit status it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    /// 1 = the run failed, 2 = bad usage or input.
+    pub code: u8,
+    /// What to print.
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    /// Bad usage or input (exit 2).
+    pub fn usage(e: impl Into<anyhow::Error>) -> Self {
+        CliError {
+            code: EXIT_USAGE,
+            error: e.into(),
+        }
+    }
+    /// The run failed (exit 1).
+    pub fn failed(e: impl Into<anyhow::Error>) -> Self {
+        CliError {
+            code: EXIT_FAILED,
+            error: e.into(),
+        }
+    }
+}
+
+#[derive(Parser)]
+#[command(
+    name = "ahe",
+    version,
+    about = "Agentic Harness Engineering: evolve the harness around a frozen model"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate a harness on a benchmark: k trials per task, scores.json, a per-task table.
+    Eval(eval::EvalArgs),
+    /// Load and check a harness directory; print every problem.
+    Validate {
+        /// Harness directory.
+        dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AHE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Eval(a) => eval::run(a),
+        Command::Validate { dir } => validate(&dir),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {:#}", e.error);
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+fn validate(dir: &std::path::Path) -> Result<(), CliError> {
+    match ahe_harness::load(dir) {
+        Ok(h) => {
+            for w in &h.warnings {
+                println!("warning: {w}");
+            }
+            println!(
+                "{}: valid harness ({} tools, {} middleware, {} skills, {} sub-agents, {} memory files)",
+                dir.display(),
+                h.agent.tools.len(),
+                h.middleware.len(),
+                h.skills.len(),
+                h.subagents.len(),
+                h.memory.len()
+            );
+            Ok(())
+        }
+        Err(problems) => {
+            for p in &problems {
+                println!("{}: {p}", dir.display());
+            }
+            Err(CliError::usage(anyhow::anyhow!(
+                "{}: {} problem(s) in the harness",
+                dir.display(),
+                problems.len()
+            )))
+        }
+    }
+}

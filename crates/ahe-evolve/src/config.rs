@@ -1,0 +1,400 @@
+//! Run configuration (`configs/*.toml`): `extends` layering, `${ENV}` substitution, strict keys.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ahe_model::ModelConfig;
+use anyhow::{anyhow, bail, Context};
+use serde::{Deserialize, Serialize};
+
+/// A fully merged run configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Run name (default: derived from the config file name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Trials per task.
+    #[serde(default = "default_k")]
+    pub k: u32,
+    /// Evolve iterations.
+    #[serde(default = "default_iterations")]
+    pub iterations: u32,
+    /// The seed harness directory.
+    #[serde(default = "default_harness")]
+    pub harness: PathBuf,
+    /// Benchmark selection.
+    pub benchmark: BenchmarkConfig,
+    /// Sandbox settings.
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
+    /// Agent defaults.
+    #[serde(default)]
+    pub agent: AgentConfig,
+    /// Models: `default` plus optional per-role overrides `code_agent`, `debugger`, `evolve`
+    /// (each merged over `default`).
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+}
+
+fn default_k() -> u32 {
+    1
+}
+fn default_iterations() -> u32 {
+    3
+}
+fn default_harness() -> PathBuf {
+    "harness-seed".into()
+}
+
+/// `[benchmark]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchmarkConfig {
+    /// Benchmark directory.
+    pub path: PathBuf,
+    /// Only these tasks (all when empty).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Minus these tasks.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// `[sandbox]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `auto`, `docker` or `local`.
+    #[serde(default = "default_backend")]
+    pub backend: String,
+    /// Trials running at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Retries of a trial that hit an infra error.
+    #[serde(default = "default_infra_retries")]
+    pub infra_retries: u32,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            backend: default_backend(),
+            concurrency: default_concurrency(),
+            infra_retries: default_infra_retries(),
+        }
+    }
+}
+
+fn default_backend() -> String {
+    "auto".into()
+}
+fn default_concurrency() -> usize {
+    4
+}
+fn default_infra_retries() -> u32 {
+    1
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Agent timeout for tasks whose task.toml sets none.
+    #[serde(default = "default_agent_timeout")]
+    pub default_timeout_sec: f64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            default_timeout_sec: default_agent_timeout(),
+        }
+    }
+}
+
+fn default_agent_timeout() -> f64 {
+    1800.0
+}
+
+/// The three agent roles that name a model.
+pub const ROLES: [&str; 3] = ["code_agent", "debugger", "evolve"];
+
+impl RunConfig {
+    /// Loads a config file, following `extends` and substituting `${VAR}` / `${VAR:-default}`.
+    pub fn load(path: &Path) -> anyhow::Result<RunConfig> {
+        let mut table = load_layered(path, &mut Vec::new())?;
+        layer_roles(&mut table);
+        let de = toml::Value::Table(table);
+        let cfg: RunConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let at = e.path().to_string();
+            anyhow!(
+                "{}: {}: {}",
+                path.display(),
+                if at == "." { "(top level)".into() } else { at },
+                e.inner().message()
+            )
+        })?;
+        cfg.validate()
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        Ok(cfg)
+    }
+
+    /// Checks values serde cannot (ranges, choices, model settings).
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.k == 0 {
+            bail!("k: must be at least 1");
+        }
+        if !["auto", "docker", "local"].contains(&self.sandbox.backend.as_str()) {
+            bail!(
+                "sandbox.backend: {:?} must be one of auto, docker, local",
+                self.sandbox.backend
+            );
+        }
+        if self.sandbox.concurrency == 0 {
+            bail!("sandbox.concurrency: must be at least 1");
+        }
+        if !(self.agent.default_timeout_sec > 0.0) {
+            bail!("agent.default_timeout_sec: must be positive");
+        }
+        for k in self.models.keys() {
+            if k != "default" && !ROLES.contains(&k.as_str()) {
+                bail!("models.{k}: unknown role; use models.default, models.code_agent, models.debugger or models.evolve");
+            }
+        }
+        for r in ROLES {
+            self.model(r)
+                .validate()
+                .map_err(|e| anyhow!("models.{r}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The model of a role: its own section, else `models.default`, else the mock nop.
+    pub fn model(&self, role: &str) -> ModelConfig {
+        self.models
+            .get(role)
+            .or_else(|| self.models.get("default"))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// Reads one file, merges it over its `extends` parent, and substitutes env vars.
+fn load_layered(path: &Path, seen: &mut Vec<PathBuf>) -> anyhow::Result<toml::Table> {
+    let canon = path
+        .canonicalize()
+        .with_context(|| format!("{}: cannot read config", path.display()))?;
+    if seen.contains(&canon) {
+        bail!("{}: `extends` cycle", path.display());
+    }
+    seen.push(canon);
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read config", path.display()))?;
+    let mut table: toml::Table =
+        toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    substitute(&mut table, path)?;
+    let Some(parent) = table.remove("extends") else {
+        return Ok(table);
+    };
+    let parent = parent
+        .as_str()
+        .ok_or_else(|| anyhow!("{}: extends: must be a file path string", path.display()))?;
+    let parent_path = path.parent().unwrap_or(Path::new(".")).join(parent);
+    let mut base = load_layered(&parent_path, seen)
+        .with_context(|| format!("{}: extends = {parent:?}", path.display()))?;
+    merge(&mut base, table);
+    Ok(base)
+}
+
+/// Layers each role section over `models.default`, so an override that only changes
+/// `model` keeps the default's provider and prices.
+fn layer_roles(table: &mut toml::Table) {
+    let Some(toml::Value::Table(models)) = table.get_mut("models") else {
+        return;
+    };
+    let Some(toml::Value::Table(def)) = models.get("default").cloned() else {
+        return;
+    };
+    for r in ROLES {
+        if let Some(toml::Value::Table(role)) = models.get_mut(r) {
+            let mut merged = def.clone();
+            merge(&mut merged, std::mem::take(role));
+            *role = merged;
+        }
+    }
+}
+
+/// Deep-merges `over` into `base` (tables merge, everything else replaces).
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+fn substitute(t: &mut toml::Table, file: &Path) -> anyhow::Result<()> {
+    fn walk(v: &mut toml::Value, file: &Path, key: &str) -> anyhow::Result<()> {
+        match v {
+            toml::Value::String(s) if s.contains("${") => *s = expand(s, file, key)?,
+            toml::Value::Table(t) => {
+                for (k, v) in t.iter_mut() {
+                    walk(
+                        v,
+                        file,
+                        &format!("{key}{}{k}", if key.is_empty() { "" } else { "." }),
+                    )?;
+                }
+            }
+            toml::Value::Array(a) => {
+                for (i, v) in a.iter_mut().enumerate() {
+                    walk(v, file, &format!("{key}[{i}]"))?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    for (k, v) in t.iter_mut() {
+        walk(v, file, k)?;
+    }
+    Ok(())
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` in a string.
+fn expand(s: &str, file: &Path, key: &str) -> anyhow::Result<String> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| anyhow!("{}: {key}: unclosed ${{ in {s:?}", file.display()))?;
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        match (std::env::var(name), default) {
+            (Ok(v), _) => out.push_str(&v),
+            (Err(_), Some(d)) => out.push_str(d),
+            (Err(_), None) => bail!(
+                "{}: {key}: environment variable {name} is not set (use ${{{name}:-default}} for a fallback)",
+                file.display()
+            ),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn extends_and_env_substitution() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "base.toml",
+            "k = 2\n[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"local\"\n[models.default]\nprovider = \"openai\"\nmodel = \"m1\"\nprice_input_per_mtok = 3.0\n",
+        );
+        std::env::set_var("AHE_TEST_CFG_URL", "http://127.0.0.1:9/v1");
+        let p = write(
+            d.path(),
+            "child.toml",
+            "extends = \"base.toml\"\nk = 3\n[models.default]\nbase_url = \"${AHE_TEST_CFG_URL}\"\n[models.evolve]\nmodel = \"${AHE_TEST_CFG_UNSET:-m2}\"\n",
+        );
+        let c = RunConfig::load(&p).unwrap();
+        assert_eq!(c.k, 3);
+        assert_eq!(c.sandbox.backend, "local");
+        let code = c.model("code_agent");
+        assert_eq!(
+            (code.provider.as_str(), code.model.as_str()),
+            ("openai", "m1")
+        );
+        assert_eq!(code.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+        let ev = c.model("evolve");
+        assert_eq!((ev.provider.as_str(), ev.model.as_str()), ("openai", "m2"));
+        assert_eq!(ev.price_input_per_mtok, 3.0);
+    }
+
+    #[test]
+    fn errors_name_file_and_key() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "a.toml",
+            "[benchmark]\npath = \"x\"\n[sandbox]\nconcurrancy = 2\n",
+        );
+        let e = RunConfig::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("a.toml") && e.contains("sandbox") && e.contains("concurrancy"),
+            "{e}"
+        );
+
+        let p = write(
+            d.path(),
+            "b.toml",
+            "k = \"two\"\n[benchmark]\npath = \"x\"\n",
+        );
+        let e = RunConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("b.toml") && e.contains("k"), "{e}");
+
+        let p = write(
+            d.path(),
+            "c.toml",
+            "[benchmark]\npath = \"x\"\n[sandbox]\nbackend = \"vm\"\n",
+        );
+        let e = RunConfig::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("sandbox.backend") && e.contains("auto, docker, local"),
+            "{e}"
+        );
+
+        let p = write(
+            d.path(),
+            "d.toml",
+            "[benchmark]\npath = \"${AHE_TEST_NOPE_UNSET}\"\n",
+        );
+        let e = RunConfig::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("benchmark.path") && e.contains("AHE_TEST_NOPE_UNSET"),
+            "{e}"
+        );
+
+        let p = write(
+            d.path(),
+            "e.toml",
+            "[benchmark]\npath = \"x\"\n[models.default]\nprovider = \"gpt\"\n",
+        );
+        let e = RunConfig::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("models.code_agent") && e.contains("provider"),
+            "{e}"
+        );
+
+        let p = write(
+            d.path(),
+            "f.toml",
+            "extends = \"f.toml\"\n[benchmark]\npath = \"x\"\n",
+        );
+        assert!(RunConfig::load(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("cycle"));
+    }
+}

@@ -1,0 +1,151 @@
+//! Rollout: run a harness with a model on benchmark tasks (k trials each, in sandboxes).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ahe_bench::{
+    Agent, AgentContext, AgentEnd, AgentOutcome, EvalOptions, Progress, Scores, Task, TrialEnv,
+};
+use ahe_harness::{End, Harness, Runtime, TraceWriter};
+use ahe_model::{ModelClient, ModelConfig};
+use ahe_sandbox::Backend;
+use tokio_util::sync::CancellationToken;
+
+/// The harness runtime as a benchmark agent.
+pub struct HarnessAgent {
+    runtime: Runtime,
+    /// Upload the task's `solution/` to `/solution` first (for the mock oracle).
+    upload_solution: bool,
+}
+
+impl HarnessAgent {
+    /// Binds a harness to a model; `model_cfg` tells whether the mock oracle needs the solution.
+    pub fn new(
+        harness: Arc<Harness>,
+        model: ModelClient,
+        model_cfg: &ModelConfig,
+    ) -> anyhow::Result<Self> {
+        Ok(HarnessAgent {
+            runtime: Runtime::new(harness, model)?,
+            upload_solution: model_cfg.provider == "mock" && model_cfg.model == "oracle",
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Agent for HarnessAgent {
+    async fn run(&self, ctx: AgentContext<'_>) -> AgentOutcome {
+        if self.upload_solution && ctx.task.has_solution {
+            if let Err(e) = ctx.sandbox.put(&ctx.task.solution_dir(), "/solution").await {
+                return AgentOutcome::ended(
+                    AgentEnd::InfraError,
+                    Some(format!("cannot upload solution: {e}")),
+                );
+            }
+        }
+        let trace = match TraceWriter::open(ctx.trial_dir) {
+            Ok(t) => t,
+            Err(e) => {
+                return AgentOutcome::ended(
+                    AgentEnd::InfraError,
+                    Some(format!("cannot open trace: {e}")),
+                )
+            }
+        };
+        let out = self
+            .runtime
+            .run(&ctx.task.instruction, ctx.sandbox, &trace, ctx.timeout)
+            .await;
+        AgentOutcome {
+            end: match out.end {
+                End::Finished => AgentEnd::Finished,
+                End::Timeout => AgentEnd::Timeout,
+                End::TurnLimit => AgentEnd::TurnLimit,
+                End::TokenLimit => AgentEnd::TokenLimit,
+                End::ContextExceeded => AgentEnd::ContextExceeded,
+                End::ModelError => AgentEnd::InfraError,
+                End::Fatal => AgentEnd::Fatal,
+            },
+            turns: out.turns,
+            usage: out.usage,
+            cost_usd: out.cost_usd,
+            error: out.error,
+        }
+    }
+}
+
+/// Picks the sandbox backend by name (`auto`, `local`, `docker`) and says which it chose.
+pub fn select_backend(name: &str) -> anyhow::Result<Arc<dyn Backend>> {
+    match name {
+        "local" => Ok(Arc::new(ahe_sandbox::local::LocalBackend::detect())),
+        "auto" => {
+            tracing::info!("sandbox auto: no docker backend in this build; using local");
+            Ok(Arc::new(ahe_sandbox::local::LocalBackend::detect()))
+        }
+        "docker" => anyhow::bail!(
+            "--sandbox docker: the docker backend is not built yet; use --sandbox local"
+        ),
+        other => anyhow::bail!("--sandbox {other:?}: use auto, docker or local"),
+    }
+}
+
+/// Everything one rollout needs.
+pub struct RolloutSpec {
+    /// Harness to run.
+    pub harness: Arc<Harness>,
+    /// Code-agent model settings.
+    pub model_cfg: ModelConfig,
+    /// Tasks.
+    pub tasks: Vec<Task>,
+    /// Sandbox backend.
+    pub backend: Arc<dyn Backend>,
+    /// Trials per task.
+    pub k: u32,
+    /// Trials at once.
+    pub concurrency: usize,
+    /// Infra retries per trial.
+    pub infra_retries: u32,
+    /// Agent timeout for tasks without one.
+    pub default_agent_timeout_sec: f64,
+    /// Output dir (`trials/`, `scores.json`).
+    pub out_dir: PathBuf,
+    /// Run name (sandbox labels).
+    pub run: String,
+}
+
+/// Runs the rollout, writes `scores.json` (with model fault counts), returns the scores.
+pub async fn rollout(
+    spec: RolloutSpec,
+    cancel: CancellationToken,
+    progress: Arc<dyn Fn(Progress) + Send + Sync>,
+) -> anyhow::Result<Scores> {
+    let client = ahe_model::build_client(&spec.model_cfg)?;
+    let agent = HarnessAgent::new(spec.harness.clone(), client.clone(), &spec.model_cfg)?;
+    let env = TrialEnv {
+        backend: spec.backend.clone(),
+        agent: Arc::new(agent),
+        run: spec.run.clone(),
+        default_agent_timeout: std::time::Duration::from_secs_f64(spec.default_agent_timeout_sec),
+        infra_retries: spec.infra_retries,
+    };
+    let opts = EvalOptions {
+        k: spec.k,
+        concurrency: spec.concurrency,
+        out_dir: spec.out_dir.clone(),
+        cancel,
+    };
+    let mut scores = ahe_bench::run_eval(env, &spec.tasks, &opts, progress).await?;
+    let stats = client.stats();
+    let meta = &mut scores.meta;
+    meta.insert("model".into(), client.describe().into());
+    meta.insert(
+        "harness".into(),
+        spec.harness.dir.display().to_string().into(),
+    );
+    meta.insert("sandbox".into(), spec.backend.name().into());
+    meta.insert("model_calls".into(), stats.calls.into());
+    meta.insert("model_retries".into(), stats.retries.into());
+    meta.insert("model_faults".into(), serde_json::to_value(&stats.faults)?);
+    ahe_bench::eval::write_scores(&spec.out_dir, &scores)?;
+    Ok(scores)
+}

@@ -1,0 +1,667 @@
+//! The harness directory format (DESIGN §2): loading every component and naming every problem.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use ahe_model::ToolProtocol;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::middleware::{self, Hook, MiddlewareKind};
+use crate::tools::{self, ToolImpl};
+
+/// One problem found in a harness: file (relative to the harness), field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Problem {
+    /// File, relative to the harness root.
+    pub file: String,
+    /// Field or key inside the file, when known.
+    pub field: Option<String>,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.field {
+            Some(k) => write!(f, "{}: {}: {}", self.file, k, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+/// `[limits]` of agent.toml.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Maximum model turns.
+    pub max_turns: u32,
+    /// Agent wall time in seconds (a task's own `[agent] timeout_sec` caps it further).
+    pub timeout_sec: f64,
+    /// Input + output token budget of one run.
+    pub max_total_tokens: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_turns: 100,
+            timeout_sec: 1800.0,
+            max_total_tokens: 4_000_000,
+        }
+    }
+}
+
+/// `agent.toml`: the registry of what is on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentToml {
+    /// Harness name.
+    #[serde(default)]
+    pub name: String,
+    /// `native` or `json_in_text`.
+    #[serde(default)]
+    pub tool_protocol: ToolProtocol,
+    /// Enabled tools (file stems under `tools/`).
+    pub tools: Vec<String>,
+    /// Enabled middleware, in hook order (file stems under `middleware/`).
+    #[serde(default)]
+    pub middleware: Vec<String>,
+    /// Enabled skills (directory names under `skills/`).
+    #[serde(default)]
+    pub skills: Vec<String>,
+    /// Enabled sub-agents (file stems under `subagents/`).
+    #[serde(default)]
+    pub subagents: Vec<String>,
+    /// Limits.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// A tool: description for the model plus its implementation.
+#[derive(Debug, Clone)]
+pub struct ToolDef {
+    /// Tool name.
+    pub name: String,
+    /// Description shown to the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// Builtin kind or script.
+    pub implementation: ToolImpl,
+    /// Implementation parameters.
+    pub params: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    name: String,
+    description: String,
+    implementation: String,
+    input_schema: toml::Value,
+    #[serde(default)]
+    params: Option<toml::Value>,
+}
+
+/// A middleware: hook points plus builtin kind or script.
+#[derive(Debug, Clone)]
+pub struct MiddlewareDef {
+    /// Name (file stem).
+    pub name: String,
+    /// Hook points it runs at.
+    pub hooks: Vec<Hook>,
+    /// Builtin kind or script.
+    pub kind: MiddlewareKind,
+    /// Parameters.
+    pub params: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMiddleware {
+    #[serde(default)]
+    name: Option<String>,
+    hooks: Vec<Hook>,
+    kind: String,
+    #[serde(default)]
+    params: Option<toml::Value>,
+}
+
+/// A skill: front matter (name, description) plus the body, loaded on demand.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skill {
+    /// Skill name.
+    pub name: String,
+    /// One-line description shown in the skill index.
+    pub description: String,
+    /// Markdown body returned by `load_skill`.
+    pub body: String,
+}
+
+/// A sub-agent, reachable through the `delegate` tool.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentDef {
+    /// Name used in `delegate`.
+    pub name: String,
+    /// What it is for (shown to the parent agent).
+    pub description: String,
+    /// Its system prompt (a minijinja template like system_prompt.md).
+    pub prompt: String,
+    /// Tools it may use (names of harness tools).
+    pub tools: Vec<String>,
+    /// Turn limit.
+    #[serde(default = "default_sub_turns")]
+    pub max_turns: u32,
+    /// Wall-time limit in seconds.
+    #[serde(default = "default_sub_timeout")]
+    pub timeout_sec: f64,
+}
+
+fn default_sub_turns() -> u32 {
+    30
+}
+fn default_sub_timeout() -> f64 {
+    600.0
+}
+
+/// A loaded, valid harness.
+#[derive(Debug, Clone)]
+pub struct Harness {
+    /// Root directory.
+    pub dir: PathBuf,
+    /// agent.toml.
+    pub agent: AgentToml,
+    /// system_prompt.md source (a minijinja template).
+    pub system_prompt: String,
+    /// Every tool file that loaded (enabled or not; sub-agents may use disabled ones).
+    pub all_tools: Vec<ToolDef>,
+    /// Enabled middleware, in order.
+    pub middleware: Vec<MiddlewareDef>,
+    /// Enabled skills.
+    pub skills: Vec<Skill>,
+    /// Enabled sub-agents.
+    pub subagents: Vec<SubagentDef>,
+    /// memory/*.md, sorted by file name: (file name, text).
+    pub memory: Vec<(String, String)>,
+    /// Non-fatal findings (e.g. a skill file not registered in agent.toml).
+    pub warnings: Vec<Problem>,
+}
+
+impl Harness {
+    /// The enabled tools, in agent.toml order.
+    pub fn tools(&self) -> Vec<&ToolDef> {
+        self.agent
+            .tools
+            .iter()
+            .filter_map(|n| self.tool(n))
+            .collect()
+    }
+    /// A tool by name (enabled or not).
+    pub fn tool(&self, name: &str) -> Option<&ToolDef> {
+        self.all_tools.iter().find(|t| t.name == name)
+    }
+}
+
+struct Ctx<'a> {
+    root: &'a Path,
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+impl Ctx<'_> {
+    fn err(&mut self, file: &str, field: Option<&str>, msg: impl Into<String>) {
+        self.problems.push(Problem {
+            file: file.into(),
+            field: field.map(Into::into),
+            message: msg.into(),
+        });
+    }
+    fn warn(&mut self, file: &str, msg: impl Into<String>) {
+        self.warnings.push(Problem {
+            file: file.into(),
+            field: None,
+            message: msg.into(),
+        });
+    }
+    fn read(&mut self, rel: &str) -> Option<String> {
+        match std::fs::read_to_string(self.root.join(rel)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.err(rel, None, format!("cannot read: {e}"));
+                None
+            }
+        }
+    }
+    fn toml<T: for<'de> Deserialize<'de>>(&mut self, rel: &str) -> Option<T> {
+        let text = self.read(rel)?;
+        match toml::from_str::<T>(&text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let msg = e.message().to_string();
+                let field = e
+                    .span()
+                    .map(|s| format!("line {}", text[..s.start].lines().count().max(1)));
+                self.err(rel, field.as_deref(), msg);
+                None
+            }
+        }
+    }
+}
+
+/// Converts a TOML value to JSON.
+pub fn toml_to_json(v: &toml::Value) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// A path inside the harness that is a plain relative path (no `..`, not absolute).
+pub fn safe_rel(p: &str) -> bool {
+    let path = Path::new(p);
+    !p.is_empty()
+        && path.is_relative()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// Loads a harness directory, checking everything; returns every problem when any is fatal.
+pub fn load(dir: &Path) -> Result<Harness, Vec<Problem>> {
+    let mut cx = Ctx {
+        root: dir,
+        problems: Vec::new(),
+        warnings: Vec::new(),
+    };
+    if !dir.is_dir() {
+        cx.err(&dir.display().to_string(), None, "not a directory");
+        return Err(cx.problems);
+    }
+    let agent: Option<AgentToml> = cx.toml("agent.toml");
+    let system_prompt = cx.read("system_prompt.md").unwrap_or_default();
+
+    let mut all_tools = Vec::new();
+    for stem in list_stems(dir, "tools", "toml") {
+        if let Some(t) = load_tool(&mut cx, &stem) {
+            all_tools.push(t);
+        }
+    }
+    let memory = load_memory(&mut cx);
+    let Some(agent) = agent else {
+        return Err(cx.problems);
+    };
+    if agent.limits.max_turns == 0 {
+        cx.err("agent.toml", Some("limits.max_turns"), "must be at least 1");
+    }
+    if !(agent.limits.timeout_sec > 0.0) {
+        cx.err("agent.toml", Some("limits.timeout_sec"), "must be positive");
+    }
+    for name in &agent.tools {
+        if !all_tools.iter().any(|t: &ToolDef| &t.name == name) {
+            let file = format!("tools/{name}.toml");
+            if !dir.join(&file).is_file() {
+                cx.err(
+                    "agent.toml",
+                    Some("tools"),
+                    format!("tool {name:?} is listed but {file} does not exist"),
+                );
+            }
+        }
+    }
+    let mut middleware = Vec::new();
+    for name in &agent.middleware {
+        if let Some(m) = load_middleware(&mut cx, name) {
+            middleware.push(m);
+        }
+    }
+    let mut skills = Vec::new();
+    for name in &agent.skills {
+        if let Some(s) = load_skill(&mut cx, name) {
+            skills.push(s);
+        }
+    }
+    let mut subagents = Vec::new();
+    for name in &agent.subagents {
+        let file = format!("subagents/{name}.toml");
+        if let Some(s) = cx.toml::<SubagentDef>(&file) {
+            if s.prompt.trim().is_empty() {
+                cx.err(&file, Some("prompt"), "is empty");
+            }
+            for t in &s.tools {
+                if !all_tools.iter().any(|d| &d.name == t) {
+                    cx.err(
+                        &file,
+                        Some("tools"),
+                        format!("unknown tool {t:?} (no tools/{t}.toml)"),
+                    );
+                }
+            }
+            subagents.push(s);
+        }
+    }
+    registry_warnings(&mut cx, &agent, &all_tools);
+    let h = Harness {
+        dir: dir.to_path_buf(),
+        agent,
+        system_prompt,
+        all_tools,
+        middleware,
+        skills,
+        subagents,
+        memory,
+        warnings: Vec::new(),
+    };
+    if let Err(e) = crate::prompt::check_templates(&h) {
+        cx.problems.extend(e);
+    }
+    if cx.problems.is_empty() {
+        Ok(Harness {
+            warnings: cx.warnings,
+            ..h
+        })
+    } else {
+        Err(cx.problems)
+    }
+}
+
+fn list_stems(dir: &Path, sub: &str, ext: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.join(sub))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn load_tool(cx: &mut Ctx, stem: &str) -> Option<ToolDef> {
+    let file = format!("tools/{stem}.toml");
+    let raw: RawTool = cx.toml(&file)?;
+    let before = cx.problems.len();
+    if raw.name != stem {
+        cx.err(
+            &file,
+            Some("name"),
+            format!(
+                "is {:?} but the file is named {stem}.toml; they must match",
+                raw.name
+            ),
+        );
+    }
+    if raw.description.trim().is_empty() {
+        cx.err(&file, Some("description"), "is empty");
+    }
+    let schema = toml_to_json(&raw.input_schema);
+    if let Err(e) = jsonschema::meta::validate(&schema) {
+        cx.err(
+            &file,
+            Some("input_schema"),
+            format!("is not a valid JSON Schema: {e}"),
+        );
+    } else if schema.get("type").and_then(Value::as_str) != Some("object") {
+        cx.err(&file, Some("input_schema.type"), "must be \"object\"");
+    }
+    let params = raw
+        .params
+        .as_ref()
+        .map(toml_to_json)
+        .unwrap_or(Value::Object(Default::default()));
+    let implementation = match ToolImpl::parse(&raw.implementation) {
+        Ok(i) => i,
+        Err(e) => {
+            cx.err(&file, Some("implementation"), e);
+            return None;
+        }
+    };
+    match &implementation {
+        ToolImpl::Script(p) => {
+            if !safe_rel(p) {
+                cx.err(
+                    &file,
+                    Some("implementation"),
+                    format!("script path {p:?} must be relative to the harness, without .."),
+                );
+            } else if !cx.root.join(p).is_file() {
+                cx.err(
+                    &file,
+                    Some("implementation"),
+                    format!("script {p} does not exist"),
+                );
+            }
+        }
+        ToolImpl::Builtin(b) => {
+            if let Err(e) = tools::check_params(*b, &params) {
+                cx.err(&file, Some("params"), e);
+            }
+        }
+    }
+    (cx.problems.len() == before).then_some(ToolDef {
+        name: raw.name,
+        description: raw.description,
+        input_schema: schema,
+        implementation,
+        params,
+    })
+}
+
+fn load_middleware(cx: &mut Ctx, name: &str) -> Option<MiddlewareDef> {
+    let file = format!("middleware/{name}.toml");
+    if !cx.root.join(&file).is_file() {
+        cx.err(
+            "agent.toml",
+            Some("middleware"),
+            format!("middleware {name:?} is listed but {file} does not exist"),
+        );
+        return None;
+    }
+    let raw: RawMiddleware = cx.toml(&file)?;
+    if let Some(n) = &raw.name {
+        if n != name {
+            cx.err(
+                &file,
+                Some("name"),
+                format!("is {n:?} but the file is named {name}.toml"),
+            );
+        }
+    }
+    if raw.hooks.is_empty() {
+        cx.err(&file, Some("hooks"), "lists no hook point");
+    }
+    let params = raw
+        .params
+        .as_ref()
+        .map(toml_to_json)
+        .unwrap_or(Value::Object(Default::default()));
+    let kind = match MiddlewareKind::parse(&raw.kind) {
+        Ok(k) => k,
+        Err(e) => {
+            cx.err(&file, Some("kind"), e);
+            return None;
+        }
+    };
+    match &kind {
+        MiddlewareKind::Script(p) => {
+            if !safe_rel(p) {
+                cx.err(
+                    &file,
+                    Some("kind"),
+                    format!("script path {p:?} must be relative to the harness, without .."),
+                );
+            } else if !cx.root.join(p).is_file() {
+                cx.err(&file, Some("kind"), format!("script {p} does not exist"));
+            }
+        }
+        MiddlewareKind::Builtin(b) => {
+            for h in &raw.hooks {
+                if !b.hooks().contains(h) {
+                    cx.err(
+                        &file,
+                        Some("hooks"),
+                        format!(
+                            "builtin {} cannot run at {h:?}; it supports {:?}",
+                            b.name(),
+                            b.hooks()
+                        ),
+                    );
+                }
+            }
+            if let Err(e) = middleware::check_params(*b, &params) {
+                cx.err(&file, Some("params"), e);
+            }
+        }
+    }
+    Some(MiddlewareDef {
+        name: name.to_string(),
+        hooks: raw.hooks,
+        kind,
+        params,
+    })
+}
+
+/// Splits `---\nkey: value\n---\nbody` front matter.
+pub fn parse_front_matter(text: &str) -> Option<(Vec<(String, String)>, String)> {
+    let rest = text.strip_prefix("---")?;
+    let rest = rest
+        .strip_prefix('\n')
+        .or_else(|| rest.strip_prefix("\r\n"))?;
+    let end = rest.find("\n---")?;
+    let head = &rest[..end];
+    let body = rest[end + 4..]
+        .trim_start_matches(['-'])
+        .trim_start()
+        .to_string();
+    let fields = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| {
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|x| x.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
+                .unwrap_or(v);
+            (k.trim().to_string(), v.to_string())
+        })
+        .collect();
+    Some((fields, body))
+}
+
+fn load_skill(cx: &mut Ctx, name: &str) -> Option<Skill> {
+    let file = format!("skills/{name}/SKILL.md");
+    if !cx.root.join(&file).is_file() {
+        cx.err(
+            "agent.toml",
+            Some("skills"),
+            format!("skill {name:?} is listed but {file} does not exist"),
+        );
+        return None;
+    }
+    let text = cx.read(&file)?;
+    let Some((fields, body)) = parse_front_matter(&text) else {
+        cx.err(
+            &file,
+            None,
+            "must start with front matter: ---\\nname: ...\\ndescription: ...\\n---",
+        );
+        return None;
+    };
+    let get = |k: &str| fields.iter().find(|(a, _)| a == k).map(|(_, v)| v.clone());
+    let (Some(n), Some(d)) = (get("name"), get("description")) else {
+        cx.err(
+            &file,
+            Some("front matter"),
+            "needs both `name:` and `description:`",
+        );
+        return None;
+    };
+    if n != name {
+        cx.err(
+            &file,
+            Some("name"),
+            format!("is {n:?} but the directory is skills/{name}/"),
+        );
+    }
+    Some(Skill {
+        name: n,
+        description: d,
+        body,
+    })
+}
+
+fn load_memory(cx: &mut Ctx) -> Vec<(String, String)> {
+    list_stems(cx.root, "memory", "md")
+        .into_iter()
+        .filter_map(|s| {
+            let rel = format!("memory/{s}.md");
+            cx.read(&rel).map(|t| (format!("{s}.md"), t))
+        })
+        .collect()
+}
+
+fn registry_warnings(cx: &mut Ctx, agent: &AgentToml, tools: &[ToolDef]) {
+    let root = cx.root.to_path_buf();
+    for t in tools {
+        let used_by_sub = agent.subagents.iter().any(|s| {
+            std::fs::read_to_string(root.join(format!("subagents/{s}.toml")))
+                .is_ok_and(|x| x.contains(&t.name))
+        });
+        if !agent.tools.contains(&t.name) && !used_by_sub {
+            cx.warn(
+                &format!("tools/{}.toml", t.name),
+                "not listed in agent.toml tools: the agent cannot use it",
+            );
+        }
+    }
+    for m in list_stems(&root, "middleware", "toml") {
+        if !agent.middleware.contains(&m) {
+            cx.warn(
+                &format!("middleware/{m}.toml"),
+                "not listed in agent.toml middleware: it never runs",
+            );
+        }
+    }
+    let skill_dirs: Vec<String> = std::fs::read_dir(root.join("skills"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("SKILL.md").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for s in skill_dirs {
+        if !agent.skills.contains(&s) {
+            cx.warn(
+                &format!("skills/{s}/SKILL.md"),
+                "not listed in agent.toml skills: the agent never sees it",
+            );
+        }
+    }
+    for s in list_stems(&root, "subagents", "toml") {
+        if !agent.subagents.contains(&s) {
+            cx.warn(
+                &format!("subagents/{s}.toml"),
+                "not listed in agent.toml subagents: it cannot be delegated to",
+            );
+        }
+    }
+    let has = |k: tools::BuiltinTool| {
+        agent.tools.iter().any(|n| {
+            tools
+                .iter()
+                .any(|t| &t.name == n && t.implementation == ToolImpl::Builtin(k))
+        })
+    };
+    if !agent.skills.is_empty() && !has(tools::BuiltinTool::LoadSkill) {
+        cx.warn(
+            "agent.toml",
+            "skills are enabled but no builtin:load_skill tool is: the agent cannot load them",
+        );
+    }
+    if !agent.subagents.is_empty() && !has(tools::BuiltinTool::Delegate) {
+        cx.warn(
+            "agent.toml",
+            "sub-agents are enabled but no builtin:delegate tool is: the agent cannot call them",
+        );
+    }
+}

@@ -1,0 +1,577 @@
+//! Middleware: hook points, decisions, the builtin kinds, and script middleware.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ahe_model::Message;
+use ahe_sandbox::{ExecOpts, Sandbox};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::format::MiddlewareDef;
+use crate::tools::{parse_script_json, script_command, truncate_middle, ToolResult};
+
+/// Where a middleware runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hook {
+    /// Before each model call (may rewrite the messages).
+    BeforeModel,
+    /// After each model answer (may block it with feedback).
+    AfterModel,
+    /// Before a tool runs (may change args or block).
+    BeforeTool,
+    /// After a tool ran (may change its output).
+    AfterTool,
+    /// When the agent wants to finish (may reject).
+    OnFinish,
+}
+
+/// Builtin middleware kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuiltinMiddleware {
+    /// Cut long tool outputs (head + tail).
+    OutputTruncation,
+    /// Block the same call repeated too often in a row.
+    LoopDetection,
+    /// Block commands matching a regex list.
+    CommandGuard,
+    /// Run a check command before accepting finish.
+    FinishVerification,
+    /// Elide old tool outputs when the conversation grows too large.
+    Compaction,
+}
+
+impl BuiltinMiddleware {
+    /// Name as written after `builtin:`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OutputTruncation => "output_truncation",
+            Self::LoopDetection => "loop_detection",
+            Self::CommandGuard => "command_guard",
+            Self::FinishVerification => "finish_verification",
+            Self::Compaction => "compaction",
+        }
+    }
+    /// Hook points this kind supports.
+    pub fn hooks(self) -> &'static [Hook] {
+        match self {
+            Self::OutputTruncation => &[Hook::AfterTool],
+            Self::LoopDetection | Self::CommandGuard => &[Hook::BeforeTool],
+            Self::FinishVerification => &[Hook::OnFinish],
+            Self::Compaction => &[Hook::BeforeModel],
+        }
+    }
+}
+
+/// How a middleware is implemented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MiddlewareKind {
+    /// `builtin:<kind>`.
+    Builtin(BuiltinMiddleware),
+    /// `script:<path>` relative to the harness, run inside the sandbox.
+    Script(String),
+}
+
+impl MiddlewareKind {
+    /// Parses `builtin:<kind>` or `script:<path>`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        use BuiltinMiddleware::*;
+        if let Some(k) = s.strip_prefix("builtin:") {
+            let all = [
+                OutputTruncation,
+                LoopDetection,
+                CommandGuard,
+                FinishVerification,
+                Compaction,
+            ];
+            all.into_iter()
+                .find(|b| b.name() == k)
+                .map(MiddlewareKind::Builtin)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = all.iter().map(|b| b.name()).collect();
+                    format!(
+                        "unknown builtin middleware {k:?}; use one of {}",
+                        names.join(", ")
+                    )
+                })
+        } else if let Some(p) = s.strip_prefix("script:") {
+            Ok(MiddlewareKind::Script(p.into()))
+        } else {
+            Err(format!("{s:?} must be `builtin:<kind>` or `script:<path>`"))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct TruncationParams {
+    max_chars: usize,
+}
+impl Default for TruncationParams {
+    fn default() -> Self {
+        TruncationParams { max_chars: 10_000 }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct LoopParams {
+    max_repeats: usize,
+    message: String,
+}
+impl Default for LoopParams {
+    fn default() -> Self {
+        LoopParams {
+            max_repeats: 3,
+            message: "You have made this exact call {n} times in a row. It will not give a different result; change approach.".into(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GuardParams {
+    patterns: Vec<String>,
+    #[serde(default = "default_guard_msg")]
+    message: String,
+    #[serde(default = "default_guard_arg")]
+    argument: String,
+}
+fn default_guard_msg() -> String {
+    "Blocked by the command guard (pattern `{pattern}`).".into()
+}
+fn default_guard_arg() -> String {
+    "command".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FinishParams {
+    command: String,
+    #[serde(default = "default_finish_timeout")]
+    timeout_sec: f64,
+    #[serde(default = "default_max_rejections")]
+    max_rejections: u32,
+    #[serde(default = "default_finish_msg")]
+    message: String,
+}
+fn default_finish_timeout() -> f64 {
+    120.0
+}
+fn default_max_rejections() -> u32 {
+    3
+}
+fn default_finish_msg() -> String {
+    "Not finished: the check `{command}` failed (exit code {code}). Its output:\n{output}\nFix the problem, then finish again.".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct CompactionParams {
+    max_chars: usize,
+    keep_last: usize,
+}
+impl Default for CompactionParams {
+    fn default() -> Self {
+        CompactionParams {
+            max_chars: 200_000,
+            keep_last: 8,
+        }
+    }
+}
+
+fn p<T: for<'de> Deserialize<'de>>(v: &Value) -> Result<T, String> {
+    serde_json::from_value(v.clone()).map_err(|e| e.to_string())
+}
+
+/// Checks a builtin middleware's `[params]`.
+pub fn check_params(kind: BuiltinMiddleware, v: &Value) -> Result<(), String> {
+    match kind {
+        BuiltinMiddleware::OutputTruncation => p::<TruncationParams>(v).map(|_| ()),
+        BuiltinMiddleware::LoopDetection => p::<LoopParams>(v).map(|_| ()),
+        BuiltinMiddleware::CommandGuard => {
+            let g: GuardParams = p(v)?;
+            for pat in &g.patterns {
+                Regex::new(pat)
+                    .map_err(|e| format!("patterns: {pat:?} is not a valid regex: {e}"))?;
+            }
+            Ok(())
+        }
+        BuiltinMiddleware::FinishVerification => p::<FinishParams>(v).map(|_| ()),
+        BuiltinMiddleware::Compaction => p::<CompactionParams>(v).map(|_| ()),
+    }
+}
+
+/// What a hook decided.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Decision {
+    /// Go on unchanged.
+    Continue,
+    /// New tool arguments (before_tool).
+    ModifyArgs {
+        /// Replacement arguments.
+        args: Value,
+    },
+    /// New tool output (after_tool).
+    ModifyOutput {
+        /// Replacement output.
+        output: String,
+    },
+    /// New conversation (before_model).
+    ModifyMessages {
+        /// Replacement messages.
+        messages: Vec<Message>,
+    },
+    /// Do not run the call / discard the answer; the model sees the message.
+    Block {
+        /// Shown to the model.
+        message: String,
+    },
+    /// Refuse to finish; the loop goes on with the message.
+    RejectFinish {
+        /// Shown to the model.
+        message: String,
+    },
+}
+
+/// Script middleware's answer on stdout.
+#[derive(Deserialize)]
+struct ScriptDecision {
+    action: String,
+    #[serde(default)]
+    args: Option<Value>,
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<Message>>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// What a hook is given.
+pub enum HookInput<'a> {
+    /// Messages about to be sent.
+    BeforeModel(&'a [Message]),
+    /// The model's answer text and calls.
+    AfterModel(&'a ahe_model::ChatResponse),
+    /// Tool name and arguments.
+    BeforeTool(&'a str, &'a Value),
+    /// Tool name, arguments, result.
+    AfterTool(&'a str, &'a Value, &'a ToolResult),
+    /// The finish summary.
+    OnFinish(&'a str),
+}
+
+impl HookInput<'_> {
+    fn hook(&self) -> Hook {
+        match self {
+            HookInput::BeforeModel(_) => Hook::BeforeModel,
+            HookInput::AfterModel(_) => Hook::AfterModel,
+            HookInput::BeforeTool(..) => Hook::BeforeTool,
+            HookInput::AfterTool(..) => Hook::AfterTool,
+            HookInput::OnFinish(_) => Hook::OnFinish,
+        }
+    }
+    fn to_json(&self) -> Value {
+        match self {
+            HookInput::BeforeModel(m) => json!({"hook": "before_model", "messages": m}),
+            HookInput::AfterModel(r) => {
+                json!({"hook": "after_model", "content": r.content, "tool_calls": r.tool_calls})
+            }
+            HookInput::BeforeTool(n, a) => json!({"hook": "before_tool", "tool": n, "args": a}),
+            HookInput::AfterTool(n, a, r) => {
+                json!({"hook": "after_tool", "tool": n, "args": a, "result": r})
+            }
+            HookInput::OnFinish(s) => json!({"hook": "on_finish", "summary": s}),
+        }
+    }
+}
+
+/// The enabled middleware of one agent run, with their per-run state.
+pub struct Stack {
+    defs: Vec<MiddlewareDef>,
+    recent_calls: Vec<String>,
+    rejections: HashMap<String, u32>,
+}
+
+impl Stack {
+    /// A stack over the harness's enabled middleware.
+    pub fn new(defs: Vec<MiddlewareDef>) -> Self {
+        Stack {
+            defs,
+            recent_calls: Vec::new(),
+            rejections: HashMap::new(),
+        }
+    }
+
+    /// Runs every middleware registered for the input's hook, in order; returns each
+    /// non-`continue` decision with the middleware's name (the last one is final when it
+    /// blocks or rejects; modifications chain).
+    pub async fn run(&mut self, input: HookInput<'_>, sb: &dyn Sandbox) -> Vec<(String, Decision)> {
+        let hook = input.hook();
+        let mut out = Vec::new();
+        let defs: Vec<MiddlewareDef> = self
+            .defs
+            .iter()
+            .filter(|d| d.hooks.contains(&hook))
+            .cloned()
+            .collect();
+        // Modifications chain: later middleware see earlier changes.
+        let mut args_over: Option<Value> = None;
+        let mut output_over: Option<ToolResult> = None;
+        let mut msgs_over: Option<Vec<Message>> = None;
+        for d in defs {
+            let cur = match (&input, &args_over, &output_over, &msgs_over) {
+                (HookInput::BeforeTool(n, _), Some(a), _, _) => HookInput::BeforeTool(n, a),
+                (HookInput::AfterTool(n, a, _), _, Some(r), _) => HookInput::AfterTool(n, a, r),
+                (HookInput::BeforeModel(_), _, _, Some(m)) => HookInput::BeforeModel(m),
+                (i, ..) => i.reborrow(),
+            };
+            let dec = match &d.kind {
+                MiddlewareKind::Builtin(b) => self.builtin(*b, &d, &cur, sb).await,
+                MiddlewareKind::Script(rel) => script(rel, &cur, sb).await,
+            };
+            match &dec {
+                Decision::Continue => continue,
+                Decision::ModifyArgs { args } => args_over = Some(args.clone()),
+                Decision::ModifyOutput { output } => {
+                    if let HookInput::AfterTool(_, _, r) = &cur {
+                        output_over = Some(ToolResult {
+                            output: output.clone(),
+                            ..(*r).clone()
+                        });
+                    }
+                }
+                Decision::ModifyMessages { messages } => msgs_over = Some(messages.clone()),
+                Decision::Block { .. } | Decision::RejectFinish { .. } => {
+                    out.push((d.name.clone(), dec));
+                    return out;
+                }
+            }
+            out.push((d.name.clone(), dec));
+        }
+        out
+    }
+
+    async fn builtin(
+        &mut self,
+        b: BuiltinMiddleware,
+        d: &MiddlewareDef,
+        input: &HookInput<'_>,
+        sb: &dyn Sandbox,
+    ) -> Decision {
+        match (b, input) {
+            (BuiltinMiddleware::OutputTruncation, HookInput::AfterTool(_, _, r)) => {
+                let pr: TruncationParams = p(&d.params).unwrap_or_default();
+                let (t, cut) = truncate_middle(&r.output, pr.max_chars);
+                if cut {
+                    Decision::ModifyOutput { output: t }
+                } else {
+                    Decision::Continue
+                }
+            }
+            (BuiltinMiddleware::LoopDetection, HookInput::BeforeTool(n, a)) => {
+                let pr: LoopParams = p(&d.params).unwrap_or_default();
+                let key = format!("{n}:{a}");
+                if self.recent_calls.last() != Some(&key) {
+                    self.recent_calls.clear();
+                }
+                self.recent_calls.push(key);
+                let n = self.recent_calls.len();
+                if n > pr.max_repeats.max(1) {
+                    Decision::Block {
+                        message: pr.message.replace("{n}", &n.to_string()),
+                    }
+                } else {
+                    Decision::Continue
+                }
+            }
+            (BuiltinMiddleware::CommandGuard, HookInput::BeforeTool(_, a)) => {
+                let Ok(g) = p::<GuardParams>(&d.params) else {
+                    return Decision::Continue;
+                };
+                let text = a.get(&g.argument).and_then(Value::as_str).unwrap_or("");
+                for pat in &g.patterns {
+                    if Regex::new(pat).is_ok_and(|re| re.is_match(text)) {
+                        return Decision::Block {
+                            message: g.message.replace("{pattern}", pat),
+                        };
+                    }
+                }
+                Decision::Continue
+            }
+            (BuiltinMiddleware::FinishVerification, HookInput::OnFinish(_)) => {
+                let Ok(f) = p::<FinishParams>(&d.params) else {
+                    return Decision::Continue;
+                };
+                let used = self.rejections.entry(d.name.clone()).or_default();
+                if *used >= f.max_rejections {
+                    return Decision::Continue;
+                }
+                let opts = ExecOpts {
+                    timeout: Some(Duration::from_secs_f64(f.timeout_sec)),
+                    ..Default::default()
+                };
+                let (code, output) = match sb.exec(&f.command, opts).await {
+                    Ok(o) if o.exit_code == Some(0) => return Decision::Continue,
+                    Ok(o) => (
+                        o.exit_code
+                            .map(|c| c.to_string())
+                            .unwrap_or_else(|| "killed".into()),
+                        truncate_middle(&format!("{}{}", o.stdout, o.stderr), 4000).0,
+                    ),
+                    Err(e) => ("error".into(), e.to_string()),
+                };
+                *used += 1;
+                Decision::RejectFinish {
+                    message: f
+                        .message
+                        .replace("{command}", &f.command)
+                        .replace("{code}", &code)
+                        .replace("{output}", &output),
+                }
+            }
+            (BuiltinMiddleware::Compaction, HookInput::BeforeModel(m)) => {
+                let pr: CompactionParams = p(&d.params).unwrap_or_default();
+                compact(m, pr.max_chars, pr.keep_last).map_or(Decision::Continue, |messages| {
+                    Decision::ModifyMessages { messages }
+                })
+            }
+            _ => Decision::Continue,
+        }
+    }
+}
+
+impl HookInput<'_> {
+    fn reborrow(&self) -> HookInput<'_> {
+        match self {
+            HookInput::BeforeModel(m) => HookInput::BeforeModel(m),
+            HookInput::AfterModel(r) => HookInput::AfterModel(r),
+            HookInput::BeforeTool(n, a) => HookInput::BeforeTool(n, a),
+            HookInput::AfterTool(n, a, r) => HookInput::AfterTool(n, a, r),
+            HookInput::OnFinish(s) => HookInput::OnFinish(s),
+        }
+    }
+}
+
+/// Total characters of a conversation.
+pub fn conversation_chars(m: &[Message]) -> usize {
+    m.iter()
+        .map(|x| {
+            x.text().len()
+                + match x {
+                    Message::Assistant { tool_calls, .. } => tool_calls
+                        .iter()
+                        .map(|c| c.arguments.to_string().len())
+                        .sum(),
+                    _ => 0,
+                }
+        })
+        .sum()
+}
+
+/// Elides the oldest tool outputs (never the system prompt, the task, or the last
+/// `keep_last` messages) until the conversation fits in `max_chars`; None when it fits.
+pub fn compact(m: &[Message], max_chars: usize, keep_last: usize) -> Option<Vec<Message>> {
+    let mut total = conversation_chars(m);
+    if total <= max_chars {
+        return None;
+    }
+    let mut out = m.to_vec();
+    let stop = out.len().saturating_sub(keep_last);
+    for msg in out.iter_mut().take(stop).skip(2) {
+        if total <= max_chars {
+            break;
+        }
+        if let Message::Tool { content, .. } | Message::User { content } = msg {
+            if content.len() > 200 {
+                let note = format!(
+                    "[output elided by compaction: {} characters]",
+                    content.len()
+                );
+                total = total - content.len() + note.len();
+                *content = note;
+            }
+        }
+    }
+    Some(out)
+}
+
+async fn script(rel: &str, input: &HookInput<'_>, sb: &dyn Sandbox) -> Decision {
+    let stdin = serde_json::to_vec(&input.to_json()).unwrap_or_default();
+    let opts = ExecOpts {
+        stdin: Some(stdin),
+        timeout: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let Ok(o) = sb.exec(&script_command(rel), opts).await else {
+        return Decision::Continue;
+    };
+    let Some(d) = parse_script_json::<ScriptDecision>(&o.stdout) else {
+        tracing::warn!("middleware script {rel} printed no decision JSON; continuing");
+        return Decision::Continue;
+    };
+    let msg = d.message.unwrap_or_default();
+    match d.action.as_str() {
+        "block" => Decision::Block { message: msg },
+        "reject_finish" => Decision::RejectFinish { message: msg },
+        "modify" => match (d.args, d.output, d.messages) {
+            (Some(args), _, _) => Decision::ModifyArgs { args },
+            (_, Some(output), _) => Decision::ModifyOutput { output },
+            (_, _, Some(messages)) => Decision::ModifyMessages { messages },
+            _ => Decision::Continue,
+        },
+        _ => Decision::Continue,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compaction_elides_old_outputs_only() {
+        let big = "x".repeat(5000);
+        let mut m = vec![Message::system("sys"), Message::user("task")];
+        for i in 0..6 {
+            m.push(Message::Tool {
+                tool_call_id: format!("{i}"),
+                name: "s".into(),
+                content: big.clone(),
+            });
+        }
+        assert!(compact(&m, 100_000, 2).is_none());
+        let c = compact(&m, 12_000, 2).unwrap();
+        assert_eq!(c[0], m[0]);
+        assert_eq!(c[1], m[1]);
+        assert!(c[2].text().contains("elided"));
+        assert_eq!(c[7].text(), big);
+        assert!(conversation_chars(&c) <= 12_000 + 200);
+    }
+
+    #[test]
+    fn params_are_checked() {
+        assert!(
+            check_params(BuiltinMiddleware::CommandGuard, &json!({"patterns": ["("]}))
+                .unwrap_err()
+                .contains("regex")
+        );
+        assert!(check_params(BuiltinMiddleware::CommandGuard, &json!({})).is_err());
+        assert!(check_params(
+            BuiltinMiddleware::FinishVerification,
+            &json!({"command": "true"})
+        )
+        .is_ok());
+        assert!(
+            check_params(BuiltinMiddleware::OutputTruncation, &json!({"max": 1}))
+                .unwrap_err()
+                .contains("max")
+        );
+        assert!(MiddlewareKind::parse("builtin:nope")
+            .unwrap_err()
+            .contains("command_guard"));
+    }
+}

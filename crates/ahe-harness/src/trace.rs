@@ -1,0 +1,266 @@
+//! `trace.jsonl`: one JSON event per line, appended and flushed as it happens.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use ahe_model::{ToolCall, Usage};
+use serde::Serialize;
+use serde_json::Value;
+
+/// One trace event.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event<'a> {
+    /// The run starts.
+    RunStart {
+        /// Agent name (`main` or a sub-agent's).
+        agent: &'a str,
+        /// Model description.
+        model: &'a str,
+        /// Tool protocol.
+        protocol: &'a str,
+        /// Tool names offered.
+        tools: Vec<&'a str>,
+        /// Limits in force.
+        limits: Value,
+    },
+    /// A system or user message added to the conversation.
+    Message {
+        /// Agent name.
+        agent: &'a str,
+        /// `system` or `user`.
+        role: &'a str,
+        /// Text.
+        content: &'a str,
+    },
+    /// A model answer.
+    Assistant {
+        /// Agent name.
+        agent: &'a str,
+        /// Turn number (1-based).
+        turn: u32,
+        /// Free text.
+        content: Option<&'a str>,
+        /// Tool calls.
+        tool_calls: &'a [ToolCall],
+        /// Tokens of the call.
+        usage: Usage,
+        /// Cost of the call.
+        cost_usd: f64,
+        /// Latency.
+        duration_ms: u64,
+    },
+    /// A tool call and its result.
+    ToolCall {
+        /// Agent name.
+        agent: &'a str,
+        /// Turn number.
+        turn: u32,
+        /// Call id.
+        id: &'a str,
+        /// Tool name.
+        name: &'a str,
+        /// Arguments (after middleware).
+        args: &'a Value,
+        /// Observation text given to the model.
+        output: &'a str,
+        /// Whether the tool reported success.
+        ok: bool,
+        /// Exit code, for commands.
+        exit_code: Option<i32>,
+        /// Whether output was cut.
+        truncated: bool,
+        /// Error text.
+        error: Option<&'a str>,
+        /// Run time.
+        duration_ms: u64,
+    },
+    /// A middleware decided something other than `continue`.
+    Middleware {
+        /// Agent name.
+        agent: &'a str,
+        /// Turn number.
+        turn: u32,
+        /// Hook point.
+        hook: &'a str,
+        /// Middleware name.
+        name: &'a str,
+        /// The decision.
+        decision: Value,
+    },
+    /// Something went wrong (model error, invalid call, ...).
+    Error {
+        /// Agent name.
+        agent: &'a str,
+        /// Turn number.
+        turn: u32,
+        /// Error class.
+        kind: &'a str,
+        /// Text.
+        message: &'a str,
+    },
+    /// The run ended.
+    RunEnd {
+        /// Agent name.
+        agent: &'a str,
+        /// How it ended.
+        end: &'a str,
+        /// Turns taken.
+        turns: u32,
+        /// Tokens.
+        usage: Usage,
+        /// Cost.
+        cost_usd: f64,
+        /// Final text of the agent.
+        final_message: Option<&'a str>,
+    },
+}
+
+/// Appends events to `trace.jsonl` (and a readable line to `agent.log`), flushing each.
+pub struct TraceWriter {
+    start: Instant,
+    out: Mutex<Option<(BufWriter<File>, BufWriter<File>)>>,
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    t_ms: u64,
+    ts: String,
+    #[serde(flatten)]
+    event: &'a Event<'a>,
+}
+
+impl TraceWriter {
+    /// Opens (appending) `trace.jsonl` and `agent.log` in `dir`.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let open = |n: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(n))
+                .map(BufWriter::new)
+        };
+        Ok(TraceWriter {
+            start: Instant::now(),
+            out: Mutex::new(Some((open("trace.jsonl")?, open("agent.log")?))),
+        })
+    }
+
+    /// A writer that drops everything (for nested runs without their own files, and tests).
+    pub fn sink() -> Self {
+        TraceWriter {
+            start: Instant::now(),
+            out: Mutex::new(None),
+        }
+    }
+
+    /// Records one event.
+    pub fn emit(&self, event: &Event<'_>) {
+        let mut g = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((trace, log)) = g.as_mut() else {
+            return;
+        };
+        let line = Line {
+            t_ms: self.start.elapsed().as_millis() as u64,
+            ts: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            event,
+        };
+        if let Ok(s) = serde_json::to_string(&line) {
+            let _ = writeln!(trace, "{s}");
+            let _ = trace.flush();
+        }
+        let _ = writeln!(log, "{}", human(event));
+        let _ = log.flush();
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one = s.replace('\n', "⏎");
+    if one.chars().count() <= n {
+        one
+    } else {
+        format!("{}…", one.chars().take(n).collect::<String>())
+    }
+}
+
+fn human(e: &Event<'_>) -> String {
+    match e {
+        Event::RunStart {
+            agent,
+            model,
+            tools,
+            ..
+        } => {
+            format!("[{agent}] start model={model} tools={}", tools.join(","))
+        }
+        Event::Message {
+            agent,
+            role,
+            content,
+        } => format!("[{agent}] {role}: {}", clip(content, 300)),
+        Event::Assistant {
+            agent,
+            turn,
+            content,
+            tool_calls,
+            ..
+        } => {
+            let calls: Vec<String> = tool_calls
+                .iter()
+                .map(|c| format!("{}({})", c.name, clip(&c.arguments.to_string(), 200)))
+                .collect();
+            format!(
+                "[{agent}] #{turn} assistant: {} {}",
+                clip(content.unwrap_or(""), 300),
+                calls.join(" ")
+            )
+        }
+        Event::ToolCall {
+            agent,
+            turn,
+            name,
+            output,
+            exit_code,
+            duration_ms,
+            ..
+        } => format!(
+            "[{agent}] #{turn} {name} -> exit={} {}ms: {}",
+            exit_code.map(|c| c.to_string()).unwrap_or("-".into()),
+            duration_ms,
+            clip(output, 300)
+        ),
+        Event::Middleware {
+            agent,
+            turn,
+            hook,
+            name,
+            decision,
+        } => {
+            format!(
+                "[{agent}] #{turn} middleware {name}@{hook}: {}",
+                clip(&decision.to_string(), 300)
+            )
+        }
+        Event::Error {
+            agent,
+            turn,
+            kind,
+            message,
+        } => format!("[{agent}] #{turn} ERROR {kind}: {}", clip(message, 500)),
+        Event::RunEnd {
+            agent,
+            end,
+            turns,
+            usage,
+            cost_usd,
+            ..
+        } => format!(
+            "[{agent}] end={end} turns={turns} tokens={} cost=${cost_usd:.4}",
+            usage.total()
+        ),
+    }
+}

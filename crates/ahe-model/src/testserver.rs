@@ -1,0 +1,325 @@
+//! A scripted OpenAI-compatible HTTP server for tests (cargo feature `test-server`).
+//!
+//! It listens on `127.0.0.1` (random port) on its own thread and runtime, answers
+//! `POST /v1/chat/completions` (and anything under it) from a queue of
+//! [`ScriptedReply`]s (or a closure), records every request, and stops on drop.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+
+/// One reply the server sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptedReply {
+    /// HTTP status.
+    pub status: u16,
+    /// Response body.
+    pub body: String,
+    /// Extra response headers.
+    pub headers: Vec<(String, String)>,
+    /// Delay before answering, in milliseconds.
+    pub delay_ms: u64,
+}
+
+/// A chat-completions body with one choice holding `message`.
+pub fn completion_body(message: Value, finish_reason: &str) -> String {
+    json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    })
+    .to_string()
+}
+
+impl ScriptedReply {
+    /// A 200 with a plain text answer.
+    pub fn text(content: &str) -> ScriptedReply {
+        let msg = json!({"role": "assistant", "content": content});
+        ScriptedReply::json(200, completion_body(msg, "stop"))
+    }
+
+    /// A 200 with one tool call whose argument text is `args_json` (sent verbatim).
+    pub fn tool_call(name: &str, args_json: &str) -> ScriptedReply {
+        let msg = json!({
+            "role": "assistant",
+            "content": null,
+            "tool_calls": [{
+                "id": "call_test_0",
+                "type": "function",
+                "function": {"name": name, "arguments": args_json},
+            }],
+        });
+        ScriptedReply::json(200, completion_body(msg, "tool_calls"))
+    }
+
+    /// An error status with an OpenAI-style error body.
+    pub fn status(code: u16) -> ScriptedReply {
+        let body = json!({"error": {"message": format!("scripted status {code}"), "code": null}});
+        ScriptedReply::json(code, body.to_string())
+    }
+
+    /// A 200 whose body is not JSON.
+    pub fn garbage() -> ScriptedReply {
+        ScriptedReply {
+            status: 200,
+            body: "<html>this is not json {".to_string(),
+            headers: vec![("content-type".to_string(), "text/html".to_string())],
+            delay_ms: 0,
+        }
+    }
+
+    /// A reply with the given status and JSON body text.
+    pub fn json(status: u16, body: impl Into<String>) -> ScriptedReply {
+        ScriptedReply {
+            status,
+            body: body.into(),
+            headers: vec![("content-type".to_string(), "application/json".to_string())],
+            delay_ms: 0,
+        }
+    }
+
+    /// Adds a response header.
+    pub fn with_header(mut self, name: &str, value: &str) -> ScriptedReply {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sets the delay before answering.
+    pub fn with_delay(mut self, delay_ms: u64) -> ScriptedReply {
+        self.delay_ms = delay_ms;
+        self
+    }
+
+    /// Replaces the body's `usage` (prompt, completion and cached prompt tokens).
+    pub fn with_usage(mut self, prompt: u64, completion: u64, cached: u64) -> ScriptedReply {
+        if let Ok(mut v) = serde_json::from_str::<Value>(&self.body) {
+            v["usage"] = json!({
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            });
+            self.body = v.to_string();
+        }
+        self
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// Request path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Headers, names lower-cased.
+    pub headers: BTreeMap<String, String>,
+    /// Body as JSON (`Value::String(raw)` when it is not JSON).
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    /// A header's value by (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+}
+
+/// Computes a reply from the request body and its 0-based index.
+pub type ReplyFn = dyn Fn(&Value, usize) -> ScriptedReply + Send + Sync;
+
+struct Shared {
+    queue: Mutex<VecDeque<ScriptedReply>>,
+    fallback: Mutex<ScriptedReply>,
+    dynamic: Option<Box<ReplyFn>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// A running scripted server; stops when dropped.
+pub struct TestServer {
+    port: u16,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for TestServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestServer")
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+impl TestServer {
+    /// Starts a server answering from `replies`, then with text "done".
+    pub fn start(replies: Vec<ScriptedReply>) -> TestServer {
+        TestServer::start_with_fallback(replies, ScriptedReply::text("done"))
+    }
+
+    /// Starts a server answering from `replies`, then with `fallback`.
+    pub fn start_with_fallback(replies: Vec<ScriptedReply>, fallback: ScriptedReply) -> TestServer {
+        TestServer::launch(replies, fallback, None)
+    }
+
+    /// Starts a server that computes every reply with `f(request_body, index)`.
+    pub fn start_dynamic(
+        f: impl Fn(&Value, usize) -> ScriptedReply + Send + Sync + 'static,
+    ) -> TestServer {
+        TestServer::launch(vec![], ScriptedReply::text("done"), Some(Box::new(f)))
+    }
+
+    fn launch(
+        replies: Vec<ScriptedReply>,
+        fallback: ScriptedReply,
+        dynamic: Option<Box<ReplyFn>>,
+    ) -> TestServer {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(replies.into()),
+            fallback: Mutex::new(fallback),
+            dynamic,
+            requests: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+        });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener.set_nonblocking(true).expect("set_nonblocking");
+        let port = listener.local_addr().expect("local_addr").port();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handle))
+            .route("/v1/chat/completions/*rest", post(handle))
+            .with_state(shared.clone());
+        std::thread::Builder::new()
+            .name(format!("ahe-testserver-{port}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("test server runtime");
+                rt.block_on(async move {
+                    let listener =
+                        tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+                    tokio::select! {
+                        _ = axum::serve(listener, app) => {}
+                        _ = stop_rx => {}
+                    }
+                });
+            })
+            .expect("spawn test server thread");
+        TestServer {
+            port,
+            shared,
+            stop: Some(stop_tx),
+        }
+    }
+
+    /// The base URL to configure, `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// The bodies of every request received so far.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.requests().into_iter().map(|r| r.body).collect()
+    }
+
+    /// Number of requests received so far.
+    pub fn request_count(&self) -> usize {
+        lock(&self.shared.requests).len()
+    }
+
+    /// Most requests that were being answered at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        self.shared.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Appends a reply to the queue.
+    pub fn push(&self, reply: ScriptedReply) {
+        lock(&self.shared.queue).push_back(reply);
+    }
+
+    /// Replaces the reply used when the queue is empty.
+    pub fn set_fallback(&self, reply: ScriptedReply) {
+        *lock(&self.shared.fallback) = reply;
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    let recorded = RecordedRequest {
+        path: uri.path().to_string(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+                (k.as_str().to_ascii_lowercase(), v)
+            })
+            .collect(),
+        body: value.clone(),
+    };
+    let index = {
+        let mut reqs = lock(&shared.requests);
+        reqs.push(recorded);
+        reqs.len() - 1
+    };
+    let reply = match &shared.dynamic {
+        Some(f) => f(&value, index),
+        None => {
+            let next = lock(&shared.queue).pop_front();
+            next.unwrap_or_else(|| lock(&shared.fallback).clone())
+        }
+    };
+    let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    if reply.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
+    }
+    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let mut resp = Response::new(Body::from(reply.body));
+    *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+    for (k, v) in &reply.headers {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            resp.headers_mut().insert(k, v);
+        }
+    }
+    resp
+}

@@ -1,0 +1,255 @@
+//! The provider-neutral chat types every provider speaks.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which of the three agent roles a call is made for (accounting and mock scripts use it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The harness-driven agent that solves benchmark tasks.
+    CodeAgent,
+    /// The agent that explains failures.
+    Debugger,
+    /// The agent that edits the harness.
+    Evolve,
+}
+
+impl Role {
+    /// The snake_case name used in configs, scripts and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::CodeAgent => "code_agent",
+            Role::Debugger => "debugger",
+            Role::Evolve => "evolve",
+        }
+    }
+}
+
+/// One tool call requested by the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider-assigned call id (echoed back in the tool message).
+    pub id: String,
+    /// Tool name as the model wrote it (may name a tool that does not exist).
+    pub name: String,
+    /// Parsed arguments; when the model's argument text is not JSON this is `Value::String(raw)`.
+    pub arguments: Value,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// System prompt.
+    System {
+        /// Text.
+        content: String,
+    },
+    /// User turn (task instruction, or runtime feedback in the JSON-in-text protocol).
+    User {
+        /// Text.
+        content: String,
+    },
+    /// Model turn.
+    Assistant {
+        /// Free text, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        /// Tool calls, possibly none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// Result of one tool call.
+    Tool {
+        /// The id of the call this answers.
+        tool_call_id: String,
+        /// The tool's name.
+        name: String,
+        /// Observation text shown to the model.
+        content: String,
+    },
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(s: impl Into<String>) -> Self {
+        Message::System { content: s.into() }
+    }
+    /// A user message.
+    pub fn user(s: impl Into<String>) -> Self {
+        Message::User { content: s.into() }
+    }
+    /// The text of the message (tool calls not included).
+    pub fn text(&self) -> &str {
+        match self {
+            Message::System { content } | Message::User { content } => content,
+            Message::Tool { content, .. } => content,
+            Message::Assistant { content, .. } => content.as_deref().unwrap_or(""),
+        }
+    }
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Tool name.
+    pub name: String,
+    /// What the tool does, as the model reads it.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+}
+
+/// How tools are offered to the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolProtocol {
+    /// Provider-native tool calling (`tools` in the request, `tool_calls` in the answer).
+    #[default]
+    Native,
+    /// Tools described in the prompt; the model answers `{"tool": NAME, "args": {...}}` in text.
+    JsonInText,
+}
+
+/// One chat-completion request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// Role the call is made for.
+    pub role: Role,
+    /// Conversation so far.
+    pub messages: Vec<Message>,
+    /// Tools available this turn (sent natively only with `ToolProtocol::Native`).
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// How the tools are offered.
+    #[serde(default)]
+    pub protocol: ToolProtocol,
+    /// Sampling temperature, if set.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Output token cap, if set.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// The system prompt text ("" when there is none).
+    pub fn system_prompt(&self) -> &str {
+        self.messages
+            .iter()
+            .find_map(|m| match m {
+                Message::System { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .unwrap_or("")
+    }
+    /// Number of assistant turns already in the conversation.
+    pub fn assistant_turns(&self) -> usize {
+        self.messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count()
+    }
+}
+
+/// Token counts of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens (including cached ones).
+    pub input_tokens: u64,
+    /// Of the prompt tokens, how many were served from the provider's cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another usage into this one.
+    pub fn add(&mut self, o: &Usage) {
+        self.input_tokens += o.input_tokens;
+        self.cached_input_tokens += o.cached_input_tokens;
+        self.output_tokens += o.output_tokens;
+    }
+    /// Input plus output tokens.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// Free text, if any.
+    pub content: Option<String>,
+    /// Tool calls, possibly none.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token usage reported (or estimated) for this call.
+    pub usage: Usage,
+    /// Provider's stop reason, if given.
+    pub finish_reason: Option<String>,
+    /// Cost of this call in USD (filled by the client from configured prices).
+    #[serde(default)]
+    pub cost_usd: f64,
+}
+
+impl ChatResponse {
+    /// The assistant message to append to the conversation.
+    pub fn to_message(&self) -> Message {
+        Message::Assistant {
+            content: self.content.clone(),
+            tool_calls: self.tool_calls.clone(),
+        }
+    }
+}
+
+/// Why a model call failed, by what the caller should do about it.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    /// 429, 5xx, timeout, connection reset: retry with backoff.
+    #[error("transient model error: {message}")]
+    Transient {
+        /// What happened.
+        message: String,
+        /// Server's Retry-After, in seconds, when given.
+        retry_after_sec: Option<f64>,
+    },
+    /// The response could not be parsed: retry a bounded number of times.
+    #[error("malformed model response: {0}")]
+    Malformed(String),
+    /// 401/403/404 and other errors retrying cannot fix: stop the run.
+    #[error("permanent model error: {0}")]
+    Permanent(String),
+    /// The request exceeded the model's context window.
+    #[error("context length exceeded: {0}")]
+    ContextLength(String),
+}
+
+impl ModelError {
+    /// Short class name used in fault counters ("transient", "malformed", ...).
+    pub fn class(&self) -> &'static str {
+        match self {
+            ModelError::Transient { .. } => "transient",
+            ModelError::Malformed(_) => "malformed",
+            ModelError::Permanent(_) => "permanent",
+            ModelError::ContextLength(_) => "context_length",
+        }
+    }
+    /// Whether the client should retry the call.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Transient { .. } | ModelError::Malformed(_)
+        )
+    }
+}
+
+/// A chat model backend (one HTTP API, the embedded model, or the mock).
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// Provider and model, e.g. `openai:gpt-4o` (for logs and results).
+    fn describe(&self) -> String;
+    /// Performs one call, without retries (the client retries).
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError>;
+}

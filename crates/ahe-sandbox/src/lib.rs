@@ -1,0 +1,102 @@
+//! Sandboxes that run task environments: one trait, several backends.
+
+pub mod dockerfile;
+pub mod local;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a sandbox must provide for one trial (derived from a task's `[environment]`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Task name (for labels, logs and temp dir names).
+    pub task: String,
+    /// Unique trial id (for labels).
+    pub trial_id: String,
+    /// Run name (for labels, used by reaping).
+    pub run: String,
+    /// The task's `environment/` dir (Dockerfile + build context), if any.
+    pub context_dir: Option<PathBuf>,
+    /// Prebuilt image name, if the task names one.
+    pub docker_image: Option<String>,
+    /// CPU limit.
+    pub cpus: Option<f64>,
+    /// Memory limit in MiB.
+    pub memory_mb: Option<u64>,
+    /// Whether the sandbox may reach the network.
+    pub allow_internet: bool,
+    /// Extra environment variables for every exec.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Options of one exec.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOpts {
+    /// Working directory inside the sandbox (default: the environment's WORKDIR).
+    pub cwd: Option<String>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Bytes written to the command's stdin.
+    pub stdin: Option<Vec<u8>>,
+    /// Kill the command (and every process it started) after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// The outcome of one exec.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExecOutput {
+    /// Exit code; `None` when killed by a signal or by the timeout.
+    pub exit_code: Option<i32>,
+    /// Captured stdout (lossy UTF-8).
+    pub stdout: String,
+    /// Captured stderr (lossy UTF-8).
+    pub stderr: String,
+    /// Whether the timeout fired.
+    pub timed_out: bool,
+    /// Wall time of the exec.
+    pub duration_ms: u64,
+}
+
+/// Errors of the sandbox itself (never of the command run inside it).
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The environment could not be set up (bad Dockerfile, failing RUN step...).
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    /// The backend failed while running or copying.
+    #[error("sandbox error: {0}")]
+    Backend(String),
+    /// Local I/O.
+    #[error("sandbox I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Result alias for sandbox operations.
+pub type Result<T> = std::result::Result<T, SandboxError>;
+
+/// One live sandbox (one trial's environment).
+#[async_trait::async_trait]
+pub trait Sandbox: Send + Sync {
+    /// Runs `bash -c command` inside the sandbox.
+    async fn exec(&self, command: &str, opts: ExecOpts) -> Result<ExecOutput>;
+    /// Copies a host file or directory to `dest` (absolute path inside the sandbox).
+    async fn put(&self, src: &Path, dest: &str) -> Result<()>;
+    /// Copies a file or directory at `src` (inside) to the host path `dest`.
+    async fn get(&self, src: &str, dest: &Path) -> Result<()>;
+    /// The working directory commands start in (the Dockerfile's last WORKDIR).
+    fn workdir(&self) -> &str;
+    /// Tears the sandbox down; idempotent.
+    async fn destroy(&self) -> Result<()>;
+}
+
+/// A way to create sandboxes.
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync {
+    /// Short name (`local`, `docker`).
+    fn name(&self) -> &'static str;
+    /// Creates and sets up a sandbox for one trial.
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>>;
+}

@@ -1,0 +1,764 @@
+//! The `local` backend: bubblewrap when it works, else plain host processes in a temp dir.
+//!
+//! Each trial gets a temp dir whose `fs/` holds one host directory per writable top-level
+//! sandbox path (`/app`, `/logs`, `/tests`, `/solution`, `/tmp`, `/root`, plus any top-level
+//! dir the Dockerfile's WORKDIR/COPY needs, e.g. `/workspace`). Everything else the sandbox
+//! sees is the host's `/usr`, `/etc`, `/opt`, `/var`, `/srv` (and `/bin`... symlinks), bound
+//! read-only.
+//!
+//! With bubblewrap every exec is a FRESH `bwrap` process (new mount/pid/net/ipc/uts/user
+//! namespaces, no network unless the task allows it): files persist between execs through
+//! the bind mounts, but background processes do NOT survive the exec that started them (the
+//! pid namespace dies with it). Plain mode kills leftovers of the exec's process group too.
+//!
+//! Limitations: the system directories are the host's (packages cannot be installed; a
+//! Dockerfile `RUN apt-get ...` fails at setup — use the docker backend for such tasks);
+//! `USER`, `EXPOSE`, `CMD`... are ignored; no `/sys`. Plain mode has NO isolation: commands
+//! run on the host with the cwd mapped, but absolute paths inside commands are not remapped.
+//! Memory/cpu limits use cgroup v1 (`/sys/fs/cgroup/{memory,cpu}/ahe/<trial>`) when it is
+//! writable; otherwise they are not enforced (a warning is logged).
+
+mod cgroup;
+mod fsmap;
+mod process;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use crate::dockerfile::{self, Dockerfile, Instruction, RunCommand, DEFAULT_PATH};
+use crate::{Backend, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
+use cgroup::Cgroup;
+use fsmap::{FsMap, Location, RoEntry};
+
+/// Working directory when the Dockerfile sets none (or there is no Dockerfile).
+pub const DEFAULT_WORKDIR: &str = "/app";
+
+/// Default time limit of one Dockerfile `RUN` step at setup.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Host facts shared by every sandbox of a backend.
+#[derive(Debug)]
+struct HostLayout {
+    bwrap: PathBuf,
+    bash: String,
+    ro: Vec<RoEntry>,
+}
+
+/// The `local` backend.
+#[derive(Debug, Clone)]
+pub struct LocalBackend {
+    isolated: bool,
+    layout: Arc<HostLayout>,
+    setup_timeout: Duration,
+}
+
+/// Finds an executable in `PATH` (or returns the name unchanged).
+fn which(name: &str, fallback: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(fallback))
+}
+
+impl LocalBackend {
+    fn new(isolated: bool) -> LocalBackend {
+        let bash = ["/bin/bash", "/usr/bin/bash"]
+            .iter()
+            .find(|p| Path::new(p).exists())
+            .map_or("bash".to_string(), |p| p.to_string());
+        let layout = HostLayout {
+            bwrap: which("bwrap", "/usr/bin/bwrap"),
+            bash,
+            ro: fsmap::scan_host_ro(),
+        };
+        if !isolated {
+            let msg = "ahe: WARNING: the local sandbox backend runs in PLAIN mode: NO isolation \
+                       (bubblewrap is unavailable); commands run directly on this host";
+            tracing::warn!("{msg}");
+            eprintln!("{msg}");
+        }
+        LocalBackend {
+            isolated,
+            layout: Arc::new(layout),
+            setup_timeout: DEFAULT_SETUP_TIMEOUT,
+        }
+    }
+
+    /// Uses bubblewrap when `bwrap --ro-bind / / true` works, else plain mode (loud warning).
+    pub fn detect() -> LocalBackend {
+        LocalBackend::new(LocalBackend::bubblewrap_available())
+    }
+
+    /// A backend that isolates with bubblewrap (creation fails if `bwrap` does not work).
+    pub fn bubblewrap() -> LocalBackend {
+        LocalBackend::new(true)
+    }
+
+    /// A backend without any isolation (plain host processes in a temp dir).
+    pub fn plain() -> LocalBackend {
+        LocalBackend::new(false)
+    }
+
+    /// Whether `bwrap` works here (probed once per process).
+    pub fn bubblewrap_available() -> bool {
+        static PROBE: OnceLock<bool> = OnceLock::new();
+        *PROBE.get_or_init(|| {
+            std::process::Command::new(which("bwrap", "/usr/bin/bwrap"))
+                .args(["--ro-bind", "/", "/", "true"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    }
+
+    /// Whether sandboxes are isolated (bubblewrap) rather than plain.
+    pub fn isolated(&self) -> bool {
+        self.isolated
+    }
+
+    /// Sets the time limit of each Dockerfile `RUN` step.
+    pub fn with_setup_timeout(mut self, timeout: Duration) -> LocalBackend {
+        self.setup_timeout = timeout;
+        self
+    }
+
+    /// Creates a sandbox and returns it with its concrete type.
+    pub async fn create_local(&self, spec: &SandboxSpec) -> Result<LocalSandbox> {
+        let df = match &spec.context_dir {
+            Some(ctx) if ctx.join("Dockerfile").is_file() => Some(
+                Dockerfile::from_file(&ctx.join("Dockerfile"))
+                    .map_err(|e| SandboxError::Setup(e.to_string()))?,
+            ),
+            _ => None,
+        };
+        let mut writable: BTreeSet<String> = fsmap::DEFAULT_WRITABLE
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if let Some(df) = &df {
+            for step in &df.steps {
+                let (path, copy) = match &step.instruction {
+                    Instruction::Workdir(d) => (d, false),
+                    Instruction::Copy { dest, .. } => (dest, true),
+                    _ => continue,
+                };
+                let top = self
+                    .writable_top(path, copy)
+                    .map_err(|m| step_error(df, step.line, &step.instruction, &m))?;
+                writable.extend(top);
+            }
+        }
+        let dir = make_trial_dir(spec)?;
+        let fs = FsMap {
+            root: dir.join("fs"),
+            writable,
+            ro: self.layout.ro.clone(),
+        };
+        let mut sb = LocalSandbox {
+            isolated: self.isolated,
+            layout: self.layout.clone(),
+            dir,
+            fs,
+            workdir: DEFAULT_WORKDIR.to_string(),
+            env: BTreeMap::new(),
+            allow_internet: spec.allow_internet,
+            cgroup: None,
+            destroyed: AtomicBool::new(false),
+        };
+        sb.init_dirs()?;
+        if spec.memory_mb.is_some() || spec.cpus.is_some() {
+            let name = sb.dir.file_name().unwrap_or_default().to_string_lossy();
+            match Cgroup::create(&name, spec.memory_mb, spec.cpus) {
+                Ok(cg) => sb.cgroup = cg.map(Arc::new),
+                Err(e) => tracing::warn!(
+                    "local sandbox: cpu/memory limits are NOT enforced ({e}); use the docker backend"
+                ),
+            }
+        }
+        if let (Some(df), Some(ctx)) = (&df, &spec.context_dir) {
+            sb.replay(df, ctx, self.setup_timeout).await?;
+        }
+        sb.env.extend(spec.env.clone());
+        Ok(sb)
+    }
+
+    /// The top-level dir a WORKDIR/COPY destination needs, or why it cannot be written.
+    fn writable_top(&self, path: &str, copy: bool) -> std::result::Result<Option<String>, String> {
+        let comps = fsmap::checked_components(path)?;
+        let Some(top) = comps.first() else {
+            return if copy {
+                Err("the local backend cannot copy into / (use a dir such as /app)".into())
+            } else {
+                Ok(None)
+            };
+        };
+        if fsmap::RESERVED.contains(&top.as_str()) {
+            return Err(format!("cannot write to {path} (kernel file system)"));
+        }
+        if self.layout.ro.iter().any(|e| e.name() == top) {
+            let host_dir = Path::new(path).is_dir();
+            return if copy || !host_dir {
+                Err(read_only_msg(path, top))
+            } else {
+                Ok(None)
+            };
+        }
+        Ok(Some(top.clone()))
+    }
+}
+
+/// The error text for a write into a host read-only dir.
+fn read_only_msg(path: &str, top: &str) -> String {
+    format!(
+        "the local backend cannot write to {path}: /{top} is the host's, read-only; \
+         use the docker backend for this task"
+    )
+}
+
+/// A setup error naming the Dockerfile, line and instruction.
+fn step_error(df: &Dockerfile, line: usize, ins: &Instruction, msg: &str) -> SandboxError {
+    let kw = match ins {
+        Instruction::From(_) => "FROM",
+        Instruction::Workdir(_) => "WORKDIR",
+        Instruction::Env(_) => "ENV",
+        Instruction::Arg { .. } => "ARG",
+        Instruction::Copy { add: true, .. } => "ADD",
+        Instruction::Copy { .. } => "COPY",
+        Instruction::Run(_) => "RUN",
+        Instruction::Shell(_) => "SHELL",
+        Instruction::Ignored { keyword, .. } => keyword,
+    };
+    SandboxError::Setup(format!("{}:{line}: {kw}: {msg}", df.path.display()))
+}
+
+/// Keeps `[A-Za-z0-9._-]`, replaces the rest, truncates.
+fn sanitize(s: &str, max: usize) -> String {
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(max)
+        .collect();
+    if out.is_empty() {
+        "x".into()
+    } else {
+        out
+    }
+}
+
+/// Creates a fresh `ahe-local-<task>-<trial>-<unique>` dir under the temp dir.
+fn make_trial_dir(spec: &SandboxSpec) -> Result<PathBuf> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir();
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "ahe-local-{}-{}-{}-{n}-{nanos:x}",
+            sanitize(&spec.task, 40),
+            sanitize(&spec.trial_id, 40),
+            std::process::id()
+        );
+        let dir = base.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The environment every exec starts from.
+fn base_env() -> BTreeMap<String, String> {
+    [
+        ("PATH", DEFAULT_PATH),
+        ("HOME", "/root"),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "dumb"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// One local sandbox (a temp dir plus, with bubblewrap, a fresh namespace per exec).
+#[derive(Debug)]
+pub struct LocalSandbox {
+    isolated: bool,
+    layout: Arc<HostLayout>,
+    dir: PathBuf,
+    fs: FsMap,
+    workdir: String,
+    env: BTreeMap<String, String>,
+    allow_internet: bool,
+    cgroup: Option<Arc<Cgroup>>,
+    destroyed: AtomicBool,
+}
+
+impl LocalSandbox {
+    /// The per-trial temp dir on the host (removed by `destroy`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether this sandbox is isolated with bubblewrap.
+    pub fn isolated(&self) -> bool {
+        self.isolated
+    }
+
+    /// Whether memory/cpu limits are enforced through a cgroup.
+    pub fn limits_enforced(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    /// The host path backing a sandbox path inside a writable dir, if it is one.
+    pub fn host_path(&self, path: &str) -> Option<PathBuf> {
+        match self.fs.resolve(path, true) {
+            Ok((_, Location::Writable(p))) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Creates the writable top-level dirs and `/logs/{verifier,agent}`.
+    fn init_dirs(&self) -> Result<()> {
+        std::fs::create_dir(&self.fs.root)?;
+        for top in &self.fs.writable {
+            std::fs::create_dir(self.fs.top_dir(top))?;
+        }
+        for sub in ["logs/verifier", "logs/agent"] {
+            std::fs::create_dir_all(self.fs.root.join(sub))?;
+        }
+        let tmp = self.fs.top_dir("tmp");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777))?;
+        Ok(())
+    }
+
+    /// Replays the Dockerfile's steps (WORKDIR, ENV, ARG, COPY/ADD, RUN, SHELL).
+    async fn replay(&mut self, df: &Dockerfile, ctx: &Path, timeout: Duration) -> Result<()> {
+        let mut workdir = "/".to_string();
+        let mut env = BTreeMap::new();
+        let mut args = BTreeMap::new();
+        let mut shell = vec!["/bin/sh".to_string(), "-c".to_string()];
+        for step in &df.steps {
+            let fail = |m: &str| step_error(df, step.line, &step.instruction, m);
+            match &step.instruction {
+                Instruction::Workdir(d) => {
+                    self.make_workdir(d).map_err(|m| fail(&m))?;
+                    workdir = d.clone();
+                }
+                Instruction::Env(pairs) => env.extend(pairs.iter().cloned()),
+                Instruction::Arg { name, default } => {
+                    args.insert(name.clone(), default.clone().unwrap_or_default());
+                }
+                Instruction::Copy {
+                    sources,
+                    dest,
+                    dest_is_dir,
+                    add,
+                } => {
+                    let (fs, ctx) = (self.fs.clone(), ctx.to_path_buf());
+                    let (sources, dest, dir, add) =
+                        (sources.clone(), dest.clone(), *dest_is_dir, *add);
+                    tokio::task::spawn_blocking(move || {
+                        copy_step(&fs, &ctx, &sources, &dest, dir, add)
+                    })
+                    .await
+                    .map_err(|e| SandboxError::Backend(e.to_string()))?
+                    .map_err(|m| fail(&m))?;
+                }
+                Instruction::Run(run) => {
+                    let argv = match run {
+                        RunCommand::Shell(s) => shell.iter().cloned().chain([s.clone()]).collect(),
+                        RunCommand::Exec(v) => v.clone(),
+                    };
+                    let mut step_env = args.clone();
+                    step_env.extend(env.clone());
+                    let out = self
+                        .run(argv, &workdir, step_env, None, Some(timeout), true)
+                        .await?;
+                    if out.timed_out || out.exit_code != Some(0) {
+                        return Err(fail(&run_failure(run, &out, timeout)));
+                    }
+                }
+                Instruction::Shell(s) => shell = s.clone(),
+                Instruction::From(_) | Instruction::Ignored { .. } => {}
+            }
+        }
+        self.workdir = df
+            .workdir
+            .clone()
+            .unwrap_or_else(|| DEFAULT_WORKDIR.to_string());
+        self.env = env;
+        Ok(())
+    }
+
+    /// Creates a WORKDIR in the mapped fs (or checks it exists in a read-only host dir).
+    fn make_workdir(&self, dir: &str) -> std::result::Result<(), String> {
+        let (resolved, loc) = self.fs.resolve(dir, true)?;
+        match loc {
+            Location::Writable(p) => {
+                let top = resolved.split('/').nth(1).unwrap_or_default();
+                fsmap::ensure_dir(&self.fs.top_dir(top), &p).map_err(|e| format!("{dir}: {e}"))
+            }
+            Location::ReadOnly(p) if p.is_dir() => Ok(()),
+            Location::Outside if resolved == "/" => Ok(()),
+            _ => Err(read_only_msg(
+                dir,
+                resolved.split('/').nth(1).unwrap_or("/"),
+            )),
+        }
+    }
+
+    /// Builds the command that runs `argv` in the sandbox.
+    fn command(
+        &self,
+        argv: &[String],
+        cwd: &str,
+        env: BTreeMap<String, String>,
+        net: bool,
+    ) -> Result<Command> {
+        let bad_cwd = || SandboxError::Backend(format!("working directory {cwd} does not exist"));
+        let (resolved, loc) = self.fs.resolve(cwd, true).map_err(SandboxError::Backend)?;
+        let host_cwd = match loc {
+            Location::Writable(p) | Location::ReadOnly(p) if p.is_dir() => p,
+            Location::Outside if resolved == "/" => self.fs.root.clone(),
+            _ => return Err(bad_cwd()),
+        };
+        let mut full = base_env();
+        full.extend(env);
+        let mut c;
+        if self.isolated {
+            c = Command::new(&self.layout.bwrap);
+            c.env_clear();
+            c.args(["--die-with-parent", "--unshare-all", "--new-session"]);
+            if net {
+                c.arg("--share-net");
+            }
+            for e in &self.fs.ro {
+                match e {
+                    RoEntry::Dir(n) => c.arg("--ro-bind").arg(format!("/{n}")).arg(format!("/{n}")),
+                    RoEntry::Symlink { name, target } => {
+                        c.arg("--symlink").arg(target).arg(format!("/{name}"))
+                    }
+                };
+            }
+            c.args(["--proc", "/proc", "--dev", "/dev"]);
+            for top in &self.fs.writable {
+                c.arg("--bind")
+                    .arg(self.fs.top_dir(top))
+                    .arg(format!("/{top}"));
+            }
+            c.args(["--remount-ro", "/", "--chdir", cwd, "--clearenv"]);
+            for (k, v) in &full {
+                c.arg("--setenv").arg(k).arg(v);
+            }
+            c.arg("--").args(argv);
+        } else {
+            // Plain mode: map HOME/TMPDIR into the trial dir; the rest is the host.
+            for key in ["HOME", "TMPDIR"] {
+                let v = full.get(key).cloned().unwrap_or_else(|| "/tmp".into());
+                if let Some(p) = self.host_path(&v) {
+                    full.insert(key.to_string(), p.to_string_lossy().into_owned());
+                }
+            }
+            full.insert(
+                "AHE_SANDBOX_FS".into(),
+                self.fs.root.to_string_lossy().into_owned(),
+            );
+            c = Command::new(&argv[0]);
+            c.args(&argv[1..])
+                .current_dir(host_cwd)
+                .env_clear()
+                .envs(full);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.attach(&mut c);
+        }
+        Ok(c)
+    }
+
+    /// Runs `argv` in the sandbox.
+    async fn run(
+        &self,
+        argv: Vec<String>,
+        cwd: &str,
+        env: BTreeMap<String, String>,
+        stdin: Option<Vec<u8>>,
+        timeout: Option<Duration>,
+        net: bool,
+    ) -> Result<ExecOutput> {
+        if argv.is_empty() {
+            return Err(SandboxError::Backend("empty command".into()));
+        }
+        let cmd = self.command(&argv, cwd, env, net)?;
+        process::run(cmd, stdin, timeout, !self.isolated).await
+    }
+
+    fn check_live(&self) -> Result<()> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            Err(SandboxError::Backend("the sandbox was destroyed".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Describes a failed RUN step: exit code, the output tails and a hint for package managers.
+fn run_failure(run: &RunCommand, out: &ExecOutput, timeout: Duration) -> String {
+    let what = if out.timed_out {
+        format!("timed out after {timeout:?}")
+    } else {
+        match out.exit_code {
+            Some(c) => format!("exited with code {c}"),
+            None => "was killed by a signal".to_string(),
+        }
+    };
+    let cmd = match run {
+        RunCommand::Shell(s) => s.clone(),
+        RunCommand::Exec(v) => v.join(" "),
+    };
+    let mut msg = format!(
+        "command {:?} {what}\n--- stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}",
+        process::tail(&cmd, 200),
+        process::tail(&out.stdout, 1024),
+        process::tail(&out.stderr, 1024),
+    );
+    if ["apt-get ", "apt ", "apk ", "yum ", "dnf "]
+        .iter()
+        .any(|pm| cmd.contains(pm))
+    {
+        msg.push_str(
+            "\nnote: the local backend cannot install system packages (the host's /usr, /etc \
+             and /var are read-only); use the docker backend or install them on the host",
+        );
+    }
+    msg
+}
+
+/// Replays one COPY/ADD on the host side.
+fn copy_step(
+    fs: &FsMap,
+    ctx: &Path,
+    sources: &[String],
+    dest: &str,
+    dest_is_dir: bool,
+    add: bool,
+) -> std::result::Result<(), String> {
+    let (resolved, loc) = fs.resolve(dest, true)?;
+    let top = resolved.split('/').nth(1).unwrap_or_default().to_string();
+    let dest_host = match loc {
+        Location::Writable(p) => p,
+        _ => return Err(read_only_msg(dest, if top.is_empty() { "/" } else { &top })),
+    };
+    let top_dir = fs.top_dir(&top);
+    let io = |e: std::io::Error| format!("{dest}: {e}");
+    for pattern in sources {
+        for src in fsmap::expand_source(ctx, pattern)? {
+            let md = std::fs::metadata(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+            let name = src
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            if md.is_dir() {
+                fsmap::ensure_dir(&top_dir, &dest_host).map_err(io)?;
+                fsmap::copy_tree(&src, &dest_host, true).map_err(io)?;
+            } else if add
+                && [".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2"]
+                    .iter()
+                    .any(|x| name.ends_with(x))
+            {
+                fsmap::ensure_dir(&top_dir, &dest_host).map_err(io)?;
+                let st = std::process::Command::new("tar")
+                    .arg("-xf")
+                    .arg(&src)
+                    .arg("-C")
+                    .arg(&dest_host)
+                    .status()
+                    .map_err(|e| format!("tar: {e}"))?;
+                if !st.success() {
+                    return Err(format!("extracting {name} failed ({st})"));
+                }
+            } else {
+                let into_dir =
+                    dest_is_dir || std::fs::symlink_metadata(&dest_host).is_ok_and(|m| m.is_dir());
+                let target = if into_dir {
+                    fsmap::ensure_dir(&top_dir, &dest_host).map_err(io)?;
+                    dest_host.join(&name)
+                } else {
+                    let parent = dest_host.parent().unwrap_or(&top_dir);
+                    fsmap::ensure_dir(&top_dir, parent).map_err(io)?;
+                    dest_host.clone()
+                };
+                fsmap::copy_tree(&src, &target, true).map_err(io)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies a host file/dir into a writable sandbox path (see [`Sandbox::put`]).
+fn put_blocking(fs: &FsMap, src: &Path, dest: &str) -> Result<()> {
+    let (resolved, loc) = fs.resolve(dest, true).map_err(SandboxError::Backend)?;
+    let Location::Writable(host) = loc else {
+        return Err(SandboxError::Backend(format!(
+            "put: {dest} is not inside a writable dir ({})",
+            writable_list(fs)
+        )));
+    };
+    let top_dir = fs.top_dir(resolved.split('/').nth(1).unwrap_or_default());
+    let md = std::fs::metadata(src)
+        .map_err(|e| SandboxError::Backend(format!("put: {}: {e}", src.display())))?;
+    if md.is_dir() {
+        fsmap::ensure_dir(&top_dir, &host)?;
+        fsmap::copy_tree(src, &host, true)?;
+    } else {
+        let into =
+            dest.ends_with('/') || std::fs::symlink_metadata(&host).is_ok_and(|m| m.is_dir());
+        let target = if into {
+            fsmap::ensure_dir(&top_dir, &host)?;
+            host.join(src.file_name().unwrap_or_default())
+        } else {
+            fsmap::ensure_dir(&top_dir, host.parent().unwrap_or(&top_dir))?;
+            host
+        };
+        fsmap::copy_tree(src, &target, true)?;
+    }
+    Ok(())
+}
+
+/// Copies a sandbox file/dir out to the host (see [`Sandbox::get`]).
+fn get_blocking(fs: &FsMap, src: &str, dest: &Path) -> Result<()> {
+    let (_, loc) = fs.resolve(src, true).map_err(SandboxError::Backend)?;
+    let host = match loc {
+        Location::Writable(p) | Location::ReadOnly(p) => p,
+        Location::Outside => {
+            return Err(SandboxError::Backend(format!(
+                "get: {src} is outside the sandbox's dirs ({})",
+                writable_list(fs)
+            )))
+        }
+    };
+    let md = std::fs::symlink_metadata(&host)
+        .map_err(|e| SandboxError::Backend(format!("get: {src}: {e}")))?;
+    if md.is_dir() {
+        std::fs::create_dir_all(dest)?;
+        fsmap::copy_tree(&host, dest, false)?;
+    } else {
+        let target = if dest.is_dir() {
+            dest.join(host.file_name().unwrap_or_default())
+        } else {
+            if let Some(p) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(p)?;
+            }
+            dest.to_path_buf()
+        };
+        fsmap::copy_tree(&host, &target, false)?;
+    }
+    Ok(())
+}
+
+fn writable_list(fs: &FsMap) -> String {
+    let v: Vec<String> = fs.writable.iter().map(|t| format!("/{t}")).collect();
+    v.join(", ")
+}
+
+/// Runs blocking file work off the async runtime.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SandboxError::Backend(format!("blocking task failed: {e}")))?
+}
+
+#[async_trait::async_trait]
+impl Sandbox for LocalSandbox {
+    async fn exec(&self, command: &str, opts: ExecOpts) -> Result<ExecOutput> {
+        self.check_live()?;
+        let cwd = match &opts.cwd {
+            Some(c) => dockerfile::resolve(&self.workdir, c),
+            None => self.workdir.clone(),
+        };
+        let mut env = self.env.clone();
+        env.extend(opts.env);
+        let argv = vec![self.layout.bash.clone(), "-c".into(), command.to_string()];
+        self.run(
+            argv,
+            &cwd,
+            env,
+            opts.stdin,
+            opts.timeout,
+            self.allow_internet,
+        )
+        .await
+    }
+
+    async fn put(&self, src: &Path, dest: &str) -> Result<()> {
+        self.check_live()?;
+        let (fs, src, dest) = (self.fs.clone(), src.to_path_buf(), dest.to_string());
+        blocking(move || put_blocking(&fs, &src, &dest)).await
+    }
+
+    async fn get(&self, src: &str, dest: &Path) -> Result<()> {
+        self.check_live()?;
+        let (fs, src, dest) = (self.fs.clone(), src.to_string(), dest.to_path_buf());
+        blocking(move || get_blocking(&fs, &src, &dest)).await
+    }
+
+    fn workdir(&self) -> &str {
+        &self.workdir
+    }
+
+    async fn destroy(&self) -> Result<()> {
+        if self.destroyed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (dir, cg) = (self.dir.clone(), self.cgroup.clone());
+        blocking(move || {
+            if let Some(cg) = cg {
+                cg.remove();
+            }
+            Ok(fsmap::remove_tree(&dir)?)
+        })
+        .await
+    }
+}
+
+impl Drop for LocalSandbox {
+    fn drop(&mut self) {
+        if !self.destroyed.swap(true, Ordering::SeqCst) {
+            if let Some(cg) = &self.cgroup {
+                cg.remove();
+            }
+            let _ = fsmap::remove_tree(&self.dir);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for LocalBackend {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.create_local(spec).await?))
+    }
+}

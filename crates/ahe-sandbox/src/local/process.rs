@@ -1,0 +1,179 @@
+//! Running one process group: capped capture, stdin, timeout and kill-on-cancel.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::watch;
+
+use crate::{ExecOutput, Result, SandboxError};
+
+/// At most this many bytes of stdout (and of stderr) are kept.
+pub(crate) const OUTPUT_CAP: usize = 8 << 20;
+
+/// How long to keep reading output after the process group is gone (for escaped writers).
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// Kills a process group with SIGKILL when dropped while armed (e.g. a cancelled exec).
+struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl GroupGuard {
+    /// Sends SIGKILL to every process of the group.
+    fn kill(&self) {
+        if self.pgid > 1 {
+            // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names a group.
+            unsafe {
+                libc::kill(-self.pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.kill();
+        }
+    }
+}
+
+/// Reads a pipe to EOF (or until cancelled), keeping at most `OUTPUT_CAP` bytes.
+async fn read_capped<R: AsyncRead + Unpin>(
+    mut pipe: R,
+    mut cancel: watch::Receiver<bool>,
+) -> (Vec<u8>, u64) {
+    let mut kept = Vec::new();
+    let mut dropped = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        tokio::select! {
+            biased;
+            r = pipe.read(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let room = OUTPUT_CAP.saturating_sub(kept.len()).min(n);
+                    kept.extend_from_slice(&buf[..room]);
+                    dropped += (n - room) as u64;
+                }
+            },
+            _ = cancel.changed() => break,
+        }
+    }
+    (kept, dropped)
+}
+
+/// Lossy text of captured bytes, with a note when bytes were dropped.
+fn text(name: &str, (bytes, dropped): (Vec<u8>, u64)) -> String {
+    let mut s = String::from_utf8_lossy(&bytes).into_owned();
+    if dropped > 0 {
+        s.push_str(&format!(
+            "\n[ahe: {dropped} more bytes of {name} dropped (kept the first {OUTPUT_CAP})]"
+        ));
+    }
+    s
+}
+
+/// Spawns `cmd` in its own process group and waits for it.
+///
+/// On timeout the whole group gets SIGKILL (`timed_out`, no exit code). Dropping the
+/// returned future also kills the group. With `kill_leftovers`, processes the command left
+/// running in its group are killed when it exits.
+pub(crate) async fn run(
+    mut cmd: Command,
+    stdin: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+    kill_leftovers: bool,
+) -> Result<ExecOutput> {
+    let start = Instant::now();
+    cmd.process_group(0)
+        .kill_on_drop(true)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    let mut child = cmd.spawn().map_err(|e| {
+        let prog = cmd.as_std().get_program().to_string_lossy().into_owned();
+        SandboxError::Backend(format!("cannot spawn {prog}: {e}"))
+    })?;
+    let pid = child.id().unwrap_or(0) as i32;
+    let mut guard = GroupGuard {
+        pgid: pid,
+        armed: true,
+    };
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let out = child
+        .stdout
+        .take()
+        .map(|p| tokio::spawn(read_capped(p, cancel_rx.clone())));
+    let err = child
+        .stderr
+        .take()
+        .map(|p| tokio::spawn(read_capped(p, cancel_rx)));
+    if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&data).await;
+            let _ = pipe.shutdown().await;
+        });
+    }
+    let waited = match timeout {
+        Some(t) => tokio::time::timeout(t, child.wait()).await.ok(),
+        None => Some(child.wait().await),
+    };
+    let (status, timed_out) = match waited {
+        Some(s) => (Some(s.map_err(SandboxError::Io)?), false),
+        None => {
+            guard.kill();
+            let _ = child.wait().await;
+            (None, true)
+        }
+    };
+    if kill_leftovers {
+        guard.kill();
+    }
+    guard.armed = false;
+    let collect = async {
+        let o = match out {
+            Some(h) => h.await.unwrap_or_default(),
+            None => Default::default(),
+        };
+        let e = match err {
+            Some(h) => h.await.unwrap_or_default(),
+            None => Default::default(),
+        };
+        (o, e)
+    };
+    tokio::pin!(collect);
+    let (o, e) = tokio::select! {
+        r = &mut collect => r,
+        _ = tokio::time::sleep(DRAIN_GRACE) => {
+            let _ = cancel_tx.send(true);
+            collect.await
+        }
+    };
+    Ok(ExecOutput {
+        exit_code: status.and_then(|s| s.code()),
+        stdout: text("stdout", o),
+        stderr: text("stderr", e),
+        timed_out,
+        duration_ms: start.elapsed().as_millis() as u64,
+    })
+}
+
+/// The last `max` bytes of `s` (on a char boundary).
+pub(crate) fn tail(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut i = s.len() - max;
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
