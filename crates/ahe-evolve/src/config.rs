@@ -392,9 +392,26 @@ mod tests {
             "f.toml",
             "extends = \"f.toml\"\n[benchmark]\npath = \"x\"\n",
         );
-        assert!(RunConfig::load(&p)
-            .unwrap_err()
-            .to_string()
-            .contains("cycle"));
+        let e = format!("{:#}", RunConfig::load(&p).unwrap_err());
+        assert!(e.contains("cycle"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    #[test]
+    fn every_shipped_config_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                RunConfig::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 2);
     }
 }

@@ -500,9 +500,10 @@ fn load_middleware(cx: &mut Ctx, name: &str) -> Option<MiddlewareDef> {
                         &file,
                         Some("hooks"),
                         format!(
-                            "builtin {} cannot run at {h:?}; it supports {:?}",
+                            "builtin {} cannot run at {}; it supports {}",
                             b.name(),
-                            b.hooks()
+                            h.as_str(),
+                            b.hooks().iter().map(|x| x.as_str()).collect::<Vec<_>>().join(", ")
                         ),
                     );
                 }

@@ -28,6 +28,19 @@ pub enum Hook {
     OnFinish,
 }
 
+impl Hook {
+    /// snake_case name, as written in middleware files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hook::BeforeModel => "before_model",
+            Hook::AfterModel => "after_model",
+            Hook::BeforeTool => "before_tool",
+            Hook::AfterTool => "after_tool",
+            Hook::OnFinish => "on_finish",
+        }
+    }
+}
+
 /// Builtin middleware kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BuiltinMiddleware {

@@ -99,13 +99,18 @@ impl FsMap {
         let Some(top) = comps.first() else {
             return Location::Outside;
         };
-        let rest: PathBuf = comps[1..].iter().collect();
-        if self.writable.contains(top) {
-            Location::Writable(self.top_dir(top).join(rest))
+        let mut host = if self.writable.contains(top) {
+            self.top_dir(top)
         } else if self.is_ro(top) {
-            Location::ReadOnly(Path::new("/").join(top).join(rest))
+            Path::new("/").join(top)
         } else {
-            Location::Outside
+            return Location::Outside;
+        };
+        host.extend(&comps[1..]);
+        if self.writable.contains(top) {
+            Location::Writable(host)
+        } else {
+            Location::ReadOnly(host)
         }
     }
 
