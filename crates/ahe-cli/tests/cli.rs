@@ -19,7 +19,11 @@ fn ahe(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn eval(model: &str, out: &Path, extra: &[&str]) -> Output {
@@ -56,10 +60,20 @@ fn oracle_passes_every_smoke_task() {
     assert_eq!(tasks.len(), 4);
     for (name, t) in tasks {
         assert_eq!(t["status"], "pass", "{name}");
-        assert_eq!((t["k"].as_u64(), t["passed"].as_u64()), (Some(2), Some(2)), "{name}");
+        assert_eq!(
+            (t["k"].as_u64(), t["passed"].as_u64()),
+            (Some(2), Some(2)),
+            "{name}"
+        );
         for a in 1..=2 {
             let dir = d.path().join(format!("trials/{name}/{a}"));
-            for f in ["result.json", "trace.jsonl", "agent.log", "verifier/reward.txt", "verifier/stdout.txt"] {
+            for f in [
+                "result.json",
+                "trace.jsonl",
+                "agent.log",
+                "verifier/reward.txt",
+                "verifier/stdout.txt",
+            ] {
                 assert!(dir.join(f).is_file(), "{}/{f}", dir.display());
             }
         }
@@ -85,7 +99,11 @@ fn nop_fails_every_smoke_task() {
 #[test]
 fn json_output_is_one_document() {
     let d = tempfile::tempdir().unwrap();
-    let o = eval("mock:oracle", d.path(), &["--tasks", "hello-file,fix-sum", "--json"]);
+    let o = eval(
+        "mock:oracle",
+        d.path(),
+        &["--tasks", "hello-file,fix-sum", "--json"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON document");
     assert_eq!(v["n_tasks"], 2);
@@ -104,40 +122,88 @@ fn bad_inputs_exit_2_naming_file_and_field() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("mock:oracle"), "{}", text(&o));
     // no model at all
-    let o = ahe(&["eval", "--harness", "harness-seed", "--benchmark", "benchmarks/smoke"]);
+    let o = ahe(&[
+        "eval",
+        "--harness",
+        "harness-seed",
+        "--benchmark",
+        "benchmarks/smoke",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("--model"), "{}", text(&o));
 
     // bad config: unknown key
     let cfg = d.path().join("bad.toml");
     std::fs::write(&cfg, "[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"local\"\nconcurency = 2\n").unwrap();
-    let o = ahe(&["eval", "--harness", "harness-seed", "--benchmark", "benchmarks/smoke", "--config", cfg.to_str().unwrap()]);
+    let o = ahe(&[
+        "eval",
+        "--harness",
+        "harness-seed",
+        "--benchmark",
+        "benchmarks/smoke",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let t = text(&o);
-    assert!(t.contains("bad.toml") && t.contains("sandbox") && t.contains("concurency"), "{t}");
+    assert!(
+        t.contains("bad.toml") && t.contains("sandbox") && t.contains("concurency"),
+        "{t}"
+    );
 
     // bad harness: invalid schema
     let h = d.path().join("h");
     copy_dir(&root().join("harness-seed"), &h);
-    let tool = std::fs::read_to_string(h.join("tools/run_shell.toml")).unwrap().replace("type = \"object\"", "type = 7");
+    let tool = std::fs::read_to_string(h.join("tools/run_shell.toml"))
+        .unwrap()
+        .replace("type = \"object\"", "type = 7");
     std::fs::write(h.join("tools/run_shell.toml"), tool).unwrap();
-    let o = ahe(&["eval", "--harness", h.to_str().unwrap(), "--benchmark", "benchmarks/smoke", "--model", "mock:nop"]);
+    let o = ahe(&[
+        "eval",
+        "--harness",
+        h.to_str().unwrap(),
+        "--benchmark",
+        "benchmarks/smoke",
+        "--model",
+        "mock:nop",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("tools/run_shell.toml: input_schema"), "{}", text(&o));
+    assert!(
+        text(&o).contains("tools/run_shell.toml: input_schema"),
+        "{}",
+        text(&o)
+    );
     let o = ahe(&["validate", h.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("tools/run_shell.toml: input_schema"), "{}", text(&o));
+    assert!(
+        text(&o).contains("tools/run_shell.toml: input_schema"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(ahe(&["validate", "harness-seed"]).status.code(), Some(0));
 
     // bad task: verifier timeout of the wrong type
     let b = d.path().join("bench");
     copy_dir(&root().join("benchmarks/smoke"), &b);
-    let tt = std::fs::read_to_string(b.join("fix-sum/task.toml")).unwrap().replace("timeout_sec = 60.0", "timeout_sec = \"1m\"");
+    let tt = std::fs::read_to_string(b.join("fix-sum/task.toml"))
+        .unwrap()
+        .replace("timeout_sec = 60.0", "timeout_sec = \"1m\"");
     std::fs::write(b.join("fix-sum/task.toml"), tt).unwrap();
-    let o = ahe(&["eval", "--harness", "harness-seed", "--benchmark", b.to_str().unwrap(), "--model", "mock:nop"]);
+    let o = ahe(&[
+        "eval",
+        "--harness",
+        "harness-seed",
+        "--benchmark",
+        b.to_str().unwrap(),
+        "--model",
+        "mock:nop",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let t = text(&o);
-    assert!(t.contains("fix-sum/task.toml") && t.contains("timeout_sec"), "{t}");
+    assert!(
+        t.contains("fix-sum/task.toml") && t.contains("timeout_sec"),
+        "{t}"
+    );
 }
 
 fn copy_dir(src: &Path, dst: &Path) {

@@ -154,7 +154,7 @@ impl RunConfig {
         if self.sandbox.concurrency == 0 {
             bail!("sandbox.concurrency: must be at least 1");
         }
-        if !(self.agent.default_timeout_sec > 0.0) {
+        if self.agent.default_timeout_sec.is_nan() || self.agent.default_timeout_sec <= 0.0 {
             bail!("agent.default_timeout_sec: must be positive");
         }
         for k in self.models.keys() {

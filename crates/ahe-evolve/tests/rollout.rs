@@ -49,9 +49,13 @@ fn quiet() -> Arc<dyn Fn(ahe_bench::Progress) + Send + Sync> {
 async fn garbage_responses_are_infra_errors_not_failures() {
     let server = TestServer::start_with_fallback(vec![], R::garbage());
     let d = tempfile::tempdir().unwrap();
-    let s = rollout(spec(&server, d.path(), "hello-file"), CancellationToken::new(), quiet())
-        .await
-        .unwrap();
+    let s = rollout(
+        spec(&server, d.path(), "hello-file"),
+        CancellationToken::new(),
+        quiet(),
+    )
+    .await
+    .unwrap();
     let t = &s.tasks["hello-file"];
     assert_eq!(t.status, TaskStatus::Infra);
     assert_eq!(t.trials[0].status, TrialStatus::InfraError);
@@ -74,13 +78,20 @@ async fn transient_errors_are_retried_and_the_task_scores_normally() {
     let server = TestServer::start(vec![
         R::status(429),
         R::status(503),
-        R::tool_call("run_shell", r#"{"command": "echo 'Hello, world!' > /app/hello.txt"}"#),
+        R::tool_call(
+            "run_shell",
+            r#"{"command": "echo 'Hello, world!' > /app/hello.txt"}"#,
+        ),
         R::text("done"),
     ]);
     let d = tempfile::tempdir().unwrap();
-    let s = rollout(spec(&server, d.path(), "hello-file"), CancellationToken::new(), quiet())
-        .await
-        .unwrap();
+    let s = rollout(
+        spec(&server, d.path(), "hello-file"),
+        CancellationToken::new(),
+        quiet(),
+    )
+    .await
+    .unwrap();
     assert_eq!(s.pass_at_1, 1.0);
     assert_eq!(s.meta["model_retries"], 2);
     assert_eq!(s.meta["model_faults"]["transient"], 2);
@@ -91,11 +102,19 @@ async fn transient_errors_are_retried_and_the_task_scores_normally() {
 async fn a_401_stops_the_run_naming_the_key_variable() {
     let server = TestServer::start_with_fallback(vec![], R::status(401));
     let d = tempfile::tempdir().unwrap();
-    let e = rollout(spec(&server, d.path(), "hello-file"), CancellationToken::new(), quiet())
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = rollout(
+        spec(&server, d.path(), "hello-file"),
+        CancellationToken::new(),
+        quiet(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("AHE_TEST_ROLLOUT_KEY"), "{e}");
     assert!(!d.path().join("scores.json").exists(), "nothing is scored");
-    assert_eq!(server.request_count(), 1, "permanent errors are not retried");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "permanent errors are not retried"
+    );
 }

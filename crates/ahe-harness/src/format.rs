@@ -292,7 +292,7 @@ pub fn load(dir: &Path) -> Result<Harness, Vec<Problem>> {
     if agent.limits.max_turns == 0 {
         cx.err("agent.toml", Some("limits.max_turns"), "must be at least 1");
     }
-    if !(agent.limits.timeout_sec > 0.0) {
+    if agent.limits.timeout_sec.is_nan() || agent.limits.timeout_sec <= 0.0 {
         cx.err("agent.toml", Some("limits.timeout_sec"), "must be positive");
     }
     for name in &agent.tools {
@@ -503,7 +503,11 @@ fn load_middleware(cx: &mut Ctx, name: &str) -> Option<MiddlewareDef> {
                             "builtin {} cannot run at {}; it supports {}",
                             b.name(),
                             h.as_str(),
-                            b.hooks().iter().map(|x| x.as_str()).collect::<Vec<_>>().join(", ")
+                            b.hooks()
+                                .iter()
+                                .map(|x| x.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     );
                 }

@@ -31,19 +31,25 @@ fn fixtures(root: &Path) -> anyhow::Result<()> {
     std::fs::write(
         root.join("env/Dockerfile"),
         "FROM ubuntu:24.04\nWORKDIR /app\nENV GREETING=hello\nCOPY input.txt ./\n\
-         RUN echo \"$GREETING\" > /app/built.txt\n",
+         RUN echo \"$GREETING\" > ${AHE_SANDBOX_FS:-}/app/built.txt\n",
     )?;
     std::fs::write(root.join("env/input.txt"), "input\n")?;
     std::fs::create_dir_all(root.join("tests"))?;
     std::fs::write(
         root.join("tests/test.sh"),
-        "#!/bin/bash\nif [ -f /app/built.txt ]; then echo 1 > /logs/verifier/reward.txt; \
-         else echo 0 > /logs/verifier/reward.txt; fi\n",
+        "#!/bin/bash\n# AHE_SANDBOX_FS is only set in plain mode (paths are not remapped there).\n\
+         R=${AHE_SANDBOX_FS:-}\nif [ -f $R/app/built.txt ]; then echo 1 > $R/logs/verifier/reward.txt; \
+         else echo 0 > $R/logs/verifier/reward.txt; fi\n",
     )?;
     Ok(())
 }
 
-async fn bench(backend: &LocalBackend, root: &Path, trials: usize, execs: usize) -> anyhow::Result<()> {
+async fn bench(
+    backend: &LocalBackend,
+    root: &Path,
+    trials: usize,
+    execs: usize,
+) -> anyhow::Result<()> {
     let spec = SandboxSpec {
         task: "bench".into(),
         trial_id: "trial".into(),
@@ -59,7 +65,12 @@ async fn bench(backend: &LocalBackend, root: &Path, trials: usize, execs: usize)
         let t1 = Instant::now();
         sb.put(&root.join("tests"), "/tests").await?;
         let t2 = Instant::now();
-        let r = sb.exec("bash /tests/test.sh", ExecOpts::default()).await?;
+        let r = sb
+            .exec(
+                "bash ${AHE_SANDBOX_FS:-}/tests/test.sh",
+                ExecOpts::default(),
+            )
+            .await?;
         let t3 = Instant::now();
         sb.get("/logs/verifier", &out).await?;
         let t4 = Instant::now();
@@ -69,12 +80,22 @@ async fn bench(backend: &LocalBackend, root: &Path, trials: usize, execs: usize)
         let reward = std::fs::read_to_string(out.join("reward.txt"))?;
         anyhow::ensure!(reward.trim() == "1", "unexpected reward {reward:?}");
         if i >= 3 {
-            for (k, d) in [t5 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4].into_iter().enumerate() {
+            for (k, d) in [t5 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4]
+                .into_iter()
+                .enumerate()
+            {
                 phases[k].push(d);
             }
         }
     }
-    let names = ["trial total", " create+setup", " put tests", " exec verifier", " get verifier", " destroy"];
+    let names = [
+        "trial total",
+        " create+setup",
+        " put tests",
+        " exec verifier",
+        " get verifier",
+        " destroy",
+    ];
     for (name, v) in names.iter().zip(phases) {
         stats(name, v);
     }
@@ -96,8 +117,14 @@ async fn bench(backend: &LocalBackend, root: &Path, trials: usize, execs: usize)
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let trials: usize = std::env::var("TRIALS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
-    let execs: usize = std::env::var("EXECS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let trials: usize = std::env::var("TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let execs: usize = std::env::var("EXECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
     let root = tempfile::tempdir()?;
     fixtures(root.path())?;
     if LocalBackend::bubblewrap_available() {

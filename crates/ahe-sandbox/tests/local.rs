@@ -23,7 +23,10 @@ fn bwrap() -> Option<LocalBackend> {
         eprintln!("note: bwrap is not installed; skipping bubblewrap tests");
         return None;
     }
-    assert!(LocalBackend::bubblewrap_available(), "bwrap is installed but does not work");
+    assert!(
+        LocalBackend::bubblewrap_available(),
+        "bwrap is installed but does not work"
+    );
     let b = LocalBackend::bubblewrap();
     assert!(b.isolated());
     Some(b)
@@ -97,28 +100,55 @@ async fn no_network_inside() {
     let sb = b.create(&s).await.unwrap();
     let out = sh(&*sb, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").await;
     let host = std::fs::read_to_string("/proc/net/dev").unwrap();
-    assert_eq!(out.stdout.lines().count(), host.lines().count() - 2, "{out:?}");
+    assert_eq!(
+        out.stdout.lines().count(),
+        host.lines().count() - 2,
+        "{out:?}"
+    );
 }
 
 #[tokio::test]
 async fn writes_outside_writable_dirs_fail() {
     let Some(b) = bwrap() else { return };
     let sb = b.create(&spec("ro")).await.unwrap();
-    for p in ["/etc/ahe-x", "/usr/ahe-x", "/opt/ahe-x", "/var/ahe-x", "/ahe-newtop"] {
+    for p in [
+        "/etc/ahe-x",
+        "/usr/ahe-x",
+        "/opt/ahe-x",
+        "/var/ahe-x",
+        "/ahe-newtop",
+    ] {
         let out = sh(&*sb, &format!("touch {p}")).await;
         assert_ne!(out.exit_code, Some(0), "touch {p} must fail: {out:?}");
         assert!(!Path::new(p).exists(), "{p} leaked to the host");
     }
-    let out = sh(&*sb, "echo hi > /app/a.txt && echo 1 > /logs/verifier/reward.txt").await;
+    let out = sh(
+        &*sb,
+        "echo hi > /app/a.txt && echo 1 > /logs/verifier/reward.txt",
+    )
+    .await;
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     let host = tempfile::tempdir().unwrap();
-    sb.get("/app/a.txt", &host.path().join("a.txt")).await.unwrap();
-    sb.get("/logs/verifier", &host.path().join("v")).await.unwrap();
-    assert_eq!(std::fs::read_to_string(host.path().join("a.txt")).unwrap(), "hi\n");
-    assert_eq!(std::fs::read_to_string(host.path().join("v/reward.txt")).unwrap(), "1\n");
+    sb.get("/app/a.txt", &host.path().join("a.txt"))
+        .await
+        .unwrap();
+    sb.get("/logs/verifier", &host.path().join("v"))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("a.txt")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("v/reward.txt")).unwrap(),
+        "1\n"
+    );
     // The host's /root, /home, /work and /run are not visible.
     let out = sh(&*sb, "ls /root; ls -d /home /work /run 2>&1; true").await;
-    assert!(out.stdout.trim().is_empty() || !out.stdout.contains(".cargo"), "{out:?}");
+    assert!(
+        out.stdout.trim().is_empty() || !out.stdout.contains(".cargo"),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("No such file"), "{out:?}");
 }
 
@@ -136,8 +166,16 @@ async fn check_timeout_kills_tree(b: &LocalBackend, markers: [&str; 3]) {
         .unwrap();
     assert!(out.timed_out, "{out:?}");
     assert_eq!(out.exit_code, None);
-    assert!(start.elapsed() < Duration::from_secs(4), "took {:?}", start.elapsed());
-    assert_eq!(leftovers(&markers).await, Vec::<u32>::new(), "processes survived the timeout");
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        leftovers(&markers).await,
+        Vec::<u32>::new(),
+        "processes survived the timeout"
+    );
     sb.destroy().await.unwrap();
 }
 
@@ -161,7 +199,11 @@ async fn cancelled_exec_kills_its_processes() {
         let fut = sb.exec(&cmd, ExecOpts::default());
         let r = tokio::time::timeout(Duration::from_millis(500), fut).await;
         assert!(r.is_err(), "exec should still be running");
-        assert_eq!(leftovers(&[m]).await, Vec::<u32>::new(), "cancelled exec left processes");
+        assert_eq!(
+            leftovers(&[m]).await,
+            Vec::<u32>::new(),
+            "cancelled exec left processes"
+        );
     }
 }
 
@@ -187,10 +229,24 @@ async fn dockerfile_setup_workdir_env_copy_run() {
     s.env = BTreeMap::from([("SPEC_VAR".into(), "spec".into())]);
     let sb = b.create(&s).await.unwrap();
     assert_eq!(sb.workdir(), "/workspace");
-    let out = sh(&*sb, "pwd; echo \"$MYVAR|$OTHER|$SPEC_VAR|${GREETING:-unset}\"").await;
-    assert_eq!(out.stdout, "/workspace\nsome value|hello|spec|unset\n", "{out:?}");
-    let out = sh(&*sb, "cat /app/data.txt /workspace/dir/sub/f.txt /app/run.txt; ./dir/run.sh").await;
-    assert_eq!(out.stdout, "DATA\nnested\nhello from run in /app\nran\n", "{out:?}");
+    let out = sh(
+        &*sb,
+        "pwd; echo \"$MYVAR|$OTHER|$SPEC_VAR|${GREETING:-unset}\"",
+    )
+    .await;
+    assert_eq!(
+        out.stdout, "/workspace\nsome value|hello|spec|unset\n",
+        "{out:?}"
+    );
+    let out = sh(
+        &*sb,
+        "cat /app/data.txt /workspace/dir/sub/f.txt /app/run.txt; ./dir/run.sh",
+    )
+    .await;
+    assert_eq!(
+        out.stdout, "DATA\nnested\nhello from run in /app\nran\n",
+        "{out:?}"
+    );
     // Files persist between execs; opts.env and opts.cwd apply.
     sh(&*sb, "echo kept > /app/state").await;
     let opts = ExecOpts {
@@ -204,7 +260,10 @@ async fn dockerfile_setup_workdir_env_copy_run() {
         cwd: Some("/nonexistent".into()),
         ..Default::default()
     };
-    assert!(matches!(sb.exec("true", bad).await, Err(SandboxError::Backend(_))));
+    assert!(matches!(
+        sb.exec("true", bad).await,
+        Err(SandboxError::Backend(_))
+    ));
 }
 
 #[tokio::test]
@@ -220,22 +279,40 @@ async fn failing_run_step_is_a_setup_error_naming_the_line() {
     let msg = err.to_string();
     assert!(matches!(err, SandboxError::Setup(_)), "{msg}");
     assert!(msg.contains("Dockerfile:4: RUN"), "{msg}");
-    assert!(msg.contains("code 3") && msg.contains("some-output") && msg.contains("oops"), "{msg}");
+    assert!(
+        msg.contains("code 3") && msg.contains("some-output") && msg.contains("oops"),
+        "{msg}"
+    );
     // The trial dir was cleaned up.
     let left = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("ahe-local-failing-run-unique-"));
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("ahe-local-failing-run-unique-")
+        });
     assert!(!left, "trial dir left behind");
 }
 
 #[tokio::test]
 async fn copy_into_host_read_only_dir_is_refused() {
-    let ctx = context(&[("Dockerfile", "FROM x\nCOPY tool /usr/local/bin/\n"), ("tool", "x")]);
+    let ctx = context(&[
+        ("Dockerfile", "FROM x\nCOPY tool /usr/local/bin/\n"),
+        ("tool", "x"),
+    ]);
     let mut s = spec("copy-ro");
     s.context_dir = Some(ctx.path().to_path_buf());
-    let msg = LocalBackend::plain().create(&s).await.err().expect("must fail").to_string();
-    assert!(msg.contains("Dockerfile:2: COPY") && msg.contains("docker backend"), "{msg}");
+    let msg = LocalBackend::plain()
+        .create(&s)
+        .await
+        .err()
+        .expect("must fail")
+        .to_string();
+    assert!(
+        msg.contains("Dockerfile:2: COPY") && msg.contains("docker backend"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
@@ -247,7 +324,10 @@ async fn stdin_and_exit_codes() {
         ..Default::default()
     };
     let out = sb.exec("cat; echo err >&2; exit 7", opts).await.unwrap();
-    assert_eq!((out.stdout.as_str(), out.stderr.as_str()), ("from stdin", "err\n"));
+    assert_eq!(
+        (out.stdout.as_str(), out.stderr.as_str()),
+        ("from stdin", "err\n")
+    );
     assert_eq!(out.exit_code, Some(7));
     assert!(!out.timed_out);
     assert_eq!(sh(&*sb, "true").await.exit_code, Some(0));
@@ -268,22 +348,45 @@ async fn output_is_capped() {
 async fn put_and_get_files_and_dirs() {
     let Some(b) = bwrap() else { return };
     let sb = b.create_local(&spec("putget")).await.unwrap();
-    let src = context(&[("tests/test.sh", "echo t\n"), ("tests/sub/x", "X"), ("one.txt", "1")]);
+    let src = context(&[
+        ("tests/test.sh", "echo t\n"),
+        ("tests/sub/x", "X"),
+        ("one.txt", "1"),
+    ]);
     sb.put(&src.path().join("tests"), "/tests").await.unwrap();
     sb.put(&src.path().join("one.txt"), "/app/").await.unwrap();
-    sb.put(&src.path().join("one.txt"), "/app/new/renamed.txt").await.unwrap();
-    let out = sh(&sb, "cat /tests/sub/x /app/one.txt /app/new/renamed.txt; bash /tests/test.sh").await;
+    sb.put(&src.path().join("one.txt"), "/app/new/renamed.txt")
+        .await
+        .unwrap();
+    let out = sh(
+        &sb,
+        "cat /tests/sub/x /app/one.txt /app/new/renamed.txt; bash /tests/test.sh",
+    )
+    .await;
     assert_eq!(out.stdout, "X11t\n", "{out:?}");
 
     sh(&sb, "mkdir -p /logs/verifier/d && echo 0.5 > /logs/verifier/reward.txt && echo n > /logs/verifier/d/n").await;
     let host = tempfile::tempdir().unwrap();
-    sb.get("/logs/verifier", &host.path().join("out")).await.unwrap();
-    assert_eq!(std::fs::read_to_string(host.path().join("out/reward.txt")).unwrap(), "0.5\n");
-    assert_eq!(std::fs::read_to_string(host.path().join("out/d/n")).unwrap(), "n\n");
+    sb.get("/logs/verifier", &host.path().join("out"))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("out/reward.txt")).unwrap(),
+        "0.5\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("out/d/n")).unwrap(),
+        "n\n"
+    );
     sb.get("/app/one.txt", host.path()).await.unwrap();
-    assert_eq!(std::fs::read_to_string(host.path().join("one.txt")).unwrap(), "1");
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("one.txt")).unwrap(),
+        "1"
+    );
     // A host read-only path can be read.
-    sb.get("/etc/hostname", &host.path().join("hn")).await.unwrap();
+    sb.get("/etc/hostname", &host.path().join("hn"))
+        .await
+        .unwrap();
     assert_eq!(
         std::fs::read(host.path().join("hn")).unwrap(),
         std::fs::read("/etc/hostname").unwrap()
@@ -296,13 +399,23 @@ async fn put_and_get_files_and_dirs() {
     assert!(sb.put(&f, "relative").await.is_err());
     assert!(sb.get("/proc/1/environ", host.path()).await.is_err());
     assert!(sb.get("/app/missing", host.path()).await.is_err());
-    sh(&sb, "ln -s /etc /app/etclink && ln -s /tests/sub/x /app/abs").await;
+    sh(
+        &sb,
+        "ln -s /etc /app/etclink && ln -s /tests/sub/x /app/abs",
+    )
+    .await;
     assert!(sb.put(&f, "/app/etclink/ahe-evil").await.is_err());
     assert!(!Path::new("/etc/ahe-evil").exists());
     // Absolute links resolve inside the sandbox, not on the host.
     sb.get("/app/abs", &host.path().join("abs")).await.unwrap();
-    assert_eq!(std::fs::read_to_string(host.path().join("abs")).unwrap(), "X");
-    assert_eq!(sb.host_path("/app/one.txt"), Some(sb.dir().join("fs/app/one.txt")));
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("abs")).unwrap(),
+        "X"
+    );
+    assert_eq!(
+        sb.host_path("/app/one.txt"),
+        Some(sb.dir().join("fs/app/one.txt"))
+    );
 }
 
 #[tokio::test]
@@ -331,10 +444,16 @@ async fn plain_mode_maps_cwd_and_home() {
     let out = sh(&sb, "pwd; echo $HOME; echo hi > f").await;
     let app = sb.host_path("/app").unwrap();
     let root = sb.host_path("/root").unwrap();
-    assert_eq!(out.stdout, format!("{}\n{}\n", app.display(), root.display()));
+    assert_eq!(
+        out.stdout,
+        format!("{}\n{}\n", app.display(), root.display())
+    );
     let host = tempfile::tempdir().unwrap();
     sb.get("/app/f", &host.path().join("f")).await.unwrap();
-    assert_eq!(std::fs::read_to_string(host.path().join("f")).unwrap(), "hi\n");
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("f")).unwrap(),
+        "hi\n"
+    );
 }
 
 #[tokio::test]
@@ -350,14 +469,24 @@ async fn memory_limit_via_cgroup_v1() {
     assert!(sb.limits_enforced());
     let py = "python3 -c 'b = bytearray(300 * 1024 * 1024); print(len(b))'";
     let out = sh(&sb, py).await;
-    assert_ne!(out.exit_code, Some(0), "300 MB must not fit in 64 MB: {out:?}");
-    let out = sh(&sb, "python3 -c 'b = bytearray(8 * 1024 * 1024); print(len(b))'").await;
+    assert_ne!(
+        out.exit_code,
+        Some(0),
+        "300 MB must not fit in 64 MB: {out:?}"
+    );
+    let out = sh(
+        &sb,
+        "python3 -c 'b = bytearray(8 * 1024 * 1024); print(len(b))'",
+    )
+    .await;
     assert_eq!(out.exit_code, Some(0), "{out:?}");
 }
 
 /// The shared TB2 sample dir, or `None` (with a note).
 fn sample(task: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tb2-sample").join(task);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/tb2-sample")
+        .join(task);
     if dir.is_dir() {
         Some(dir)
     } else {
@@ -369,22 +498,32 @@ fn sample(task: &str) -> Option<PathBuf> {
 #[tokio::test]
 async fn tb2_sample_environments_set_up() {
     let Some(b) = bwrap() else { return };
-    let Some(task) = sample("log-summary-date-ranges") else { return };
+    let Some(task) = sample("log-summary-date-ranges") else {
+        return;
+    };
     let mut s = spec("log-summary-date-ranges");
     s.context_dir = Some(task.join("environment"));
     let sb = b.create(&s).await.unwrap();
     assert_eq!(sb.workdir(), "/app");
-    let out = sh(&*sb, "ls /app/logs | wc -l; test -e /app/log_generator_deterministic.py; echo $?").await;
+    let out = sh(
+        &*sb,
+        "ls /app/logs | wc -l; test -e /app/log_generator_deterministic.py; echo $?",
+    )
+    .await;
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(lines[0].parse::<u32>().unwrap() > 10, "{out:?}");
     assert_eq!(lines[1], "1", "generator was removed by the last RUN");
 
-    let Some(task) = sample("sqlite-db-truncate") else { return };
+    let Some(task) = sample("sqlite-db-truncate") else {
+        return;
+    };
     let mut s = spec("sqlite-db-truncate");
     s.context_dir = Some(task.join("environment"));
     let sb = b.create(&s).await.unwrap();
     let out = sh(&*sb, "stat -c %s /app/trunc.db").await;
-    let size = std::fs::metadata(task.join("environment/trunc.db")).unwrap().len();
+    let size = std::fs::metadata(task.join("environment/trunc.db"))
+        .unwrap()
+        .len();
     assert_eq!(out.stdout.trim(), size.to_string());
 }
 
