@@ -4,23 +4,30 @@
 //! sandbox path (`/app`, `/logs`, `/tests`, `/solution`, `/tmp`, `/root`, plus any top-level
 //! dir the Dockerfile's WORKDIR/COPY needs, e.g. `/workspace`). Everything else the sandbox
 //! sees is the host's `/usr`, `/etc`, `/opt`, `/var`, `/srv` (and `/bin`... symlinks), bound
-//! read-only.
+//! read-only; the root itself is a read-only tmpfs (no new top-level dirs at run time).
 //!
 //! With bubblewrap every exec is a FRESH `bwrap` process (new mount/pid/net/ipc/uts/user
 //! namespaces, no network unless the task allows it): files persist between execs through
 //! the bind mounts, but background processes do NOT survive the exec that started them (the
 //! pid namespace dies with it). Plain mode kills leftovers of the exec's process group too.
+//! A timeout (or dropping the exec future) SIGKILLs the exec's whole process group.
+//!
+//! Dockerfile setup replays WORKDIR/ENV/ARG/COPY/ADD on the host side and runs RUN steps in
+//! the sandbox with network (like `docker build`); `ARG`s are visible to RUN steps only.
 //!
 //! Limitations: the system directories are the host's (packages cannot be installed; a
 //! Dockerfile `RUN apt-get ...` fails at setup — use the docker backend for such tasks);
-//! `USER`, `EXPOSE`, `CMD`... are ignored; no `/sys`. Plain mode has NO isolation: commands
-//! run on the host with the cwd mapped, but absolute paths inside commands are not remapped.
+//! `USER`, `EXPOSE`, `CMD`... are ignored; no `/sys`; the host's `/etc` is readable. Plain
+//! mode has NO isolation: commands run on the host with the cwd mapped and `HOME`/`TMPDIR`
+//! pointing into the trial dir (`AHE_SANDBOX_FS` names its `fs/`), but absolute paths inside
+//! commands are not remapped, and a process that calls `setsid` escapes the kill.
 //! Memory/cpu limits use cgroup v1 (`/sys/fs/cgroup/{memory,cpu}/ahe/<trial>`) when it is
 //! writable; otherwise they are not enforced (a warning is logged).
 
 mod cgroup;
 mod fsmap;
 mod process;
+mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -35,6 +42,7 @@ use crate::dockerfile::{self, Dockerfile, Instruction, RunCommand, DEFAULT_PATH}
 use crate::{Backend, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
 use cgroup::Cgroup;
 use fsmap::{FsMap, Location, RoEntry};
+use transfer::{copy_step, get_blocking, put_blocking, read_only_msg};
 
 /// Working directory when the Dockerfile sets none (or there is no Dockerfile).
 pub const DEFAULT_WORKDIR: &str = "/app";
@@ -134,6 +142,12 @@ impl LocalBackend {
 
     /// Creates a sandbox and returns it with its concrete type.
     pub async fn create_local(&self, spec: &SandboxSpec) -> Result<LocalSandbox> {
+        if self.isolated && !LocalBackend::bubblewrap_available() {
+            return Err(SandboxError::Backend(format!(
+                "bubblewrap ({}) does not work here: `bwrap --ro-bind / / true` failed",
+                self.layout.bwrap.display()
+            )));
+        }
         let df = match &spec.context_dir {
             Some(ctx) if ctx.join("Dockerfile").is_file() => Some(
                 Dockerfile::from_file(&ctx.join("Dockerfile"))
@@ -215,14 +229,6 @@ impl LocalBackend {
         }
         Ok(Some(top.clone()))
     }
-}
-
-/// The error text for a write into a host read-only dir.
-fn read_only_msg(path: &str, top: &str) -> String {
-    format!(
-        "the local backend cannot write to {path}: /{top} is the host's, read-only; \
-         use the docker backend for this task"
-    )
 }
 
 /// A setup error naming the Dockerfile, line and instruction.
@@ -444,6 +450,14 @@ impl LocalSandbox {
         };
         let mut full = base_env();
         full.extend(env);
+        if let Some((k, _)) = full
+            .iter()
+            .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+        {
+            return Err(SandboxError::Backend(format!(
+                "invalid environment variable {k:?}"
+            )));
+        }
         let mut c;
         if self.isolated {
             c = Command::new(&self.layout.bwrap);
@@ -551,134 +565,6 @@ fn run_failure(run: &RunCommand, out: &ExecOutput, timeout: Duration) -> String 
         );
     }
     msg
-}
-
-/// Replays one COPY/ADD on the host side.
-fn copy_step(
-    fs: &FsMap,
-    ctx: &Path,
-    sources: &[String],
-    dest: &str,
-    dest_is_dir: bool,
-    add: bool,
-) -> std::result::Result<(), String> {
-    let (resolved, loc) = fs.resolve(dest, true)?;
-    let top = resolved.split('/').nth(1).unwrap_or_default().to_string();
-    let dest_host = match loc {
-        Location::Writable(p) => p,
-        _ => return Err(read_only_msg(dest, if top.is_empty() { "/" } else { &top })),
-    };
-    let top_dir = fs.top_dir(&top);
-    let io = |e: std::io::Error| format!("{dest}: {e}");
-    for pattern in sources {
-        for src in fsmap::expand_source(ctx, pattern)? {
-            let md = std::fs::metadata(&src).map_err(|e| format!("{}: {e}", src.display()))?;
-            let name = src
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            if md.is_dir() {
-                fsmap::ensure_dir(&top_dir, &dest_host).map_err(io)?;
-                fsmap::copy_tree(&src, &dest_host, true).map_err(io)?;
-            } else if add
-                && [".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2"]
-                    .iter()
-                    .any(|x| name.ends_with(x))
-            {
-                fsmap::ensure_dir(&top_dir, &dest_host).map_err(io)?;
-                let st = std::process::Command::new("tar")
-                    .arg("-xf")
-                    .arg(&src)
-                    .arg("-C")
-                    .arg(&dest_host)
-                    .status()
-                    .map_err(|e| format!("tar: {e}"))?;
-                if !st.success() {
-                    return Err(format!("extracting {name} failed ({st})"));
-                }
-            } else {
-                let into_dir =
-                    dest_is_dir || std::fs::symlink_metadata(&dest_host).is_ok_and(|m| m.is_dir());
-                let target = if into_dir {
-                    fsmap::ensure_dir(&top_dir, &dest_host).map_err(io)?;
-                    dest_host.join(&name)
-                } else {
-                    let parent = dest_host.parent().unwrap_or(&top_dir);
-                    fsmap::ensure_dir(&top_dir, parent).map_err(io)?;
-                    dest_host.clone()
-                };
-                fsmap::copy_tree(&src, &target, true).map_err(io)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Copies a host file/dir into a writable sandbox path (see [`Sandbox::put`]).
-fn put_blocking(fs: &FsMap, src: &Path, dest: &str) -> Result<()> {
-    let (resolved, loc) = fs.resolve(dest, true).map_err(SandboxError::Backend)?;
-    let Location::Writable(host) = loc else {
-        return Err(SandboxError::Backend(format!(
-            "put: {dest} is not inside a writable dir ({})",
-            writable_list(fs)
-        )));
-    };
-    let top_dir = fs.top_dir(resolved.split('/').nth(1).unwrap_or_default());
-    let md = std::fs::metadata(src)
-        .map_err(|e| SandboxError::Backend(format!("put: {}: {e}", src.display())))?;
-    if md.is_dir() {
-        fsmap::ensure_dir(&top_dir, &host)?;
-        fsmap::copy_tree(src, &host, true)?;
-    } else {
-        let into =
-            dest.ends_with('/') || std::fs::symlink_metadata(&host).is_ok_and(|m| m.is_dir());
-        let target = if into {
-            fsmap::ensure_dir(&top_dir, &host)?;
-            host.join(src.file_name().unwrap_or_default())
-        } else {
-            fsmap::ensure_dir(&top_dir, host.parent().unwrap_or(&top_dir))?;
-            host
-        };
-        fsmap::copy_tree(src, &target, true)?;
-    }
-    Ok(())
-}
-
-/// Copies a sandbox file/dir out to the host (see [`Sandbox::get`]).
-fn get_blocking(fs: &FsMap, src: &str, dest: &Path) -> Result<()> {
-    let (_, loc) = fs.resolve(src, true).map_err(SandboxError::Backend)?;
-    let host = match loc {
-        Location::Writable(p) | Location::ReadOnly(p) => p,
-        Location::Outside => {
-            return Err(SandboxError::Backend(format!(
-                "get: {src} is outside the sandbox's dirs ({})",
-                writable_list(fs)
-            )))
-        }
-    };
-    let md = std::fs::symlink_metadata(&host)
-        .map_err(|e| SandboxError::Backend(format!("get: {src}: {e}")))?;
-    if md.is_dir() {
-        std::fs::create_dir_all(dest)?;
-        fsmap::copy_tree(&host, dest, false)?;
-    } else {
-        let target = if dest.is_dir() {
-            dest.join(host.file_name().unwrap_or_default())
-        } else {
-            if let Some(p) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(p)?;
-            }
-            dest.to_path_buf()
-        };
-        fsmap::copy_tree(&host, &target, false)?;
-    }
-    Ok(())
-}
-
-fn writable_list(fs: &FsMap) -> String {
-    let v: Vec<String> = fs.writable.iter().map(|t| format!("/{t}")).collect();
-    v.join(", ")
 }
 
 /// Runs blocking file work off the async runtime.

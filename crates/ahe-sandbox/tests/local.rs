@@ -216,12 +216,21 @@ async fn dockerfile_setup_workdir_env_copy_run() {
             "FROM ubuntu:24.04\nARG GREETING=hello\nWORKDIR /app\n\
              ENV MYVAR=\"some value\" OTHER=$GREETING\nCOPY data.txt ./\nCOPY dir/ /workspace/dir/\n\
              RUN echo \"$GREETING from run in $(pwd)\" > /app/run.txt && test \"$MYVAR\" = \"some value\"\n\
-             WORKDIR /workspace\nCMD [\"bash\"]\n",
+             WORKDIR /workspace\nCMD [\"bash\"]\nCOPY *.md /workspace/docs/\nADD pack.tar.gz unpacked/\n",
         ),
+        ("a.md", "A"),
+        ("b.md", "B"),
+        ("packed/inner.txt", "inside tar\n"),
         ("data.txt", "DATA\n"),
         ("dir/sub/f.txt", "nested\n"),
         ("dir/run.sh", "#!/bin/sh\necho ran\n"),
     ]);
+    let st = std::process::Command::new("tar")
+        .args(["-czf", "pack.tar.gz", "-C", "packed", "."])
+        .current_dir(ctx.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
     let mode = std::fs::Permissions::from_mode(0o755);
     std::fs::set_permissions(ctx.path().join("dir/run.sh"), mode).unwrap();
     let mut s = spec("setup");
@@ -247,6 +256,8 @@ async fn dockerfile_setup_workdir_env_copy_run() {
         out.stdout, "DATA\nnested\nhello from run in /app\nran\n",
         "{out:?}"
     );
+    let out = sh(&*sb, "cat docs/a.md docs/b.md unpacked/inner.txt").await;
+    assert_eq!(out.stdout, "ABinside tar\n", "{out:?}");
     // Files persist between execs; opts.env and opts.cwd apply.
     sh(&*sb, "echo kept > /app/state").await;
     let opts = ExecOpts {
@@ -264,6 +275,12 @@ async fn dockerfile_setup_workdir_env_copy_run() {
         sb.exec("true", bad).await,
         Err(SandboxError::Backend(_))
     ));
+    let bad = ExecOpts {
+        env: BTreeMap::from([("A=B".into(), "x".into())]),
+        ..Default::default()
+    };
+    let r = sb.exec("true", bad).await;
+    assert!(matches!(r, Err(SandboxError::Backend(_))), "{r:?}");
 }
 
 #[tokio::test]

@@ -356,3 +356,108 @@ pub(crate) fn expand_source(context: &Path, source: &str) -> Result<Vec<PathBuf>
     }
     Ok(paths)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(root: &Path) -> FsMap {
+        FsMap {
+            root: root.to_path_buf(),
+            writable: ["app", "tmp"].iter().map(|s| s.to_string()).collect(),
+            ro: vec![
+                RoEntry::Dir("etc".into()),
+                RoEntry::Symlink {
+                    name: "bin".into(),
+                    target: "usr/bin".into(),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard_match("*.txt", "a.txt"));
+        assert!(wildcard_match("a?c*", "abcdef"));
+        assert!(!wildcard_match("*.txt", "a.txt.bak"));
+        assert!(!wildcard_match("a?c", "ac"));
+        assert!(wildcard_match("*", ""));
+    }
+
+    #[test]
+    fn resolve_maps_and_follows_links_inside_the_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = map(dir.path());
+        fs::create_dir_all(dir.path().join("app/sub")).unwrap();
+        fs::create_dir_all(dir.path().join("tmp")).unwrap();
+        std::os::unix::fs::symlink("/tmp", dir.path().join("app/abs")).unwrap();
+        std::os::unix::fs::symlink("sub", dir.path().join("app/rel")).unwrap();
+        std::os::unix::fs::symlink("/app/loop", dir.path().join("app/loop")).unwrap();
+        let w = |p: &str| Location::Writable(dir.path().join(p));
+        assert_eq!(
+            m.resolve("/app/abs/x", true).unwrap(),
+            ("/tmp/x".into(), w("tmp/x"))
+        );
+        assert_eq!(
+            m.resolve("/app/rel/x", true).unwrap(),
+            ("/app/sub/x".into(), w("app/sub/x"))
+        );
+        assert_eq!(m.resolve("/app/abs", false).unwrap().1, w("app/abs"));
+        assert_eq!(
+            m.resolve("/etc/hostname", true).unwrap().1,
+            Location::ReadOnly("/etc/hostname".into())
+        );
+        assert_eq!(m.resolve("/", true).unwrap().1, Location::Outside);
+        assert_eq!(m.resolve("/proc/1", true).unwrap().1, Location::Outside);
+        assert!(m
+            .resolve("/app/loop", true)
+            .unwrap_err()
+            .contains("symbolic links"));
+        assert!(m.resolve("/app/../etc", true).unwrap_err().contains(".."));
+        assert!(m.resolve("app", true).is_err());
+    }
+
+    #[test]
+    fn expand_source_refuses_escapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = dir.path().join("ctx");
+        fs::create_dir_all(ctx.join("d")).unwrap();
+        fs::write(ctx.join("d/a.txt"), "a").unwrap();
+        fs::write(ctx.join("d/b.txt"), "b").unwrap();
+        fs::write(dir.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink("../secret", ctx.join("link")).unwrap();
+        let got = expand_source(&ctx, "d/*.txt").unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got[0].ends_with("d/a.txt") && got[1].ends_with("d/b.txt"));
+        assert!(expand_source(&ctx, "../secret")
+            .unwrap_err()
+            .contains("escapes"));
+        assert!(expand_source(&ctx, "link").unwrap_err().contains("escapes"));
+        assert!(expand_source(&ctx, "nope")
+            .unwrap_err()
+            .contains("not found"));
+    }
+
+    #[test]
+    fn copy_tree_replaces_symlinks_instead_of_following_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        let dst = dir.path().join("dst");
+        fs::create_dir(&dst).unwrap();
+        std::os::unix::fs::symlink(&outside, dst.join("sub")).unwrap();
+        let src = dir.path().join("src");
+        fs::create_dir_all(src.join("sub")).unwrap();
+        fs::write(src.join("sub/f"), "f").unwrap();
+        copy_tree(&src, &dst, true).unwrap();
+        assert!(
+            dst.join("sub").is_dir()
+                && !fs::symlink_metadata(dst.join("sub"))
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+        );
+        assert_eq!(fs::read_to_string(dst.join("sub/f")).unwrap(), "f");
+        assert!(!outside.join("f").exists(), "wrote through a symlink");
+    }
+}
