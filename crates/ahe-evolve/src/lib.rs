@@ -1,7 +1,9 @@
-//! The AHE loop and its phases; for now the rollout phase and run configs.
+//! The AHE loop (Algorithm 1): rollout, clean, attribute, debug, evolve, commit.
 
 pub mod config;
+pub mod manifest;
 pub mod rollout;
 
 pub use config::RunConfig;
+pub use manifest::{Change, Component, Manifest};
 pub use rollout::{rollout, select_backend, HarnessAgent, RolloutSpec};
