@@ -37,6 +37,8 @@ pub struct EvalOptions {
     pub out_dir: PathBuf,
     /// Stops starting new trials when cancelled (running ones are abandoned and torn down).
     pub cancel: CancellationToken,
+    /// Trials already finished (e.g. before a crash): not run again, but scored.
+    pub prior: Vec<TrialResult>,
 }
 
 /// Directory of one trial inside an evaluation's output dir.
@@ -57,8 +59,14 @@ pub async fn run_eval(
     let sem = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
     // Attempts outermost: each task's first trial starts before any second one.
+    let done: std::collections::HashSet<(String, u32)> = opts
+        .prior
+        .iter()
+        .map(|r| (r.task.clone(), r.attempt))
+        .collect();
     let jobs: Vec<(Task, u32)> = (1..=opts.k)
         .flat_map(|a| tasks.iter().map(move |t| (t.clone(), a)))
+        .filter(|(t, a)| !done.contains(&(t.name.clone(), *a)))
         .collect();
     progress(Progress::Start { total: jobs.len() });
     for (task, attempt) in jobs {
@@ -82,7 +90,12 @@ pub async fn run_eval(
             Some(r)
         });
     }
-    let mut results = Vec::new();
+    let mut results: Vec<TrialResult> = opts
+        .prior
+        .iter()
+        .filter(|r| tasks.iter().any(|t| t.name == r.task) && r.attempt <= opts.k)
+        .cloned()
+        .collect();
     while let Some(j) = set.join_next().await {
         if let Ok(Some(r)) = j {
             results.push(r);

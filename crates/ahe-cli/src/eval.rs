@@ -13,7 +13,7 @@ use crate::CliError;
 /// Arguments of `ahe eval`.
 #[derive(Args)]
 pub struct EvalArgs {
-    /// Harness directory to evaluate.
+    /// Harness directory to evaluate, or runs/NAME@REF (REF: best, iter-NNN or a commit id).
     #[arg(long)]
     harness: PathBuf,
     /// Benchmark directory (Terminal-Bench 2 / Harbor task dirs).
@@ -68,7 +68,9 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
     model_cfg
         .validate()
         .map_err(|e| CliError::usage(e.context("model")))?;
-    let harness = ahe_harness::load(&a.harness).map_err(|problems| {
+    // `runs/NAME@REF` replays exactly that committed harness (exported to a temp dir).
+    let (harness_dir, replay) = resolve_harness(&a.harness).map_err(CliError::usage)?;
+    let harness = ahe_harness::load(&harness_dir).map_err(|problems| {
         let list: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
         CliError::usage(anyhow::anyhow!(
             "harness {} is invalid:\n{}",
@@ -136,6 +138,7 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             .unwrap_or(1800.0),
         out_dir: out_dir.clone(),
         run: run_name,
+        prior: Vec::new(),
     };
     if !a.json {
         eprintln!(
@@ -162,7 +165,16 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         bar.finish();
         result
     });
-    let scores = scores.map_err(CliError::failed)?;
+    let mut scores = scores.map_err(CliError::failed)?;
+    if let Some((run, commit)) = &replay {
+        scores
+            .meta
+            .insert("replay_of".into(), run.display().to_string().into());
+        scores
+            .meta
+            .insert("harness_commit".into(), commit.clone().into());
+        ahe_bench::eval::write_scores(&out_dir, &scores).map_err(CliError::failed)?;
+    }
     if a.json {
         println!(
             "{}",
@@ -173,4 +185,23 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         println!("scores: {}", out_dir.join("scores.json").display());
     }
     Ok(())
+}
+
+/// A harness directory, or `runs/NAME@REF` exported from that run's harness repository
+/// (returns the run dir and the full commit id for the record).
+fn resolve_harness(arg: &std::path::Path) -> anyhow::Result<(PathBuf, Option<(PathBuf, String)>)> {
+    let s = arg.to_string_lossy();
+    let Some((run, rev)) = ahe_evolve::commit::split_ref(&s).filter(|_| !arg.is_dir()) else {
+        return Ok((arg.to_path_buf(), None));
+    };
+    let repo = ahe_evolve::commit::HarnessRepo::open(&run.join("harness"))?;
+    let commit = repo.resolve(&rev)?;
+    let dest = std::env::temp_dir().join(format!(
+        "ahe-replay-{}-{}",
+        &commit[..12],
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dest);
+    repo.export(&commit, &dest)?;
+    Ok((dest, Some((run, commit))))
 }

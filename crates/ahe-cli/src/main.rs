@@ -1,6 +1,7 @@
 //! `ahe`: Agentic Harness Engineering — evolve the harness around a frozen model.
 
 mod eval;
+mod evolve;
 mod progress;
 
 use std::path::PathBuf;
@@ -54,6 +55,8 @@ struct Cli {
 enum Command {
     /// Evaluate a harness on a benchmark: k trials per task, scores.json, a per-task table.
     Eval(eval::EvalArgs),
+    /// Evolve the harness: rollout, clean, attribute, debug, evolve, commit — N iterations.
+    Evolve(evolve::EvolveArgs),
     /// Load and check a harness directory; print every problem.
     Validate {
         /// Harness directory.
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Eval(a) => eval::run(a),
+        Command::Evolve(a) => evolve::run(a),
         Command::Validate { dir } => validate(&dir),
     };
     match res {

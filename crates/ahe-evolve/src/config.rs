@@ -31,6 +31,12 @@ pub struct RunConfig {
     /// Agent defaults.
     #[serde(default)]
     pub agent: AgentConfig,
+    /// Evolve-loop settings.
+    #[serde(default)]
+    pub evolve: EvolveConfig,
+    /// Held-out tasks: scored every iteration, never shown to the debugger or evolve agent.
+    #[serde(default)]
+    pub holdout: HoldoutConfig,
     /// Models: `default` plus optional per-role overrides `code_agent`, `debugger`, `evolve`
     /// (each merged over `default`).
     #[serde(default)]
@@ -117,6 +123,58 @@ fn default_agent_timeout() -> f64 {
     1800.0
 }
 
+/// `[evolve]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvolveConfig {
+    /// `auto` (revert HARMFUL changes before evolving) or `agent` (report only).
+    pub rollback: String,
+    /// Stop gracefully once this much has been spent (all roles).
+    pub budget_usd: Option<f64>,
+    /// Show the tests' output to the debugger and evolve agent (default: reward only).
+    pub show_verifier_output: bool,
+    /// Tasks the debugger analyses at once.
+    pub debugger_concurrency: usize,
+    /// Per-task time limit of the debugger.
+    pub debugger_timeout_sec: f64,
+    /// Turn limit of the debugger.
+    pub debugger_max_turns: u32,
+    /// Turn limit of the evolve agent.
+    pub evolve_max_turns: u32,
+    /// Time limit of the evolve agent.
+    pub evolve_timeout_sec: f64,
+    /// Run one smoke trial of a new harness before the full rollout.
+    pub preflight: bool,
+}
+
+impl Default for EvolveConfig {
+    fn default() -> Self {
+        EvolveConfig {
+            rollback: "auto".into(),
+            budget_usd: None,
+            show_verifier_output: false,
+            debugger_concurrency: 4,
+            debugger_timeout_sec: 600.0,
+            debugger_max_turns: 30,
+            evolve_max_turns: 60,
+            evolve_timeout_sec: 1800.0,
+            preflight: true,
+        }
+    }
+}
+
+/// `[holdout]`: named tasks, or a seeded random fraction of the benchmark.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HoldoutConfig {
+    /// Task names held out.
+    pub tasks: Vec<String>,
+    /// Fraction of tasks held out at random (in addition to `tasks`).
+    pub fraction: Option<f64>,
+    /// Seed of the random choice.
+    pub seed: u64,
+}
+
 /// The three agent roles that name a model.
 pub const ROLES: [&str; 3] = ["code_agent", "debugger", "evolve"];
 
@@ -156,6 +214,17 @@ impl RunConfig {
         }
         if self.agent.default_timeout_sec.is_nan() || self.agent.default_timeout_sec <= 0.0 {
             bail!("agent.default_timeout_sec: must be positive");
+        }
+        if !["auto", "agent"].contains(&self.evolve.rollback.as_str()) {
+            bail!(
+                "evolve.rollback: {:?} must be auto or agent",
+                self.evolve.rollback
+            );
+        }
+        if let Some(f) = self.holdout.fraction {
+            if !(0.0..1.0).contains(&f) {
+                bail!("holdout.fraction: {f} must be in [0, 1)");
+            }
         }
         for k in self.models.keys() {
             if k != "default" && !ROLES.contains(&k.as_str()) {

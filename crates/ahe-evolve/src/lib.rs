@@ -1,9 +1,40 @@
 //! The AHE loop (Algorithm 1): rollout, clean, attribute, debug, evolve, commit.
 
+pub mod agent;
+pub mod attribute;
+pub mod clean;
+pub mod commit;
 pub mod config;
+pub mod debug;
+pub mod evolve;
+pub mod history;
+pub mod jail;
+pub mod journal;
+#[path = "loop.rs"]
+pub mod r#loop;
 pub mod manifest;
 pub mod rollout;
+pub mod start;
+pub mod stats;
 
 pub use config::RunConfig;
 pub use manifest::{Change, Component, Manifest};
 pub use rollout::{rollout, select_backend, HarnessAgent, RolloutSpec};
+
+/// Writes a value as pretty JSON, atomically (temp file, then rename).
+pub fn write_json<T: serde::Serialize>(path: &std::path::Path, v: &T) -> anyhow::Result<()> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(v)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Reads a JSON file, naming it in the error.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}

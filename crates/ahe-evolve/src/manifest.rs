@@ -119,7 +119,9 @@ impl Manifest {
                 errs.push(format!("{at}: description is empty"));
             }
             if c.files.is_empty() {
-                errs.push(format!("{at}: files is empty; list the harness files the change touches"));
+                errs.push(format!(
+                    "{at}: files is empty; list the harness files the change touches"
+                ));
             }
             for f in &c.files {
                 if !is_editable(f) {

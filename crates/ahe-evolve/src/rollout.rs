@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 /// The harness runtime as a benchmark agent.
 pub struct HarnessAgent {
     runtime: Runtime,
-    /// Upload the task's `solution/` to `/solution` first (for the mock oracle).
+    /// Upload the task's `solution/` to `/solution` first (mock models only: offline demos and tests).
     upload_solution: bool,
 }
 
@@ -27,7 +27,7 @@ impl HarnessAgent {
     ) -> anyhow::Result<Self> {
         Ok(HarnessAgent {
             runtime: Runtime::new(harness, model)?,
-            upload_solution: model_cfg.provider == "mock" && model_cfg.model == "oracle",
+            upload_solution: model_cfg.provider == "mock",
         })
     }
 }
@@ -111,6 +111,8 @@ pub struct RolloutSpec {
     pub out_dir: PathBuf,
     /// Run name (sandbox labels).
     pub run: String,
+    /// Trials already finished (resume): scored, not re-run.
+    pub prior: Vec<ahe_bench::TrialResult>,
 }
 
 /// Runs the rollout, writes `scores.json` (with model fault counts), returns the scores.
@@ -133,6 +135,7 @@ pub async fn rollout(
         concurrency: spec.concurrency,
         out_dir: spec.out_dir.clone(),
         cancel,
+        prior: spec.prior.clone(),
     };
     let mut scores = ahe_bench::run_eval(env, &spec.tasks, &opts, progress).await?;
     let stats = client.stats();

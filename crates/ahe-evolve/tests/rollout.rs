@@ -38,6 +38,7 @@ fn spec(server: &TestServer, out: &Path, task: &str) -> RolloutSpec {
         default_agent_timeout_sec: 60.0,
         out_dir: out.to_path_buf(),
         run: "test".into(),
+        prior: Vec::new(),
     }
 }
 

@@ -71,20 +71,22 @@ pub struct ScriptEntry {
     /// Not used when the system prompt contains this text.
     #[serde(default)]
     pub unless_system_contains: Option<String>,
+    /// Only used when the first user message (the task) contains this text.
+    #[serde(default)]
+    pub when_task_contains: Option<String>,
+    /// Not used when the first user message (the task) contains this text.
+    #[serde(default)]
+    pub unless_task_contains: Option<String>,
 }
 
 impl ScriptEntry {
-    /// Whether the entry's conditions accept this system prompt.
-    pub fn applies(&self, system: &str) -> bool {
-        let when_ok = match self.when_system_contains.as_deref() {
-            Some(w) => system.contains(w),
-            None => true,
-        };
-        let unless_hit = match self.unless_system_contains.as_deref() {
-            Some(u) => system.contains(u),
-            None => false,
-        };
-        when_ok && !unless_hit
+    /// Whether the entry's conditions accept this system prompt and task message.
+    pub fn applies(&self, system: &str, task: &str) -> bool {
+        let has = |cond: &Option<String>, text: &str| cond.as_deref().map(|c| text.contains(c));
+        has(&self.when_system_contains, system).unwrap_or(true)
+            && !has(&self.unless_system_contains, system).unwrap_or(false)
+            && has(&self.when_task_contains, task).unwrap_or(true)
+            && !has(&self.unless_task_contains, task).unwrap_or(false)
     }
 }
 
@@ -256,12 +258,20 @@ fn script_answer(
     turn: usize,
 ) -> Result<(Option<String>, Option<PlannedCall>), ModelError> {
     let system = req.system_prompt();
+    let task = req
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            crate::Message::User { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .unwrap_or("");
     let key = req.role.as_str();
     let chosen = script
         .entries(req.role)
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.applies(system))
+        .filter(|(_, e)| e.applies(system, task))
         .nth(turn);
     let Some((index, entry)) = chosen else {
         return Ok((Some(DONE.to_string()), None));

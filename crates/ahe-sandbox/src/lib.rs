@@ -1,5 +1,6 @@
 //! Sandboxes that run task environments: one trait, several backends.
 
+pub mod docker;
 pub mod dockerfile;
 pub mod local;
 

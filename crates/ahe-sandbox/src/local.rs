@@ -6,11 +6,14 @@
 //! sees is the host's `/usr`, `/etc`, `/opt`, `/var`, `/srv` (and `/bin`... symlinks), bound
 //! read-only; the root itself is a read-only tmpfs (no new top-level dirs at run time).
 //!
-//! With bubblewrap every exec is a FRESH `bwrap` process (new mount/pid/net/ipc/uts/user
-//! namespaces, no network unless the task allows it): files persist between execs through
-//! the bind mounts, but background processes do NOT survive the exec that started them (the
-//! pid namespace dies with it). Plain mode kills leftovers of the exec's process group too.
-//! A timeout (or dropping the exec future) SIGKILLs the exec's whole process group.
+//! With bubblewrap each sandbox has ONE long-lived `bwrap` (new mount/pid/net/ipc/uts/user
+//! namespaces, no network unless the task allows it) running a small bash exec server (see
+//! `server.rs`); each exec is a process group started by that server. Files persist
+//! between execs, and so do background processes (`nohup server &`), until `destroy` ends
+//! the pid namespace (like Docker). Plain mode runs each exec as a host process group and
+//! kills its leftovers when it exits. A timeout (or dropping the exec future) SIGKILLs the
+//! exec's whole process group; a process that moves itself to another process group or
+//! session (`setsid`, `set -m`) escapes that kill, but not `destroy`.
 //!
 //! Dockerfile setup replays WORKDIR/ENV/ARG/COPY/ADD on the host side and runs RUN steps in
 //! the sandbox with network (like `docker build`); `ARG`s are visible to RUN steps only.
@@ -20,13 +23,14 @@
 //! `USER`, `EXPOSE`, `CMD`... are ignored; no `/sys`; the host's `/etc` is readable. Plain
 //! mode has NO isolation: commands run on the host with the cwd mapped and `HOME`/`TMPDIR`
 //! pointing into the trial dir (`AHE_SANDBOX_FS` names its `fs/`), but absolute paths inside
-//! commands are not remapped, and a process that calls `setsid` escapes the kill.
+//! commands are not remapped, and a process that calls `setsid` escapes every kill.
 //! Memory/cpu limits use cgroup v1 (`/sys/fs/cgroup/{memory,cpu}/ahe/<trial>`) when it is
 //! writable; otherwise they are not enforced (a warning is logged).
 
 mod cgroup;
 mod fsmap;
 mod process;
+mod server;
 mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,6 +46,7 @@ use crate::dockerfile::{self, Dockerfile, Instruction, RunCommand, DEFAULT_PATH}
 use crate::{Backend, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
 use cgroup::Cgroup;
 use fsmap::{FsMap, Location, RoEntry};
+use server::ExecServer;
 use transfer::{copy_step, get_blocking, put_blocking, read_only_msg};
 
 /// Working directory when the Dockerfile sets none (or there is no Dockerfile).
@@ -55,6 +60,7 @@ pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(1800);
 struct HostLayout {
     bwrap: PathBuf,
     bash: String,
+    env: String,
     ro: Vec<RoEntry>,
 }
 
@@ -85,6 +91,7 @@ impl LocalBackend {
         let layout = HostLayout {
             bwrap: which("bwrap", "/usr/bin/bwrap"),
             bash,
+            env: which("env", "/usr/bin/env").to_string_lossy().into_owned(),
             ro: fsmap::scan_host_ro(),
         };
         if !isolated {
@@ -187,6 +194,7 @@ impl LocalBackend {
             env: BTreeMap::new(),
             allow_internet: spec.allow_internet,
             cgroup: None,
+            server: None,
             destroyed: AtomicBool::new(false),
         };
         sb.init_dirs()?;
@@ -203,6 +211,14 @@ impl LocalBackend {
             sb.replay(df, ctx, self.setup_timeout).await?;
         }
         sb.env.extend(spec.env.clone());
+        if sb.isolated {
+            let exec_dir = sb.dir.join("exec");
+            std::fs::create_dir(&exec_dir)?;
+            let cmd = sb.bwrap(sb.allow_internet, Some(&exec_dir));
+            let log = sb.dir.join("exec-server.log");
+            let bash = sb.layout.bash.clone();
+            sb.server = Some(ExecServer::start(cmd, &bash, exec_dir, log).await?);
+        }
         Ok(sb)
     }
 
@@ -305,7 +321,7 @@ fn base_env() -> BTreeMap<String, String> {
     .collect()
 }
 
-/// One local sandbox (a temp dir plus, with bubblewrap, a fresh namespace per exec).
+/// One local sandbox (a temp dir plus, with bubblewrap, one long-lived `bwrap`).
 #[derive(Debug)]
 pub struct LocalSandbox {
     isolated: bool,
@@ -316,6 +332,8 @@ pub struct LocalSandbox {
     env: BTreeMap<String, String>,
     allow_internet: bool,
     cgroup: Option<Arc<Cgroup>>,
+    /// The exec server (bubblewrap mode, once set up).
+    server: Option<ExecServer>,
     destroyed: AtomicBool,
 }
 
@@ -433,14 +451,12 @@ impl LocalSandbox {
         }
     }
 
-    /// Builds the command that runs `argv` in the sandbox.
-    fn command(
+    /// Checks `cwd` and the environment; returns the host cwd and the full environment.
+    fn prepare(
         &self,
-        argv: &[String],
         cwd: &str,
         env: BTreeMap<String, String>,
-        net: bool,
-    ) -> Result<Command> {
+    ) -> Result<(PathBuf, BTreeMap<String, String>)> {
         let bad_cwd = || SandboxError::Backend(format!("working directory {cwd} does not exist"));
         let (resolved, loc) = self.fs.resolve(cwd, true).map_err(SandboxError::Backend)?;
         let host_cwd = match loc {
@@ -458,51 +474,76 @@ impl LocalSandbox {
                 "invalid environment variable {k:?}"
             )));
         }
-        let mut c;
+        Ok((host_cwd, full))
+    }
+
+    /// A `bwrap` command with the sandbox's namespaces and mounts (plus the exec server's
+    /// dir, read-only), up to `--remount-ro /`; in the trial's cgroup.
+    fn bwrap(&self, net: bool, exec_dir: Option<&Path>) -> Command {
+        let mut c = Command::new(&self.layout.bwrap);
+        c.env_clear();
+        c.args(["--die-with-parent", "--unshare-all", "--new-session"]);
+        if net {
+            c.arg("--share-net");
+        }
+        for e in &self.fs.ro {
+            match e {
+                RoEntry::Dir(n) => c.arg("--ro-bind").arg(format!("/{n}")).arg(format!("/{n}")),
+                RoEntry::Symlink { name, target } => {
+                    c.arg("--symlink").arg(target).arg(format!("/{name}"))
+                }
+            };
+        }
+        c.args(["--proc", "/proc", "--dev", "/dev"]);
+        for top in &self.fs.writable {
+            c.arg("--bind")
+                .arg(self.fs.top_dir(top))
+                .arg(format!("/{top}"));
+        }
+        if let Some(dir) = exec_dir {
+            c.arg("--ro-bind").arg(dir).arg(server::EXEC_DIR);
+        }
+        c.args(["--remount-ro", "/"]);
+        if let Some(cg) = &self.cgroup {
+            cg.attach(&mut c);
+        }
+        c
+    }
+
+    /// Builds the command that runs `argv` as a fresh process (group) in the sandbox.
+    fn command(
+        &self,
+        argv: &[String],
+        cwd: &str,
+        env: BTreeMap<String, String>,
+        net: bool,
+    ) -> Result<Command> {
+        let (host_cwd, mut full) = self.prepare(cwd, env)?;
         if self.isolated {
-            c = Command::new(&self.layout.bwrap);
-            c.env_clear();
-            c.args(["--die-with-parent", "--unshare-all", "--new-session"]);
-            if net {
-                c.arg("--share-net");
-            }
-            for e in &self.fs.ro {
-                match e {
-                    RoEntry::Dir(n) => c.arg("--ro-bind").arg(format!("/{n}")).arg(format!("/{n}")),
-                    RoEntry::Symlink { name, target } => {
-                        c.arg("--symlink").arg(target).arg(format!("/{name}"))
-                    }
-                };
-            }
-            c.args(["--proc", "/proc", "--dev", "/dev"]);
-            for top in &self.fs.writable {
-                c.arg("--bind")
-                    .arg(self.fs.top_dir(top))
-                    .arg(format!("/{top}"));
-            }
-            c.args(["--remount-ro", "/", "--chdir", cwd, "--clearenv"]);
+            let mut c = self.bwrap(net, None);
+            c.args(["--chdir", cwd, "--clearenv"]);
             for (k, v) in &full {
                 c.arg("--setenv").arg(k).arg(v);
             }
             c.arg("--").args(argv);
-        } else {
-            // Plain mode: map HOME/TMPDIR into the trial dir; the rest is the host.
-            for key in ["HOME", "TMPDIR"] {
-                let v = full.get(key).cloned().unwrap_or_else(|| "/tmp".into());
-                if let Some(p) = self.host_path(&v) {
-                    full.insert(key.to_string(), p.to_string_lossy().into_owned());
-                }
-            }
-            full.insert(
-                "AHE_SANDBOX_FS".into(),
-                self.fs.root.to_string_lossy().into_owned(),
-            );
-            c = Command::new(&argv[0]);
-            c.args(&argv[1..])
-                .current_dir(host_cwd)
-                .env_clear()
-                .envs(full);
+            return Ok(c);
         }
+        // Plain mode: map HOME/TMPDIR into the trial dir; the rest is the host.
+        for key in ["HOME", "TMPDIR"] {
+            let v = full.get(key).cloned().unwrap_or_else(|| "/tmp".into());
+            if let Some(p) = self.host_path(&v) {
+                full.insert(key.to_string(), p.to_string_lossy().into_owned());
+            }
+        }
+        full.insert(
+            "AHE_SANDBOX_FS".into(),
+            self.fs.root.to_string_lossy().into_owned(),
+        );
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..])
+            .current_dir(host_cwd)
+            .env_clear()
+            .envs(full);
         if let Some(cg) = &self.cgroup {
             cg.attach(&mut c);
         }
@@ -584,7 +625,18 @@ impl Sandbox for LocalSandbox {
         };
         let mut env = self.env.clone();
         env.extend(opts.env);
-        let argv = vec![self.layout.bash.clone(), "-c".into(), command.to_string()];
+        let bash = self.layout.bash.clone();
+        if let Some(server) = &self.server {
+            // `env -i` gives the command exactly this environment (any variable name).
+            let (_, full) = self.prepare(&cwd, env)?;
+            let argv: Vec<String> = [self.layout.env.clone(), "-i".into(), "--".into()]
+                .into_iter()
+                .chain(full.iter().map(|(k, v)| format!("{k}={v}")))
+                .chain([bash, "-c".into(), command.to_string()])
+                .collect();
+            return server.exec(&cwd, &argv, opts.stdin, opts.timeout).await;
+        }
+        let argv = vec![bash, "-c".into(), command.to_string()];
         self.run(
             argv,
             &cwd,
@@ -616,6 +668,9 @@ impl Sandbox for LocalSandbox {
         if self.destroyed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        if let Some(server) = &self.server {
+            server.shutdown().await;
+        }
         let (dir, cg) = (self.dir.clone(), self.cgroup.clone());
         blocking(move || {
             if let Some(cg) = cg {
@@ -630,6 +685,9 @@ impl Sandbox for LocalSandbox {
 impl Drop for LocalSandbox {
     fn drop(&mut self) {
         if !self.destroyed.swap(true, Ordering::SeqCst) {
+            if let Some(server) = &self.server {
+                server.kill_now();
+            }
             if let Some(cg) = &self.cgroup {
                 cg.remove();
             }

@@ -1,5 +1,6 @@
 //! Running one process group: capped capture, stdin, timeout and kill-on-cancel.
 
+use std::future::Future;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use crate::{ExecOutput, Result, SandboxError};
 /// At most this many bytes of stdout (and of stderr) are kept.
 pub(crate) const OUTPUT_CAP: usize = 8 << 20;
 
-/// How long to keep reading output after the process group is gone (for escaped writers).
+/// How long to keep reading output after the command ended (for background writers).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// Kills a process group with SIGKILL when dropped while armed (e.g. a cancelled exec).
@@ -42,7 +43,7 @@ impl Drop for GroupGuard {
 }
 
 /// Reads a pipe to EOF (or until cancelled), keeping at most `OUTPUT_CAP` bytes.
-async fn read_capped<R: AsyncRead + Unpin>(
+pub(crate) async fn read_capped<R: AsyncRead + Unpin>(
     mut pipe: R,
     mut cancel: watch::Receiver<bool>,
 ) -> (Vec<u8>, u64) {
@@ -138,32 +139,45 @@ pub(crate) async fn run(
         guard.kill();
     }
     guard.armed = false;
-    let collect = async {
-        let o = match out {
+    let out = async move {
+        match out {
             Some(h) => h.await.unwrap_or_default(),
             None => Default::default(),
-        };
-        let e = match err {
-            Some(h) => h.await.unwrap_or_default(),
-            None => Default::default(),
-        };
-        (o, e)
-    };
-    tokio::pin!(collect);
-    let (o, e) = tokio::select! {
-        r = &mut collect => r,
-        _ = tokio::time::sleep(DRAIN_GRACE) => {
-            let _ = cancel_tx.send(true);
-            collect.await
         }
     };
+    let err = async move {
+        match err {
+            Some(h) => h.await.unwrap_or_default(),
+            None => Default::default(),
+        }
+    };
+    let (stdout, stderr) = collect(out, err, cancel_tx).await;
     Ok(ExecOutput {
         exit_code: status.and_then(|s| s.code()),
-        stdout: text("stdout", o),
-        stderr: text("stderr", e),
+        stdout,
+        stderr,
         timed_out,
         duration_ms: start.elapsed().as_millis() as u64,
     })
+}
+
+/// Awaits both captures; `DRAIN_GRACE` after the command ended, `cancel` stops them (output
+/// still written by background processes is then not waited for). Returns stdout, stderr.
+pub(crate) async fn collect(
+    out: impl Future<Output = (Vec<u8>, u64)>,
+    err: impl Future<Output = (Vec<u8>, u64)>,
+    cancel: watch::Sender<bool>,
+) -> (String, String) {
+    let both = async { tokio::join!(out, err) };
+    tokio::pin!(both);
+    let (o, e) = tokio::select! {
+        r = &mut both => r,
+        _ = tokio::time::sleep(DRAIN_GRACE) => {
+            let _ = cancel.send(true);
+            both.await
+        }
+    };
+    (text("stdout", o), text("stderr", e))
 }
 
 /// The last `max` bytes of `s` (on a char boundary).

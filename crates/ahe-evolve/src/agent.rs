@@ -1,0 +1,224 @@
+//! The host-side agent loop of the debugger and evolve agents: fixed prompts, jailed tools
+//! implemented in Rust, the same model client and trace format as the code agent.
+
+use std::time::{Duration, Instant};
+
+use ahe_harness::trace::{Event, TraceWriter};
+use ahe_model::{ChatRequest, Message, ModelClient, Role, ToolCall, ToolProtocol, ToolSpec, Usage};
+use serde_json::Value;
+
+/// What a host tool answers.
+pub enum ToolReply {
+    /// Observation text; the loop goes on.
+    Text(String),
+    /// An error the model sees; the loop goes on.
+    Error(String),
+    /// Observation text, and the agent is done (e.g. a manifest was accepted).
+    Stop(String),
+}
+
+/// A tool of a host-side agent.
+#[async_trait::async_trait]
+pub trait HostTool: Send + Sync {
+    /// Name, description and schema offered to the model.
+    fn spec(&self) -> ToolSpec;
+    /// Runs the call.
+    async fn call(&self, args: &Value) -> ToolReply;
+}
+
+/// How a host agent run ended.
+#[derive(Debug, Clone)]
+pub struct HostOutcome {
+    /// The last text the model wrote (its report, for the debugger).
+    pub final_text: Option<String>,
+    /// Whether a tool stopped the run (e.g. an accepted manifest).
+    pub stopped_by_tool: bool,
+    /// Turns taken.
+    pub turns: u32,
+    /// Tokens.
+    pub usage: Usage,
+    /// Cost.
+    pub cost_usd: f64,
+    /// Model error, if the run ended on one.
+    pub error: Option<String>,
+}
+
+/// Limits of one host agent run.
+#[derive(Debug, Clone, Copy)]
+pub struct HostLimits {
+    /// Maximum model turns.
+    pub max_turns: u32,
+    /// Wall-time limit.
+    pub timeout: Duration,
+}
+
+/// Runs a host agent until it answers without a tool call, a tool stops it, or a limit hits.
+pub async fn run_host_agent(
+    model: &ModelClient,
+    role: Role,
+    system: &str,
+    user: &str,
+    tools: &[Box<dyn HostTool>],
+    limits: HostLimits,
+    trace: &TraceWriter,
+) -> HostOutcome {
+    let name = role.as_str();
+    let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
+    let deadline = Instant::now() + limits.timeout;
+    trace.emit(&Event::RunStart {
+        agent: name,
+        model: &model.describe(),
+        protocol: "native",
+        tools: specs.iter().map(|s| s.name.as_str()).collect(),
+        limits: serde_json::json!({"max_turns": limits.max_turns, "timeout_sec": limits.timeout.as_secs_f64()}),
+    });
+    trace.emit(&Event::Message {
+        agent: name,
+        role: "system",
+        content: system,
+    });
+    trace.emit(&Event::Message {
+        agent: name,
+        role: "user",
+        content: user,
+    });
+    let mut messages = vec![Message::system(system), Message::user(user)];
+    let mut out = HostOutcome {
+        final_text: None,
+        stopped_by_tool: false,
+        turns: 0,
+        usage: Usage::default(),
+        cost_usd: 0.0,
+        error: None,
+    };
+    let end = 'run: loop {
+        if out.turns >= limits.max_turns {
+            break "turn_limit";
+        }
+        out.turns += 1;
+        let req = ChatRequest {
+            role,
+            messages: messages.clone(),
+            tools: specs.clone(),
+            protocol: ToolProtocol::Native,
+            temperature: None,
+            max_tokens: None,
+        };
+        let t0 = Instant::now();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let resp = match tokio::time::timeout(remaining, model.chat(&req)).await {
+            Err(_) => break "timeout",
+            Ok(Err(e)) => {
+                let msg = e.to_string();
+                trace.emit(&Event::Error {
+                    agent: name,
+                    turn: out.turns,
+                    kind: e.class(),
+                    message: &msg,
+                });
+                out.error = Some(msg);
+                break "model_error";
+            }
+            Ok(Ok(r)) => r,
+        };
+        out.usage.add(&resp.usage);
+        out.cost_usd += resp.cost_usd;
+        trace.emit(&Event::Assistant {
+            agent: name,
+            turn: out.turns,
+            content: resp.content.as_deref(),
+            tool_calls: &resp.tool_calls,
+            usage: resp.usage,
+            cost_usd: resp.cost_usd,
+            duration_ms: t0.elapsed().as_millis() as u64,
+        });
+        if resp
+            .content
+            .as_deref()
+            .is_some_and(|c| !c.trim().is_empty())
+        {
+            out.final_text = resp.content.clone();
+        }
+        messages.push(resp.to_message());
+        if resp.tool_calls.is_empty() {
+            break "finished";
+        }
+        for call in &resp.tool_calls {
+            let (text, stop) = dispatch(tools, call).await;
+            trace.emit(&Event::ToolCall {
+                agent: name,
+                turn: out.turns,
+                id: &call.id,
+                name: &call.name,
+                args: &call.arguments,
+                output: &text,
+                ok: !text.starts_with("[error]"),
+                exit_code: None,
+                truncated: false,
+                error: None,
+                duration_ms: 0,
+            });
+            messages.push(Message::Tool {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: text,
+            });
+            if stop {
+                out.stopped_by_tool = true;
+                break 'run "stopped_by_tool";
+            }
+        }
+    };
+    trace.emit(&Event::RunEnd {
+        agent: name,
+        end,
+        turns: out.turns,
+        usage: out.usage,
+        cost_usd: out.cost_usd,
+        final_message: out.final_text.as_deref(),
+    });
+    out
+}
+
+async fn dispatch(tools: &[Box<dyn HostTool>], call: &ToolCall) -> (String, bool) {
+    let Some(tool) = tools.iter().find(|t| t.spec().name == call.name) else {
+        let names: Vec<String> = tools.iter().map(|t| t.spec().name).collect();
+        return (
+            format!(
+                "[error] unknown tool {:?}; available: {}",
+                call.name,
+                names.join(", ")
+            ),
+            false,
+        );
+    };
+    if !call.arguments.is_object() {
+        return ("[error] arguments must be a JSON object".into(), false);
+    }
+    match tool.call(&call.arguments).await {
+        ToolReply::Text(t) => (t, false),
+        ToolReply::Error(e) => (format!("[error] {e}"), false),
+        ToolReply::Stop(t) => (t, true),
+    }
+}
+
+/// A string argument, or an error naming it.
+pub fn arg_str<'a>(args: &'a Value, k: &str) -> Result<&'a str, String> {
+    args.get(k)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("missing string argument `{k}`"))
+}
+
+/// A JSON schema object with string properties (all required unless listed in `optional`).
+pub fn schema(props: &[(&str, &str)], optional: &[&str]) -> Value {
+    let mut p = serde_json::Map::new();
+    for (k, ty) in props {
+        p.insert(k.to_string(), serde_json::json!({"type": ty}));
+    }
+    let req: Vec<&str> = props
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !optional.contains(k))
+        .collect();
+    serde_json::json!({"type": "object", "properties": p, "required": req})
+}

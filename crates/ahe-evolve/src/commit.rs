@@ -1,0 +1,308 @@
+//! Commit: the run's harness git repository (git2) — commits, tags, diffs, rollback, replay.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use git2::{IndexAddOption, ObjectType, Oid, Repository, Signature};
+
+/// The git repository of a run's harness (`runs/<run>/harness/`).
+pub struct HarnessRepo {
+    repo: Repository,
+    dir: PathBuf,
+}
+
+/// The tag of an iteration's harness (`iter-000` is the seed).
+pub fn iter_tag(i: u32) -> String {
+    format!("iter-{i:03}")
+}
+
+fn sig() -> Signature<'static> {
+    Signature::now("ahe", "ahe@localhost").expect("static signature")
+}
+
+impl HarnessRepo {
+    /// Creates the repository from a seed harness: copy, commit, tag `iter-000`.
+    pub fn init(dir: &Path, seed: &Path) -> anyhow::Result<HarnessRepo> {
+        copy_tree(seed, dir)
+            .with_context(|| format!("copying seed {} to {}", seed.display(), dir.display()))?;
+        let repo = Repository::init(dir)?;
+        let r = HarnessRepo {
+            repo,
+            dir: dir.to_path_buf(),
+        };
+        r.commit_all("iter-000: seed harness", &iter_tag(0))?;
+        Ok(r)
+    }
+
+    /// Opens an existing harness repository.
+    pub fn open(dir: &Path) -> anyhow::Result<HarnessRepo> {
+        let repo = Repository::open(dir)
+            .with_context(|| format!("opening harness repo {}", dir.display()))?;
+        Ok(HarnessRepo {
+            repo,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The working tree directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Commit id of HEAD.
+    pub fn head(&self) -> anyhow::Result<String> {
+        Ok(self.repo.head()?.peel_to_commit()?.id().to_string())
+    }
+
+    /// Resolves `best`, `iter-NNN`, a tag, or a (prefix of a) commit id to a full commit id.
+    pub fn resolve(&self, rev: &str) -> anyhow::Result<String> {
+        let obj = self.repo.revparse_single(rev).map_err(|_| {
+            anyhow!("no harness revision {rev:?} (use best, iter-NNN or a commit id)")
+        })?;
+        Ok(obj.peel_to_commit()?.id().to_string())
+    }
+
+    /// Whether a tag exists.
+    pub fn has_tag(&self, tag: &str) -> bool {
+        self.repo
+            .revparse_single(&format!("refs/tags/{tag}"))
+            .is_ok()
+    }
+
+    /// Stages everything in the working tree, commits (when anything changed, or always for
+    /// the first commit) and tags; idempotent: an existing tag returns its commit.
+    pub fn commit_all(&self, message: &str, tag: &str) -> anyhow::Result<String> {
+        if self.has_tag(tag) {
+            return self.resolve(tag);
+        }
+        let mut index = self.repo.index()?;
+        index.add_all(["*"].iter(), IndexAddOption::DEFAULT, None)?;
+        index.update_all(["*"].iter(), None)?;
+        index.write()?;
+        let tree = self.repo.find_tree(index.write_tree()?)?;
+        let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        let id = self
+            .repo
+            .commit(Some("HEAD"), &sig(), &sig(), message, &tree, &parents)?;
+        let obj = self.repo.find_object(id, Some(ObjectType::Commit))?;
+        self.repo.tag_lightweight(tag, &obj, false)?;
+        Ok(id.to_string())
+    }
+
+    /// Points a lightweight tag at a commit (moving it if it exists).
+    pub fn set_tag(&self, tag: &str, commit: &str) -> anyhow::Result<()> {
+        let obj = self
+            .repo
+            .find_object(Oid::from_str(commit)?, Some(ObjectType::Commit))?;
+        self.repo.tag_lightweight(tag, &obj, true)?;
+        Ok(())
+    }
+
+    /// Makes the working tree exactly `commit` (drops edits and untracked files); HEAD stays.
+    pub fn reset_worktree(&self, commit: &str) -> anyhow::Result<()> {
+        let obj = self.repo.find_object(Oid::from_str(commit)?, None)?;
+        let mut co = git2::build::CheckoutBuilder::new();
+        co.force().remove_untracked(true);
+        self.repo.checkout_tree(&obj, Some(&mut co))?;
+        let mut index = self.repo.index()?;
+        index.read_tree(&obj.peel_to_tree()?)?;
+        index.write()?;
+        Ok(())
+    }
+
+    /// Harness-relative files that differ between `commit` and the working tree (added,
+    /// modified, deleted; untracked included).
+    pub fn changed_files(&self, commit: &str) -> anyhow::Result<Vec<String>> {
+        let tree = self.repo.find_commit(Oid::from_str(commit)?)?.tree()?;
+        let mut opts = git2::DiffOptions::new();
+        opts.include_untracked(true).recurse_untracked_dirs(true);
+        let diff = self
+            .repo
+            .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))?;
+        let mut files: Vec<String> = diff
+            .deltas()
+            .filter_map(|d| {
+                d.new_file()
+                    .path()
+                    .or(d.old_file().path())
+                    .map(|p| p.to_string_lossy().into_owned())
+            })
+            .collect();
+        files.sort();
+        files.dedup();
+        Ok(files)
+    }
+
+    /// Restores `files` in the working tree to their content at `commit` (deleting those
+    /// that did not exist there).
+    pub fn restore_files(&self, commit: &str, files: &[String]) -> anyhow::Result<()> {
+        let tree = self.repo.find_commit(Oid::from_str(commit)?)?.tree()?;
+        for f in files {
+            let path = self.dir.join(f);
+            match tree.get_path(Path::new(f)) {
+                Ok(entry) => {
+                    let blob = entry.to_object(&self.repo)?.peel_to_blob()?;
+                    if let Some(p) = path.parent() {
+                        std::fs::create_dir_all(p)?;
+                    }
+                    std::fs::write(&path, blob.content())?;
+                }
+                Err(_) => {
+                    if path.is_file() {
+                        std::fs::remove_file(&path)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Unified diff between two commits.
+    pub fn diff_patch(&self, from: &str, to: &str) -> anyhow::Result<String> {
+        let a = self.repo.find_commit(Oid::from_str(from)?)?.tree()?;
+        let b = self.repo.find_commit(Oid::from_str(to)?)?.tree()?;
+        let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
+        let mut out = String::new();
+        diff.print(git2::DiffFormat::Patch, |_, _, line| {
+            if matches!(line.origin(), '+' | '-' | ' ') {
+                out.push(line.origin());
+            }
+            out.push_str(&String::from_utf8_lossy(line.content()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Writes the tree of `commit` into `dest` (a fresh directory) for replay.
+    pub fn export(&self, commit: &str, dest: &Path) -> anyhow::Result<()> {
+        let tree = self.repo.find_commit(Oid::from_str(commit)?)?.tree()?;
+        std::fs::create_dir_all(dest)?;
+        let mut err = None;
+        tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+            let rel = Path::new(root).join(entry.name().unwrap_or(""));
+            if entry.kind() == Some(ObjectType::Blob) {
+                let res = entry
+                    .to_object(&self.repo)
+                    .and_then(|o| o.peel_to_blob())
+                    .map_err(anyhow::Error::from)
+                    .and_then(|b| {
+                        let p = dest.join(&rel);
+                        std::fs::create_dir_all(p.parent().unwrap_or(dest))?;
+                        std::fs::write(&p, b.content())?;
+                        set_mode(&p, entry.filemode());
+                        Ok(())
+                    });
+                if let Err(e) = res {
+                    err = Some(e);
+                    return git2::TreeWalkResult::Abort;
+                }
+            }
+            git2::TreeWalkResult::Ok
+        })?;
+        err.map_or(Ok(()), Err)
+    }
+}
+
+fn set_mode(p: &Path, mode: i32) {
+    use std::os::unix::fs::PermissionsExt;
+    if mode == 0o100755 {
+        let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+    }
+}
+
+/// Copies a directory tree (files and dirs; symlinks are skipped: a harness has none).
+pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        let ty = e.file_type()?;
+        let to = dst.join(e.file_name());
+        if ty.is_dir() {
+            if e.file_name() != ".git" {
+                copy_tree(&e.path(), &to)?;
+            }
+        } else if ty.is_file() {
+            std::fs::copy(e.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// Splits `runs/NAME@REF` into the run dir and the revision.
+pub fn split_ref(s: &str) -> Option<(PathBuf, String)> {
+    let (path, rev) = s.rsplit_once('@')?;
+    (!rev.is_empty() && !path.is_empty()).then(|| (PathBuf::from(path), rev.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_tag_diff_restore_export() {
+        let seed = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(seed.path().join("memory")).unwrap();
+        std::fs::write(seed.path().join("agent.toml"), "a").unwrap();
+        std::fs::write(seed.path().join("memory/MEMORY.md"), "m0").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("harness");
+        let r = HarnessRepo::init(&dir, seed.path()).unwrap();
+        let c0 = r.resolve("iter-000").unwrap();
+        assert_eq!(c0, r.head().unwrap());
+
+        std::fs::write(dir.join("memory/MEMORY.md"), "m1").unwrap();
+        std::fs::write(dir.join("memory/new.md"), "n").unwrap();
+        assert_eq!(
+            r.changed_files(&c0).unwrap(),
+            vec!["memory/MEMORY.md", "memory/new.md"]
+        );
+        let c1 = r.commit_all("iter-001", &iter_tag(1)).unwrap();
+        assert_ne!(c0, c1);
+        assert_eq!(
+            r.commit_all("again", &iter_tag(1)).unwrap(),
+            c1,
+            "idempotent by tag"
+        );
+        let patch = r.diff_patch(&c0, &c1).unwrap();
+        assert!(patch.contains("-m0") && patch.contains("+m1"), "{patch}");
+
+        r.restore_files(&c0, &["memory/MEMORY.md".into(), "memory/new.md".into()])
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory/MEMORY.md")).unwrap(),
+            "m0"
+        );
+        assert!(!dir.join("memory/new.md").exists());
+
+        std::fs::write(dir.join("junk.txt"), "x").unwrap();
+        r.reset_worktree(&c1).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory/MEMORY.md")).unwrap(),
+            "m1"
+        );
+        assert!(!dir.join("junk.txt").exists());
+
+        r.set_tag("best", &c1).unwrap();
+        assert_eq!(r.resolve("best").unwrap(), c1);
+        assert_eq!(r.resolve(&c1[..8]).unwrap(), c1);
+        assert!(r
+            .resolve("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("best, iter-NNN"));
+
+        let out = d.path().join("export");
+        r.export(&c0, &out).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out.join("memory/MEMORY.md")).unwrap(),
+            "m0"
+        );
+        assert!(!out.join(".git").exists());
+        assert_eq!(
+            split_ref("runs/x@best"),
+            Some(("runs/x".into(), "best".into()))
+        );
+        assert_eq!(split_ref("harness-seed"), None);
+    }
+}

@@ -1,0 +1,528 @@
+//! Debug: per-task deterministic pre-analysis plus an LLM debugger with read-only, jailed
+//! tools over that task's cleaned traces → `analysis/detail/<task>.md` and `overview.md`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ahe_bench::{Scores, TaskStatus};
+use ahe_harness::TraceWriter;
+use ahe_model::{ModelClient, Role, ToolSpec};
+use minijinja::context;
+use serde_json::Value;
+
+use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
+use crate::clean::{read_clean, CleanTrace};
+
+const SYSTEM: &str = include_str!("../templates/debugger_system.md");
+const USER: &str = include_str!("../templates/debugger_user.md");
+
+/// Settings of the debug phase.
+pub struct DebugSettings {
+    /// Debugger model; None = deterministic reports only.
+    pub model: Option<ModelClient>,
+    /// Tasks analysed at once.
+    pub concurrency: usize,
+    /// Per-task time limit of the LLM debugger.
+    pub timeout: Duration,
+    /// Turn limit of the LLM debugger.
+    pub max_turns: u32,
+    /// Whether the tests' output may be shown.
+    pub show_verifier_output: bool,
+}
+
+/// What the debug phase did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct DebugReport {
+    /// Tasks with a report.
+    pub tasks: usize,
+    /// Tasks the LLM debugger analysed.
+    pub llm_reports: usize,
+    /// Tasks whose LLM analysis failed (deterministic report only).
+    pub llm_failures: Vec<String>,
+    /// Debugger tokens.
+    pub usage: ahe_model::Usage,
+    /// Debugger cost.
+    pub cost_usd: f64,
+}
+
+/// Facts of one trial for the pre-analysis.
+struct TrialFacts {
+    attempt: u32,
+    status: String,
+    reward: Option<f64>,
+    turns: usize,
+    end: String,
+    last_commands: Vec<(String, Option<i32>)>,
+    errors: BTreeMap<String, u32>,
+}
+
+fn command_of(args: &Value, name: &str) -> String {
+    match args.get("command").and_then(Value::as_str) {
+        Some(c) => c.to_string(),
+        None => format!("{name}({})", args),
+    }
+}
+
+fn facts(t: &CleanTrace) -> TrialFacts {
+    let calls: Vec<(String, Option<i32>)> = t
+        .turns
+        .iter()
+        .filter(|x| x.agent == "main")
+        .flat_map(|x| {
+            x.tool_calls
+                .iter()
+                .map(|c| (command_of(&c.args, &c.name), c.exit_code))
+        })
+        .collect();
+    let mut errors = BTreeMap::new();
+    for e in &t.errors {
+        *errors.entry(e.kind.clone()).or_insert(0) += 1;
+    }
+    for c in t.turns.iter().flat_map(|x| &x.tool_calls) {
+        if !c.ok {
+            *errors.entry(format!("tool_error:{}", c.name)).or_insert(0) += 1;
+        }
+    }
+    TrialFacts {
+        attempt: t.attempt,
+        status: t.status.clone(),
+        reward: t.reward,
+        turns: t.turns.iter().filter(|x| x.agent == "main").count(),
+        end: t.agent_end.clone().unwrap_or_else(|| "-".into()),
+        last_commands: calls[calls.len().saturating_sub(5)..].to_vec(),
+        errors,
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one = s.replace('\n', " ⏎ ");
+    if one.chars().count() <= n {
+        one
+    } else {
+        format!("{}…", one.chars().take(n).collect::<String>())
+    }
+}
+
+/// Where a passing and a failing trial first differ (by the commands they ran).
+fn divergence(traces: &[CleanTrace]) -> Option<String> {
+    let pass = traces.iter().find(|t| t.status == "pass")?;
+    let fail = traces
+        .iter()
+        .find(|t| t.status != "pass" && t.status != "infra_error")?;
+    let cmds = |t: &CleanTrace| -> Vec<String> {
+        t.turns
+            .iter()
+            .filter(|x| x.agent == "main")
+            .flat_map(|x| x.tool_calls.iter().map(|c| command_of(&c.args, &c.name)))
+            .collect()
+    };
+    let (a, b) = (cmds(pass), cmds(fail));
+    let i = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let show = |v: &[String]| {
+        v.get(i)
+            .map(|c| format!("`{}`", clip(c, 120)))
+            .unwrap_or("(stopped)".into())
+    };
+    Some(format!(
+        "Trial {} (pass) and trial {} ({}) run the same first {i} command(s), then diverge: {} vs {}.",
+        pass.attempt,
+        fail.attempt,
+        fail.status,
+        show(&a),
+        show(&b)
+    ))
+}
+
+/// The deterministic part of a task report (Markdown).
+pub fn pre_analysis(task: &str, traces: &[CleanTrace]) -> String {
+    let mut s = format!("Task `{task}`: {} trial(s).\n\n", traces.len());
+    s.push_str("| trial | status | reward | turns | end | errors |\n|---|---|---|---|---|---|\n");
+    let fs: Vec<TrialFacts> = traces.iter().map(facts).collect();
+    for f in &fs {
+        let errs: Vec<String> = f.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            f.attempt,
+            f.status,
+            f.reward.map(|r| r.to_string()).unwrap_or("-".into()),
+            f.turns,
+            f.end,
+            if errs.is_empty() {
+                "-".into()
+            } else {
+                errs.join(", ")
+            }
+        ));
+    }
+    for f in &fs {
+        if f.last_commands.is_empty() {
+            continue;
+        }
+        s.push_str(&format!(
+            "\nLast commands of trial {} before it ended:\n",
+            f.attempt
+        ));
+        for (c, code) in &f.last_commands {
+            let code = code.map(|c| c.to_string()).unwrap_or("-".into());
+            s.push_str(&format!("- exit {code}: `{}`\n", clip(c, 160)));
+        }
+    }
+    if fs.iter().any(|f| f.end == "timeout") {
+        s.push_str("\nAt least one trial hit the agent time limit.\n");
+    }
+    if let Some(d) = divergence(traces) {
+        s.push_str(&format!("\n{d}\n"));
+    }
+    s
+}
+
+/// Renders a cleaned trace's turns `from..=to` as compact text for the debugger.
+pub fn render_turns(t: &CleanTrace, from: u32, to: u32) -> String {
+    let mut s = String::new();
+    for x in t.turns.iter().filter(|x| x.turn >= from && x.turn <= to) {
+        s.push_str(&format!("--- turn {} [{}]\n", x.turn, x.agent));
+        if let Some(c) = x.content.as_deref().filter(|c| !c.trim().is_empty()) {
+            s.push_str(&format!("assistant: {}\n", clip(c, 2000)));
+        }
+        for c in &x.tool_calls {
+            s.push_str(&format!(
+                "call {}: {}\n",
+                c.name,
+                clip(&c.args.to_string(), 2000)
+            ));
+            s.push_str(&format!(
+                "result (ok={}, exit={}): {}\n",
+                c.ok,
+                c.exit_code.map(|e| e.to_string()).unwrap_or("-".into()),
+                clip(c.output.as_deref().unwrap_or(""), 3000)
+            ));
+        }
+        for m in &x.middleware {
+            s.push_str(&format!(
+                "middleware {}@{}: {}\n",
+                m.name,
+                m.hook,
+                clip(&m.decision.to_string(), 300)
+            ));
+        }
+        for f in &x.feedback {
+            s.push_str(&format!("runtime feedback: {}\n", clip(f, 1000)));
+        }
+    }
+    if s.is_empty() {
+        s.push_str("(no turns in that range)");
+    }
+    s
+}
+
+struct TaskTraces {
+    traces: Vec<CleanTrace>,
+    trial_dirs: Vec<PathBuf>,
+    show_verifier: bool,
+}
+
+struct ListTrials(Arc<TaskTraces>);
+struct ReadTrace(Arc<TaskTraces>);
+struct Search(Arc<TaskTraces>);
+struct ReadVerifier(Arc<TaskTraces>);
+
+#[async_trait::async_trait]
+impl HostTool for ListTrials {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "list_trials".into(),
+            description: "List this task's trials: attempt, status, reward, turns.".into(),
+            input_schema: schema(&[], &[]),
+        }
+    }
+    async fn call(&self, _: &Value) -> ToolReply {
+        let lines: Vec<String> = self
+            .0
+            .traces
+            .iter()
+            .map(|t| {
+                format!(
+                    "trial {}: status={} reward={:?} turns={} end={}",
+                    t.attempt,
+                    t.status,
+                    t.reward,
+                    t.turns.len(),
+                    t.agent_end.as_deref().unwrap_or("-")
+                )
+            })
+            .collect();
+        ToolReply::Text(lines.join("\n"))
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for ReadTrace {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "read_trace".into(),
+            description: "Read turns of one trial's cleaned trace (assistant text, tool calls, outputs, middleware).".into(),
+            input_schema: schema(&[("attempt", "integer"), ("from_turn", "integer"), ("to_turn", "integer")], &["from_turn", "to_turn"]),
+        }
+    }
+    async fn call(&self, args: &Value) -> ToolReply {
+        let a = args.get("attempt").and_then(Value::as_u64).unwrap_or(0) as u32;
+        let Some(t) = self.0.traces.iter().find(|t| t.attempt == a) else {
+            return ToolReply::Error(format!("no trial {a}; use list_trials"));
+        };
+        let from = args.get("from_turn").and_then(Value::as_u64).unwrap_or(1) as u32;
+        let to = args
+            .get("to_turn")
+            .and_then(Value::as_u64)
+            .map(|x| x as u32)
+            .unwrap_or(from + 19);
+        ToolReply::Text(render_turns(t, from, to))
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for Search {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "search".into(),
+            description: "Search all of this task's traces with a regular expression; returns matching lines with trial and turn.".into(),
+            input_schema: schema(&[("pattern", "string")], &[]),
+        }
+    }
+    async fn call(&self, args: &Value) -> ToolReply {
+        let re = match arg_str(args, "pattern").map(regex::Regex::new) {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return ToolReply::Error(format!("bad pattern: {e}")),
+            Err(e) => return ToolReply::Error(e),
+        };
+        let mut hits = Vec::new();
+        for t in &self.0.traces {
+            let text = render_turns(t, 0, u32::MAX);
+            let mut turn = "?".to_string();
+            for line in text.lines() {
+                if let Some(n) = line.strip_prefix("--- turn ") {
+                    turn = n.split(' ').next().unwrap_or("?").to_string();
+                } else if re.is_match(line) && hits.len() < 60 {
+                    hits.push(format!(
+                        "trial {} turn {turn}: {}",
+                        t.attempt,
+                        clip(line, 300)
+                    ));
+                }
+            }
+        }
+        ToolReply::Text(if hits.is_empty() {
+            "no match".into()
+        } else {
+            hits.join("\n")
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for ReadVerifier {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "read_verifier_output".into(),
+            description: "Show what the task's tests printed for one trial.".into(),
+            input_schema: schema(&[("attempt", "integer")], &[]),
+        }
+    }
+    async fn call(&self, args: &Value) -> ToolReply {
+        if !self.0.show_verifier {
+            return ToolReply::Error("verifier output is hidden in this run".into());
+        }
+        let a = args.get("attempt").and_then(Value::as_u64).unwrap_or(0) as usize;
+        match self.0.trial_dirs.iter().find(|d| {
+            d.file_name()
+                .is_some_and(|n| n.to_string_lossy() == a.to_string())
+        }) {
+            Some(d) => ToolReply::Text(clip(
+                &std::fs::read_to_string(d.join("verifier/stdout.txt")).unwrap_or_default(),
+                8000,
+            )),
+            None => ToolReply::Error(format!("no trial {a}")),
+        }
+    }
+}
+
+fn render(tpl: &str, ctx: minijinja::Value) -> String {
+    let mut env = minijinja::Environment::new();
+    env.set_trim_blocks(true);
+    env.render_str(tpl, ctx)
+        .unwrap_or_else(|e| format!("[template error: {e}]"))
+}
+
+/// Analyses one task; returns (markdown report, one-line cause, LLM outcome).
+async fn analyze_task(
+    task: &str,
+    iteration: u32,
+    task_dir: &Path,
+    status: TaskStatus,
+    settings: &DebugSettings,
+    trace_path: &Path,
+) -> (String, String, Option<crate::agent::HostOutcome>) {
+    let mut dirs =
+        crate::clean::trial_dirs(task_dir.parent().unwrap_or(task_dir)).unwrap_or_default();
+    dirs.retain(|d| d.parent() == Some(task_dir));
+    let traces: Vec<CleanTrace> = dirs.iter().filter_map(|d| read_clean(d).ok()).collect();
+    let pre = pre_analysis(task, &traces);
+    let needs_llm = status == TaskStatus::Fail && !traces.is_empty();
+    let Some(model) = settings.model.as_ref().filter(|_| needs_llm) else {
+        let line = match status {
+            TaskStatus::Pass => "all trials pass".to_string(),
+            TaskStatus::Infra => "no trial could run (infrastructure)".to_string(),
+            TaskStatus::Fail => "failed (no LLM analysis)".to_string(),
+        };
+        return (format!("# `{task}`\n\n{pre}"), line, None);
+    };
+    let instruction = traces.first().map(|t| t.user.clone()).unwrap_or_default();
+    let system = render(
+        SYSTEM,
+        context! { task, k => traces.len(), show_verifier_output => settings.show_verifier_output },
+    );
+    let user = render(
+        USER,
+        context! { task, iteration, instruction, pre_analysis => pre },
+    );
+    let shared = Arc::new(TaskTraces {
+        traces,
+        trial_dirs: dirs,
+        show_verifier: settings.show_verifier_output,
+    });
+    let mut tools: Vec<Box<dyn HostTool>> = vec![
+        Box::new(ListTrials(shared.clone())),
+        Box::new(ReadTrace(shared.clone())),
+        Box::new(Search(shared.clone())),
+    ];
+    if settings.show_verifier_output {
+        tools.push(Box::new(ReadVerifier(shared)));
+    }
+    let tw = TraceWriter::open(trace_path.parent().unwrap_or(trace_path))
+        .unwrap_or_else(|_| TraceWriter::sink());
+    let limits = HostLimits {
+        max_turns: settings.max_turns,
+        timeout: settings.timeout,
+    };
+    let out = run_host_agent(model, Role::Debugger, &system, &user, &tools, limits, &tw).await;
+    let llm = out
+        .final_text
+        .clone()
+        .filter(|t| !t.trim().is_empty() && out.error.is_none());
+    let report = match &llm {
+        Some(t) => format!("# `{task}`\n\n{pre}\n## Debugger analysis\n\n{t}\n"),
+        None => format!(
+            "# `{task}`\n\n{pre}\n_The LLM debugger produced no report ({}); the pre-analysis stands alone._\n",
+            out.error.as_deref().unwrap_or("no answer")
+        ),
+    };
+    let line = llm
+        .as_deref()
+        .and_then(|t| {
+            t.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+        })
+        .map(|l| clip(l, 200))
+        .unwrap_or_else(|| "failed (see pre-analysis)".into());
+    (report, line, Some(out))
+}
+
+/// Runs the debug phase over the visible tasks of an iteration; writes the reports.
+pub async fn debug(
+    iter_dir: &Path,
+    iteration: u32,
+    visible: &[String],
+    scores: &Scores,
+    settings: &DebugSettings,
+) -> anyhow::Result<DebugReport> {
+    let detail = iter_dir.join("analysis/detail");
+    std::fs::create_dir_all(&detail)?;
+    let sem = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1)));
+    let mut lines: Vec<(String, TaskStatus, String, String)> = Vec::new();
+    let mut report = DebugReport::default();
+    let futs = visible.iter().filter_map(|task| {
+        let ts = scores.tasks.get(task)?;
+        let sem = sem.clone();
+        let task_dir = iter_dir.join("trials").join(task);
+        let trace_path = iter_dir
+            .join("analysis/debugger")
+            .join(task)
+            .join("trace.jsonl");
+        let existing = detail.join(format!("{task}.md"));
+        Some(async move {
+            let _p = sem.acquire().await.ok();
+            let cached = std::fs::read_to_string(&existing).ok();
+            let results: String = ts
+                .trials
+                .iter()
+                .map(|t| {
+                    if t.status == ahe_bench::TrialStatus::Pass {
+                        "✓"
+                    } else {
+                        "✗"
+                    }
+                })
+                .collect();
+            if let Some(text) = cached {
+                // Resume: a finished report is kept.
+                let line = text
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("<!-- cause: "))
+                    .map(|l| {
+                        l.trim_start_matches("<!-- cause: ")
+                            .trim_end_matches(" -->")
+                            .to_string()
+                    })
+                    .unwrap_or_default();
+                return (task.clone(), ts.status, results, line, None, true);
+            }
+            let (md, line, out) =
+                analyze_task(task, iteration, &task_dir, ts.status, settings, &trace_path).await;
+            let _ = std::fs::write(&existing, format!("{md}\n<!-- cause: {line} -->\n"));
+            (task.clone(), ts.status, results, line, out, false)
+        })
+    });
+    for (task, status, results, line, out, _cached) in futures::future::join_all(futs).await {
+        report.tasks += 1;
+        if let Some(o) = out {
+            report.usage.add(&o.usage);
+            report.cost_usd += o.cost_usd;
+            if o.final_text.is_some() && o.error.is_none() {
+                report.llm_reports += 1;
+            } else {
+                report.llm_failures.push(task.clone());
+            }
+        }
+        lines.push((task, status, results, line));
+    }
+    lines.sort_by(|a, b| a.0.cmp(&b.0));
+    std::fs::write(
+        iter_dir.join("analysis/overview.md"),
+        overview(iteration, &lines),
+    )?;
+    Ok(report)
+}
+
+fn overview(iteration: u32, lines: &[(String, TaskStatus, String, String)]) -> String {
+    let mut s = format!("# Debugger analysis overview — iteration {iteration}\n\n");
+    let section = |title: &str, st: TaskStatus, s: &mut String| {
+        let rows: Vec<&(String, TaskStatus, String, String)> =
+            lines.iter().filter(|l| l.1 == st).collect();
+        s.push_str(&format!("## {title}: {} task(s)\n\n", rows.len()));
+        for (task, _, res, line) in rows {
+            s.push_str(&format!("- `{task}` [{res}] — {line} (detail/{task}.md)\n"));
+        }
+        s.push('\n');
+    };
+    section("Failing", TaskStatus::Fail, &mut s);
+    section(
+        "Infrastructure errors (not the harness's fault)",
+        TaskStatus::Infra,
+        &mut s,
+    );
+    section("Passing", TaskStatus::Pass, &mut s);
+    s
+}

@@ -1,0 +1,427 @@
+//! Evolve: the evolve agent edits the harness inside a jail and submits a change manifest;
+//! the orchestrator then enforces the edit boundary and validates the harness.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ahe_harness::TraceWriter;
+use ahe_model::{ModelClient, Role, ToolSpec};
+use minijinja::context;
+use serde_json::Value;
+
+use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
+use crate::commit::HarnessRepo;
+use crate::jail::{any, Jail};
+use crate::manifest::{is_editable, Change, Manifest};
+
+const SYSTEM: &str = include_str!("../templates/evolve_system.md");
+const USER: &str = include_str!("../templates/evolve_user.md");
+/// The concise harness-format guide the evolve agent gets (component observability).
+pub const GUIDE: &str = include_str!("../templates/harness_guide.md");
+
+/// Everything the evolve phase needs.
+pub struct EvolveInputs<'a> {
+    /// Iteration number (the manifest's `iteration`).
+    pub iteration: u32,
+    /// `iterations/NNN/`.
+    pub iter_dir: &'a Path,
+    /// The run's harness repository.
+    pub repo: &'a HarnessRepo,
+    /// Commit that was evaluated this iteration.
+    pub evaluated: &'a str,
+    /// Visible (not held-out) task names.
+    pub visible: &'a BTreeSet<String>,
+    /// Rollback changes already applied to the working tree (recorded first in the manifest).
+    pub rollbacks: Vec<Change>,
+    /// Template variables of the user prompt (pass@1, history, change summary, overview...).
+    pub prompt: minijinja::Value,
+    /// Evolve model.
+    pub model: ModelClient,
+    /// Turn limit.
+    pub max_turns: u32,
+    /// Wall-time limit.
+    pub timeout: Duration,
+    /// Whether verifier output may be read.
+    pub show_verifier_output: bool,
+}
+
+/// What the evolve phase produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EvolveOutcome {
+    /// The manifest written to `evolve/manifest.json` (rollbacks + the agent's changes).
+    pub manifest: Manifest,
+    /// Files changed in the working tree relative to the evaluated commit.
+    pub changed_files: Vec<String>,
+    /// What the orchestrator reverted and why.
+    pub notes: Vec<String>,
+    /// Evolve tokens.
+    pub usage: ahe_model::Usage,
+    /// Evolve cost.
+    pub cost_usd: f64,
+}
+
+/// Builds the evolve agent's jail over an iteration.
+pub fn build_jail(
+    iter_dir: &Path,
+    harness: &Path,
+    visible: &BTreeSet<String>,
+    show_verifier: bool,
+) -> anyhow::Result<Jail> {
+    let vis = visible.clone();
+    let traces_allow = Box::new(move |rel: &str| {
+        let parts: Vec<&str> = rel.split('/').collect();
+        vis.contains(parts[0])
+            && match parts.len() {
+                1 | 2 => true,
+                3 => {
+                    ["trace.clean.json", "result.json"].contains(&parts[2])
+                        || (show_verifier && parts[2] == "verifier")
+                }
+                _ => show_verifier && parts[2] == "verifier",
+            }
+    });
+    Jail::new()
+        .root(
+            "harness",
+            harness,
+            true,
+            Box::new(|rel: &str| is_editable(rel)),
+        )?
+        .root("analysis", &iter_dir.join("analysis"), false, any())?
+        .root("inputs", &iter_dir.join("evolve/inputs"), false, any())?
+        .root("traces", &iter_dir.join("trials"), false, traces_allow)
+}
+
+struct Tools {
+    jail: Jail,
+    manifest: Mutex<Option<Manifest>>,
+    iteration: u32,
+    visible: BTreeSet<String>,
+}
+
+struct ListFiles(Arc<Tools>);
+struct ReadFile(Arc<Tools>);
+struct WriteFile(Arc<Tools>);
+struct EditFile(Arc<Tools>);
+struct DeleteFile(Arc<Tools>);
+struct Submit(Arc<Tools>);
+
+fn spec(name: &str, desc: &str, props: &[(&str, &str)], optional: &[&str]) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: desc.into(),
+        input_schema: schema(props, optional),
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for ListFiles {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "list_files",
+            "List a directory: harness/, analysis/, inputs/ or traces/ (empty path = the roots).",
+            &[("path", "string")],
+            &["path"],
+        )
+    }
+    async fn call(&self, a: &Value) -> ToolReply {
+        match self
+            .0
+            .jail
+            .list(a.get("path").and_then(Value::as_str).unwrap_or(""))
+        {
+            Ok(v) => ToolReply::Text(v.join("\n")),
+            Err(e) => ToolReply::Error(e),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for ReadFile {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "read_file",
+            "Read a file (optionally lines start_line..end_line, 1-based).",
+            &[
+                ("path", "string"),
+                ("start_line", "integer"),
+                ("end_line", "integer"),
+            ],
+            &["start_line", "end_line"],
+        )
+    }
+    async fn call(&self, a: &Value) -> ToolReply {
+        let text = match arg_str(a, "path").and_then(|p| self.0.jail.read(p)) {
+            Ok(t) => t,
+            Err(e) => return ToolReply::Error(e),
+        };
+        let s = a
+            .get("start_line")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1) as usize;
+        let e = a
+            .get("end_line")
+            .and_then(Value::as_u64)
+            .map(|x| x as usize)
+            .unwrap_or(usize::MAX);
+        let lines: Vec<&str> = text
+            .lines()
+            .skip(s - 1)
+            .take(e.saturating_sub(s - 1))
+            .collect();
+        let out = lines.join("\n");
+        let (out, _) = ahe_harness::tools::truncate_middle(&out, 40_000);
+        ToolReply::Text(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for WriteFile {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "write_file",
+            "Write a whole file under harness/ (component paths only).",
+            &[("path", "string"), ("content", "string")],
+            &[],
+        )
+    }
+    async fn call(&self, a: &Value) -> ToolReply {
+        match (arg_str(a, "path"), arg_str(a, "content")) {
+            (Ok(p), Ok(c)) => match self.0.jail.write(p, c) {
+                Ok(()) => ToolReply::Text(format!("wrote {} bytes to {p}", c.len())),
+                Err(e) => ToolReply::Error(e),
+            },
+            (Err(e), _) | (_, Err(e)) => ToolReply::Error(e),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for EditFile {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "edit_file",
+            "Replace old_text (must occur exactly once) by new_text in a harness file.",
+            &[
+                ("path", "string"),
+                ("old_text", "string"),
+                ("new_text", "string"),
+            ],
+            &[],
+        )
+    }
+    async fn call(&self, a: &Value) -> ToolReply {
+        let (p, old, new) = match (
+            arg_str(a, "path"),
+            arg_str(a, "old_text"),
+            arg_str(a, "new_text"),
+        ) {
+            (Ok(p), Ok(o), Ok(n)) => (p, o, n),
+            _ => return ToolReply::Error("path, old_text and new_text are required".into()),
+        };
+        let text = match self.0.jail.read(p) {
+            Ok(t) => t,
+            Err(e) => return ToolReply::Error(e),
+        };
+        match text.matches(old).count() {
+            0 => ToolReply::Error(format!(
+                "old_text not found in {p}; read the file and copy the exact text"
+            )),
+            1 => match self.0.jail.write(p, &text.replacen(old, new, 1)) {
+                Ok(()) => ToolReply::Text(format!("edited {p}")),
+                Err(e) => ToolReply::Error(e),
+            },
+            n => ToolReply::Error(format!(
+                "old_text occurs {n} times in {p}; include more context"
+            )),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for DeleteFile {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "delete_file",
+            "Delete a file under harness/.",
+            &[("path", "string")],
+            &[],
+        )
+    }
+    async fn call(&self, a: &Value) -> ToolReply {
+        match arg_str(a, "path").and_then(|p| self.0.jail.remove(p)) {
+            Ok(()) => ToolReply::Text("deleted".into()),
+            Err(e) => ToolReply::Error(e),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl HostTool for Submit {
+    fn spec(&self) -> ToolSpec {
+        let mut s = spec(
+            "submit_manifest",
+            "Submit the change manifest (ends your turn when accepted).",
+            &[("changes", "array")],
+            &[],
+        );
+        s.input_schema["properties"]["changes"]["items"] = serde_json::json!({"type": "object"});
+        s
+    }
+    async fn call(&self, a: &Value) -> ToolReply {
+        let changes: Vec<Change> =
+            match serde_json::from_value(a.get("changes").cloned().unwrap_or(Value::Null)) {
+                Ok(c) => c,
+                Err(e) => return ToolReply::Error(format!("changes: {e}")),
+            };
+        let m = Manifest {
+            iteration: self.0.iteration,
+            changes,
+        };
+        let files_with_harness_prefix: Vec<&String> = m
+            .changes
+            .iter()
+            .flat_map(|c| &c.files)
+            .filter(|f| f.starts_with("harness/"))
+            .collect();
+        if !files_with_harness_prefix.is_empty() {
+            return ToolReply::Error("files are relative to the harness: write `memory/MEMORY.md`, not `harness/memory/MEMORY.md`".into());
+        }
+        match m.validate(&self.0.visible) {
+            Ok(()) => {
+                *self.0.manifest.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+                ToolReply::Stop("manifest accepted".into())
+            }
+            Err(errs) => ToolReply::Error(format!("manifest rejected:\n- {}", errs.join("\n- "))),
+        }
+    }
+}
+
+/// Runs the evolve agent and enforces the edit boundary; writes `evolve/manifest.json`.
+pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
+    let evolve_dir = inp.iter_dir.join("evolve");
+    std::fs::create_dir_all(&evolve_dir)?;
+    let tools = Arc::new(Tools {
+        jail: build_jail(
+            inp.iter_dir,
+            inp.repo.dir(),
+            inp.visible,
+            inp.show_verifier_output,
+        )?,
+        manifest: Mutex::new(None),
+        iteration: inp.iteration,
+        visible: inp.visible.clone(),
+    });
+    let host_tools: Vec<Box<dyn HostTool>> = vec![
+        Box::new(ListFiles(tools.clone())),
+        Box::new(ReadFile(tools.clone())),
+        Box::new(WriteFile(tools.clone())),
+        Box::new(EditFile(tools.clone())),
+        Box::new(DeleteFile(tools.clone())),
+        Box::new(Submit(tools.clone())),
+    ];
+    let mut env = minijinja::Environment::new();
+    env.set_trim_blocks(true);
+    let system = env.render_str(SYSTEM, context! { guide => GUIDE })?;
+    let user = env.render_str(USER, inp.prompt.clone())?;
+    let tw = TraceWriter::open(&evolve_dir)?;
+    let limits = HostLimits {
+        max_turns: inp.max_turns,
+        timeout: inp.timeout,
+    };
+    let out = run_host_agent(
+        &inp.model,
+        Role::Evolve,
+        &system,
+        &user,
+        &host_tools,
+        limits,
+        &tw,
+    )
+    .await;
+
+    let mut notes = Vec::new();
+    let submitted = tools
+        .manifest
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    let rollback_files: BTreeSet<String> =
+        inp.rollbacks.iter().flat_map(|c| c.files.clone()).collect();
+    let changed = inp.repo.changed_files(inp.evaluated)?;
+    // Defence in depth: the jail already refuses these.
+    let outside: Vec<String> = changed
+        .iter()
+        .filter(|f| !is_editable(f))
+        .cloned()
+        .collect();
+    if !outside.is_empty() {
+        inp.repo.restore_files(inp.evaluated, &outside)?;
+        notes.push(format!(
+            "reverted edits outside the component paths: {}",
+            outside.join(", ")
+        ));
+    }
+    let agent_edits: Vec<String> = changed
+        .iter()
+        .filter(|f| is_editable(f) && !rollback_files.contains(*f))
+        .cloned()
+        .collect();
+    let mut keep = submitted.is_some();
+    if submitted.is_none() && !agent_edits.is_empty() {
+        notes.push(format!(
+            "the evolve agent edited {} but submitted no manifest ({}); its edits were reverted",
+            agent_edits.join(", "),
+            out.error
+                .as_deref()
+                .unwrap_or("it stopped without submit_manifest")
+        ));
+    }
+    if keep {
+        if let Err(problems) = ahe_harness::load(inp.repo.dir()) {
+            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            notes.push(format!(
+                "the edited harness does not validate, edits reverted:\n  {}",
+                list.join("\n  ")
+            ));
+            keep = false;
+        }
+    }
+    if !keep && !agent_edits.is_empty() {
+        inp.repo.restore_files(inp.evaluated, &agent_edits)?;
+    }
+    let mut changes = inp.rollbacks.clone();
+    if keep {
+        if let Some(m) = submitted {
+            let listed: BTreeSet<&String> = m.changes.iter().flat_map(|c| &c.files).collect();
+            let unlisted: Vec<&String> =
+                agent_edits.iter().filter(|f| !listed.contains(f)).collect();
+            if !unlisted.is_empty() {
+                notes.push(format!(
+                    "edited but named by no change: {}",
+                    unlisted
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            changes.extend(m.changes);
+        }
+    }
+    let manifest = Manifest {
+        iteration: inp.iteration,
+        changes,
+    };
+    crate::write_json(&evolve_dir.join("manifest.json"), &manifest)?;
+    Ok(EvolveOutcome {
+        manifest,
+        changed_files: inp.repo.changed_files(inp.evaluated)?,
+        notes,
+        usage: out.usage,
+        cost_usd: out.cost_usd,
+    })
+}

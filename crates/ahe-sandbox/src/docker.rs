@@ -1,0 +1,339 @@
+//! The `docker` backend: one container per trial, driven through the Docker Engine API.
+//!
+//! Images: a task's `docker_image` is used when it exists locally; otherwise the task's
+//! `environment/` is built once per content hash (`ahe-task:<hash>`, files + modes + the ids
+//! of the local `FROM` images) and reused across trials and runs. Nothing is ever pulled.
+//!
+//! Containers run `sleep infinity` under `docker-init` (so removal is instant), with no
+//! network unless the task allows it, cpu/memory(+swap)/pids limits, and labels naming the
+//! run, trial, task, host and the pid of the ahe process; [`reap`] removes the containers
+//! of dead ahe processes (called on every [`DockerBackend::connect`]).
+//!
+//! Execs are `bash -c` through `create_exec`/`start_exec`; every exec carries a unique
+//! `AHE_EXEC_ID` in its environment, and a timeout (or dropping the exec future) kills every
+//! process inside the container that still carries it, so nothing of the command survives.
+//! Unlike the local backend, background processes that redirect their output survive the
+//! exec that started them (the container lives until `destroy`).
+
+mod exec;
+mod files;
+mod image;
+mod sandbox;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+use bollard::Docker;
+
+use crate::{Backend, Result, Sandbox, SandboxError, SandboxSpec};
+use image::ImageCache;
+pub use sandbox::DockerSandbox;
+
+/// Working directory when the image sets none.
+pub const DEFAULT_WORKDIR: &str = "/app";
+
+/// Default time limit of one image build.
+pub const DEFAULT_BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Process limit of every container.
+pub const PIDS_LIMIT: i64 = 4096;
+
+/// Label naming the run a container belongs to (present on every ahe container).
+pub const LABEL_RUN: &str = "ahe.run";
+/// Label naming the trial.
+pub const LABEL_TRIAL: &str = "ahe.trial";
+/// Label naming the task.
+pub const LABEL_TASK: &str = "ahe.task";
+/// Label holding the host pid of the ahe process that created the container.
+pub const LABEL_PID: &str = "ahe.pid";
+/// Label holding that process's start time (clock ticks since boot), against pid reuse.
+pub const LABEL_PID_START: &str = "ahe.pidstart";
+/// Label holding the hostname of the machine that created the container.
+pub const LABEL_HOST: &str = "ahe.host";
+
+/// The engine address when `DOCKER_HOST` is unset.
+pub const DEFAULT_SOCKET: &str = "unix:///var/run/docker.sock";
+
+/// How long [`DockerBackend::available`] waits for the engine.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long [`DockerBackend::connect`] waits for the engine (ping, version, info, reap).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The `docker` backend (cheap to clone; clones share the image cache).
+#[derive(Clone)]
+pub struct DockerBackend {
+    docker: Docker,
+    address: String,
+    host_cpus: Option<f64>,
+    images: Arc<ImageCache>,
+    build_timeout: Duration,
+}
+
+impl std::fmt::Debug for DockerBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerBackend")
+            .field("address", &self.address)
+            .field("host_cpus", &self.host_cpus)
+            .field("builds", &self.builds())
+            .finish()
+    }
+}
+
+/// Where the engine is expected: `DOCKER_HOST`, else the default unix socket.
+pub fn engine_address() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| DEFAULT_SOCKET.to_string())
+}
+
+/// The error for "no engine answers".
+fn no_engine(address: &str, cause: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Backend(format!(
+        "no Docker engine answers at {address} ({cause}); start one (scripts/start-dockerd.sh) \
+         or use --sandbox local"
+    ))
+}
+
+/// A Docker API error as a backend error with context.
+pub(crate) fn api_err(what: &str, e: bollard::errors::Error) -> SandboxError {
+    SandboxError::Backend(format!("{what}: {e}"))
+}
+
+/// The HTTP status of an engine error response, if it is one.
+pub(crate) fn status_of(e: &bollard::errors::Error) -> Option<u16> {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// Runs a future to completion on a fresh single-thread runtime in a helper thread.
+///
+/// Works inside and outside a tokio runtime. The Docker client keeps no pooled
+/// connections, so a client used here stays usable on any other runtime.
+fn block_on_thread<F>(f: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(f)
+    })
+    .join()
+    .expect("docker helper thread panicked")
+}
+
+impl DockerBackend {
+    /// Connects to the engine named by `DOCKER_HOST` (default: the unix socket), negotiates
+    /// the API version and reaps the containers of dead ahe processes on this host.
+    pub fn connect() -> Result<DockerBackend> {
+        let address = engine_address();
+        let docker = Docker::connect_with_defaults().map_err(|e| no_engine(&address, e))?;
+        let probe = docker.clone();
+        let addr = address.clone();
+        let host_cpus = block_on_thread(async move {
+            let work = async {
+                // Versions are shared by clones: this negotiates for `docker` too.
+                let probe = probe
+                    .negotiate_version()
+                    .await
+                    .map_err(|e| no_engine(&addr, e))?;
+                let info = probe.info().await.map_err(|e| no_engine(&addr, e))?;
+                match reap(&probe, true).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("docker: reaped {n} containers of dead ahe processes"),
+                    Err(e) => tracing::warn!("docker: reaping failed: {e}"),
+                }
+                Ok(info.ncpu.filter(|n| *n > 0).map(|n| n as f64))
+            };
+            tokio::time::timeout(CONNECT_TIMEOUT, work)
+                .await
+                .unwrap_or_else(|_| Err(no_engine(&addr, "timed out")))
+        })?;
+        Ok(DockerBackend {
+            docker,
+            address,
+            host_cpus,
+            images: Arc::new(ImageCache::default()),
+            build_timeout: DEFAULT_BUILD_TIMEOUT,
+        })
+    }
+
+    /// Whether an engine answers a ping within ~2 s.
+    pub fn available() -> bool {
+        let Ok(docker) = Docker::connect_with_defaults() else {
+            return false;
+        };
+        block_on_thread(async move {
+            matches!(
+                tokio::time::timeout(PING_TIMEOUT, docker.ping()).await,
+                Ok(Ok(_))
+            )
+        })
+    }
+
+    /// Sets the time limit of one image build.
+    pub fn with_build_timeout(mut self, timeout: Duration) -> DockerBackend {
+        self.build_timeout = timeout;
+        self
+    }
+
+    /// The engine client (version already negotiated).
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Where the engine was reached (`DOCKER_HOST` or the default socket).
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// How many image builds this backend (and its clones) performed.
+    pub fn builds(&self) -> u64 {
+        self.images.builds()
+    }
+
+    /// The image (id) and workdir a spec would run in, building it when needed.
+    pub async fn image_for(&self, spec: &SandboxSpec) -> Result<(String, String)> {
+        let img = self
+            .images
+            .resolve(&self.docker, spec, self.build_timeout)
+            .await?;
+        Ok((img.id.clone(), img.workdir.clone()))
+    }
+
+    /// Creates a sandbox and returns it with its concrete type.
+    pub async fn create_docker(&self, spec: &SandboxSpec) -> Result<DockerSandbox> {
+        let img = self
+            .images
+            .resolve(&self.docker, spec, self.build_timeout)
+            .await?;
+        sandbox::create(&self.docker, spec, &img, self.host_cpus).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for DockerBackend {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.create_docker(spec).await?))
+    }
+}
+
+/// This machine's hostname (for the `ahe.host` label).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The start time of a process (field 22 of `/proc/<pid>/stat`), if it is alive.
+pub(crate) fn pid_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    // After ") " come fields 3.. ; the start time is field 22.
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the ahe process named by a container's labels is alive on this host.
+fn owner_alive(labels: &HashMap<String, String>) -> bool {
+    let Some(pid) = labels.get(LABEL_PID).and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    match pid_start_time(pid) {
+        None => false,
+        Some(start) => match labels
+            .get(LABEL_PID_START)
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            Some(expected) => start == expected,
+            None => true,
+        },
+    }
+}
+
+/// Removes ahe containers (labelled `ahe.run`): with `only_dead`, those created on this host
+/// by an ahe process that no longer runs; otherwise all of them. Returns how many it removed.
+pub async fn reap(docker: &Docker, only_dead: bool) -> Result<usize> {
+    let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![LABEL_RUN])]);
+    let opts = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker
+        .list_containers(Some(opts))
+        .await
+        .map_err(|e| api_err("listing containers", e))?;
+    let host = hostname();
+    let doomed: Vec<String> = list
+        .into_iter()
+        .filter(|c| {
+            let labels = c.labels.clone().unwrap_or_default();
+            !only_dead || (labels.get(LABEL_HOST) == Some(&host) && !owner_alive(&labels))
+        })
+        .filter_map(|c| c.id)
+        .collect();
+    let removals = doomed.iter().map(|id| remove_container(docker, id));
+    let results = futures_util::future::join_all(removals).await;
+    let mut removed = 0;
+    for r in results {
+        if r? {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Force-removes a container (and its anonymous volumes); `Ok(false)` when it was gone.
+pub(crate) async fn remove_container(docker: &Docker, id: &str) -> Result<bool> {
+    let opts = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(id, Some(opts)).await {
+        Ok(()) => Ok(true),
+        Err(e) if status_of(&e) == Some(404) => Ok(false),
+        // 409: a removal is already in progress (e.g. a concurrent reap).
+        Err(e) if status_of(&e) == Some(409) => Ok(false),
+        Err(e) => Err(api_err(&format!("removing container {id}"), e)),
+    }
+}
+
+/// Runs `fut` on the current runtime, or on a helper thread when there is none (for `Drop`).
+pub(crate) fn spawn_detached<F>(fut: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => {
+            h.spawn(fut);
+        }
+        Err(_) => {
+            std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    rt.block_on(fut);
+                }
+            });
+        }
+    }
+}

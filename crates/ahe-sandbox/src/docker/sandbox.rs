@@ -1,0 +1,352 @@
+//! One trial's container: creation, exec, put/get, teardown.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
+use bollard::query_parameters::{
+    ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
+    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use bollard::Docker;
+use futures_util::StreamExt;
+
+use super::exec::{self, ExecRequest};
+use super::image::ImageInfo;
+use super::{
+    api_err, files, hostname, pid_start_time, remove_container, spawn_detached, status_of,
+    LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK, LABEL_TRIAL, PIDS_LIMIT,
+};
+use crate::{dockerfile, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
+
+/// Docker's smallest memory limit.
+const MIN_MEMORY: i64 = 6 << 20;
+
+/// One trial's container (removed by `destroy`, or in the background when dropped).
+pub struct DockerSandbox {
+    docker: Docker,
+    id: String,
+    name: String,
+    image: String,
+    workdir: String,
+    destroyed: AtomicBool,
+}
+
+impl std::fmt::Debug for DockerSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerSandbox")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("image", &self.image)
+            .field("workdir", &self.workdir)
+            .finish()
+    }
+}
+
+/// Keeps `[A-Za-z0-9._-]`, replaces the rest, truncates.
+fn sanitize(s: &str, max: usize) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(max)
+        .collect()
+}
+
+/// A unique, readable container name.
+fn container_name(spec: &SandboxSpec) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let what = if spec.trial_id.is_empty() {
+        &spec.task
+    } else {
+        &spec.trial_id
+    };
+    format!(
+        "ahe-{}-{:x}-{n:x}{:x}",
+        sanitize(what, 60),
+        std::process::id(),
+        nanos & 0xfff
+    )
+}
+
+/// The labels of a new container.
+fn labels(spec: &SandboxSpec) -> HashMap<String, String> {
+    let pid = std::process::id();
+    let mut l = HashMap::from([
+        (LABEL_RUN.to_string(), spec.run.clone()),
+        (LABEL_TRIAL.to_string(), spec.trial_id.clone()),
+        (LABEL_TASK.to_string(), spec.task.clone()),
+        (LABEL_PID.to_string(), pid.to_string()),
+        (LABEL_HOST.to_string(), hostname()),
+    ]);
+    if let Some(start) = pid_start_time(pid) {
+        l.insert(LABEL_PID_START.to_string(), start.to_string());
+    }
+    l
+}
+
+/// Creates, prepares and starts the container of one trial.
+pub(crate) async fn create(
+    docker: &Docker,
+    spec: &SandboxSpec,
+    img: &ImageInfo,
+    host_cpus: Option<f64>,
+) -> Result<DockerSandbox> {
+    let nano_cpus = spec.cpus.filter(|c| *c > 0.0).map(|c| {
+        let c = host_cpus.map_or(c, |h| c.min(h)).max(0.01);
+        (c * 1e9) as i64
+    });
+    let memory = spec
+        .memory_mb
+        .filter(|m| *m > 0)
+        .map(|m| ((m as i64).saturating_mul(1 << 20)).max(MIN_MEMORY));
+    for (k, v) in &spec.env {
+        check_env(k, v)?;
+    }
+    let host_config = HostConfig {
+        init: Some(true),
+        // No network unless the task allows it (then the engine's default bridge).
+        network_mode: (!spec.allow_internet).then(|| "none".to_string()),
+        nano_cpus,
+        memory,
+        memory_swap: memory,
+        pids_limit: Some(PIDS_LIMIT),
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("none".into()),
+            config: None,
+        }),
+        ..Default::default()
+    };
+    let body = ContainerCreateBody {
+        image: Some(img.id.clone()),
+        entrypoint: Some(vec![]),
+        cmd: Some(vec!["sleep".into(), "infinity".into()]),
+        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        working_dir: Some(img.workdir.clone()),
+        labels: Some(labels(spec)),
+        tty: Some(false),
+        open_stdin: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    let name = container_name(spec);
+    let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+    let created = docker
+        .create_container(Some(opts), body)
+        .await
+        .map_err(|e| api_err(&format!("creating container for {}", spec.task), e))?;
+    // From here on, dropping `sb` (an error below) removes the container.
+    let sb = DockerSandbox {
+        docker: docker.clone(),
+        id: created.id,
+        name,
+        image: img.id.clone(),
+        workdir: img.workdir.clone(),
+        destroyed: AtomicBool::new(false),
+    };
+    let mut dirs = vec![("/logs/verifier", 0o777), ("/logs/agent", 0o777)];
+    if !img.has_workdir {
+        dirs.push((sb.workdir.as_str(), 0o755));
+    }
+    let tar = files::dirs_archive(&dirs)?;
+    sb.upload("/", tar).await?;
+    docker
+        .start_container(&sb.id, None)
+        .await
+        .map_err(|e| api_err(&format!("starting container {}", sb.name), e))?;
+    Ok(sb)
+}
+
+/// Rejects environment variables the engine would mangle.
+fn check_env(k: &str, v: &str) -> Result<()> {
+    if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+        return Err(SandboxError::Backend(format!(
+            "invalid environment variable {k:?}"
+        )));
+    }
+    Ok(())
+}
+
+impl DockerSandbox {
+    /// The container id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The container name (`ahe-<trial>-...`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The image id the container runs.
+    pub fn image(&self) -> &str {
+        &self.image
+    }
+
+    fn check_live(&self) -> Result<()> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            Err(SandboxError::Backend("the sandbox was destroyed".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Extracts a tar archive at `path` inside the container.
+    async fn upload(&self, path: &str, tar: Vec<u8>) -> Result<()> {
+        let opts = UploadToContainerOptionsBuilder::default()
+            .path(path)
+            .build();
+        self.docker
+            .upload_to_container(&self.id, Some(opts), bollard::body_full(tar.into()))
+            .await
+            .map_err(|e| api_err(&format!("copying into {path}"), e))
+    }
+
+    /// Whether `path` is an existing directory inside the container.
+    async fn is_dir(&self, path: &str) -> Result<bool> {
+        let opts = ContainerArchiveInfoOptionsBuilder::default()
+            .path(path)
+            .build();
+        match self
+            .docker
+            .get_container_archive_info(&self.id, Some(opts))
+            .await
+        {
+            Ok(stat) => Ok(stat.file_mode & (1 << 31) != 0),
+            Err(e) if status_of(&e) == Some(404) => Ok(false),
+            Err(e) => Err(api_err(&format!("stat {path}"), e)),
+        }
+    }
+
+    /// `mkdir -p` inside the container.
+    async fn mkdir(&self, path: &str) -> Result<()> {
+        let quoted = format!("'{}'", path.replace('\'', "'\\''"));
+        let out = self
+            .exec(&format!("mkdir -p -- {quoted}"), ExecOpts::default())
+            .await?;
+        if out.exit_code != Some(0) {
+            return Err(SandboxError::Backend(format!(
+                "put: mkdir {path}: {}",
+                out.stderr.trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// An absolute, normalised sandbox path (relative ones are taken from the workdir).
+    fn abs(&self, path: &str) -> String {
+        dockerfile::resolve(&self.workdir, path)
+    }
+}
+
+/// Runs blocking file work off the async runtime.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SandboxError::Backend(format!("blocking task failed: {e}")))?
+}
+
+#[async_trait::async_trait]
+impl Sandbox for DockerSandbox {
+    async fn exec(&self, command: &str, opts: ExecOpts) -> Result<ExecOutput> {
+        self.check_live()?;
+        let cwd = match &opts.cwd {
+            Some(c) => self.abs(c),
+            None => self.workdir.clone(),
+        };
+        let mut env = Vec::with_capacity(opts.env.len());
+        for (k, v) in &opts.env {
+            check_env(k, v)?;
+            env.push(format!("{k}={v}"));
+        }
+        let req = ExecRequest {
+            argv: vec!["bash".into(), "-c".into(), command.to_string()],
+            cwd,
+            env,
+            stdin: opts.stdin,
+            timeout: opts.timeout,
+        };
+        exec::run(&self.docker, &self.id, req).await
+    }
+
+    async fn put(&self, src: &Path, dest: &str) -> Result<()> {
+        self.check_live()?;
+        let md = std::fs::metadata(src)
+            .map_err(|e| SandboxError::Backend(format!("put: {}: {e}", src.display())))?;
+        let dest_abs = self.abs(dest);
+        let src_path = src.to_path_buf();
+        let tar = if md.is_dir() {
+            let rel = files::rel_of(&dest_abs);
+            match blocking(move || files::dir_archive(&src_path, &rel)).await? {
+                Some(t) => t,
+                None => return self.mkdir(&dest_abs).await,
+            }
+        } else {
+            let into = dest.ends_with('/') || self.is_dir(&dest_abs).await?;
+            let target = if into {
+                files::rel_of(&dest_abs).join(src.file_name().unwrap_or_default())
+            } else {
+                files::rel_of(&dest_abs)
+            };
+            blocking(move || files::file_archive(&src_path, &target)).await?
+        };
+        self.upload("/", tar).await
+    }
+
+    async fn get(&self, src: &str, dest: &Path) -> Result<()> {
+        self.check_live()?;
+        let src_abs = self.abs(src);
+        let opts = DownloadFromContainerOptionsBuilder::default()
+            .path(&src_abs)
+            .build();
+        let mut stream = self.docker.download_from_container(&self.id, Some(opts));
+        let mut data = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(b) => data.extend_from_slice(&b),
+                Err(e) if status_of(&e) == Some(404) => {
+                    return Err(SandboxError::Backend(format!(
+                        "get: {src_abs}: no such file or directory in the sandbox"
+                    )))
+                }
+                Err(e) => return Err(api_err(&format!("get: {src_abs}"), e)),
+            }
+        }
+        let dest = dest.to_path_buf();
+        blocking(move || files::unpack(&data, &src_abs, &dest)).await
+    }
+
+    fn workdir(&self) -> &str {
+        &self.workdir
+    }
+
+    async fn destroy(&self) -> Result<()> {
+        if self.destroyed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        remove_container(&self.docker, &self.id).await.map(|_| ())
+    }
+}
+
+impl Drop for DockerSandbox {
+    fn drop(&mut self) {
+        if !self.destroyed.swap(true, Ordering::SeqCst) {
+            let (docker, id) = (self.docker.clone(), self.id.clone());
+            spawn_detached(async move {
+                if let Err(e) = remove_container(&docker, &id).await {
+                    tracing::warn!("docker: removing dropped container {id} failed: {e}");
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,567 @@
+//! Integration tests of the `docker` backend against a real engine.
+//!
+//! Without an engine (or without the base image) the tests print a note and pass, except
+//! with `CI=true`, where a missing engine or base image is a failure.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahe_sandbox::docker::{self, DockerBackend, DockerSandbox};
+use ahe_sandbox::{Backend, ExecOpts, ExecOutput, Sandbox, SandboxError, SandboxSpec};
+
+const BASE: &str = "ahe-base:bookworm";
+
+/// The backend, or `None` (with a note) when no engine or base image is there.
+fn backend() -> Option<DockerBackend> {
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    if !DockerBackend::available() {
+        assert!(
+            !ci,
+            "no Docker engine answers at {} (required when CI=true; scripts/setup.sh starts one)",
+            docker::engine_address()
+        );
+        eprintln!(
+            "note: no Docker engine at {}; skipping docker tests",
+            docker::engine_address()
+        );
+        return None;
+    }
+    let b = DockerBackend::connect().expect("connect");
+    let has_base = std::process::Command::new("docker")
+        .args(["image", "inspect", BASE])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !has_base {
+        assert!(
+            !ci,
+            "{BASE} is missing (scripts/build-base-image.sh builds it)"
+        );
+        eprintln!("note: {BASE} is missing; skipping docker tests");
+        return None;
+    }
+    Some(b)
+}
+
+/// The shared test environment (a fixed Dockerfile: built once, then reused by every run).
+fn base_context() -> tempfile::TempDir {
+    context(&[("Dockerfile", "FROM ahe-base:bookworm\nWORKDIR /app\n")])
+}
+
+/// Writes `files` (path -> content) into a fresh temp dir.
+fn context(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (p, content) in files {
+        let path = dir.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    dir
+}
+
+fn spec(task: &str, ctx: &Path) -> SandboxSpec {
+    SandboxSpec {
+        task: task.into(),
+        trial_id: format!("{task}/1"),
+        run: "docker-tests".into(),
+        context_dir: Some(ctx.to_path_buf()),
+        ..Default::default()
+    }
+}
+
+async fn sh(sb: &dyn Sandbox, cmd: &str) -> ExecOutput {
+    sb.exec(cmd, ExecOpts::default()).await.expect("exec")
+}
+
+/// `docker inspect` of a container as JSON (`None` once it is gone).
+fn inspect(id: &str) -> Option<serde_json::Value> {
+    let o = std::process::Command::new("docker")
+        .args(["container", "inspect", id])
+        .output()
+        .unwrap();
+    o.status
+        .success()
+        .then(|| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone())
+}
+
+/// Waits until the container is gone (up to `secs`).
+fn gone_within(id: &str, secs: u64) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if inspect(id).is_none() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[tokio::test]
+async fn exec_exit_codes_env_cwd_and_stdin() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let mut s = spec("exec-basics", ctx.path());
+    s.env.insert("FROM_SPEC".into(), "spec value".into());
+    let sb = b.create_docker(&s).await.unwrap();
+    assert_eq!(sb.workdir(), "/app");
+
+    let o = sh(&sb, "echo out; echo err >&2; exit 3").await;
+    assert_eq!(o.exit_code, Some(3));
+    assert_eq!(o.stdout, "out\n");
+    assert_eq!(o.stderr, "err\n");
+    assert!(!o.timed_out);
+    assert_eq!(sh(&sb, "true").await.exit_code, Some(0));
+    assert_eq!(sh(&sb, "pwd").await.stdout, "/app\n");
+    assert_eq!(
+        sh(&sb, "echo \"$FROM_SPEC|$0\"").await.stdout,
+        "spec value|bash\n"
+    );
+
+    let mut env = BTreeMap::new();
+    env.insert("MY_VAR".to_string(), "a b".to_string());
+    let o = sb
+        .exec(
+            "mkdir -p sub && cd sub && pwd && echo $MY_VAR",
+            ExecOpts {
+                cwd: Some("/tmp".into()),
+                env,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.stdout, "/tmp/sub\na b\n");
+    let o = sb
+        .exec(
+            "pwd",
+            ExecOpts {
+                cwd: Some("/tmp/sub".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.stdout, "/tmp/sub\n");
+
+    // stdin: bytes arrive, then EOF; without stdin a reader sees EOF at once.
+    let data: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let o = sb
+        .exec(
+            "wc -c; echo done",
+            ExecOpts {
+                stdin: Some(data),
+                timeout: Some(Duration::from_secs(20)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.stdout, "200000\ndone\n");
+    let o = sb
+        .exec(
+            "cat; echo eof",
+            ExecOpts {
+                timeout: Some(Duration::from_secs(10)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((o.stdout.as_str(), o.timed_out), ("eof\n", false));
+
+    // Output beyond the cap is dropped with a note; the exit code still arrives.
+    let o = sh(&sb, "head -c 9000000 /dev/zero | tr '\\0' x; exit 7").await;
+    assert_eq!(o.exit_code, Some(7));
+    assert!(o.stdout.starts_with("xxxx"));
+    assert!(
+        o.stdout.contains("more bytes of stdout dropped"),
+        "{}",
+        &o.stdout[o.stdout.len() - 200..]
+    );
+
+    // The logs dirs exist from the start; files persist between execs.
+    assert_eq!(
+        sh(&sb, "ls -d /logs/verifier /logs/agent").await.exit_code,
+        Some(0)
+    );
+    sh(&sb, "echo keep > /app/state").await;
+    assert_eq!(sh(&sb, "cat /app/state").await.stdout, "keep\n");
+
+    sb.destroy().await.unwrap();
+    sb.destroy().await.unwrap();
+    assert!(inspect(sb.id()).is_none());
+    assert!(sb.exec("true", ExecOpts::default()).await.is_err());
+}
+
+#[tokio::test]
+async fn put_get_round_trip() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let sb = b.create_docker(&spec("put-get", ctx.path())).await.unwrap();
+    let src = context(&[
+        ("test.sh", "#!/bin/bash\necho hi\n"),
+        ("data/nested/a.txt", "alpha"),
+        ("data/b.bin", "beta"),
+    ]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        src.path().join("test.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+
+    // A dir's contents go into dest (created); an existing dest keeps its mode.
+    sb.put(src.path(), "/tests").await.unwrap();
+    let o = sh(
+        &sb,
+        "/tests/test.sh && cat /tests/data/nested/a.txt && stat -c %a /tests/test.sh",
+    )
+    .await;
+    assert_eq!(o.stdout, "hi\nalpha755\n", "{o:?}");
+    sb.put(src.path(), "/tmp").await.unwrap();
+    assert_eq!(
+        sh(&sb, "stat -c %a /tmp; cat /tmp/data/b.bin").await.stdout,
+        "1777\nbeta"
+    );
+
+    // A file: into an existing dir, or to a new path (parents created).
+    let file = src.path().join("data/b.bin");
+    sb.put(&file, "/app").await.unwrap();
+    sb.put(&file, "/deep/new/name.bin").await.unwrap();
+    sb.put(&file, "rel.bin").await.unwrap();
+    let o = sh(&sb, "cat /app/b.bin /deep/new/name.bin /app/rel.bin").await;
+    assert_eq!(o.stdout, "betabetabeta");
+
+    // get: a dir's contents into dest; a file to a path or into an existing dir.
+    sh(&sb, "mkdir -p /logs/verifier/sub && echo 1 > /logs/verifier/reward.txt && echo s > /logs/verifier/sub/x && ln -s reward.txt /logs/verifier/link").await;
+    let out = tempfile::tempdir().unwrap();
+    sb.get("/logs/verifier", &out.path().join("verifier"))
+        .await
+        .unwrap();
+    let v = out.path().join("verifier");
+    assert_eq!(
+        std::fs::read_to_string(v.join("reward.txt")).unwrap(),
+        "1\n"
+    );
+    assert_eq!(std::fs::read_to_string(v.join("sub/x")).unwrap(), "s\n");
+    assert_eq!(
+        std::fs::read_link(v.join("link")).unwrap(),
+        Path::new("reward.txt")
+    );
+    sb.get("/logs/verifier/reward.txt", &out.path().join("r.txt"))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("r.txt")).unwrap(),
+        "1\n"
+    );
+    sb.get("/tests/test.sh", out.path()).await.unwrap();
+    let got = out.path().join("test.sh");
+    assert_eq!(
+        std::fs::read_to_string(&got).unwrap(),
+        "#!/bin/bash\necho hi\n"
+    );
+    assert_eq!(
+        std::fs::metadata(&got).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+    // Round trip of a whole tree.
+    sb.get("/tests", &out.path().join("tests")).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("tests/data/nested/a.txt")).unwrap(),
+        "alpha"
+    );
+    let err = sb.get("/nope", &out.path().join("x")).await.unwrap_err();
+    assert!(err.to_string().contains("no such file"), "{err}");
+    // An empty dir creates dest.
+    let empty = tempfile::tempdir().unwrap();
+    sb.put(empty.path(), "/made/by/put").await.unwrap();
+    assert_eq!(sh(&sb, "test -d /made/by/put").await.exit_code, Some(0));
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn memory_limit_kills_inside_the_container() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let mut s = spec("memory", ctx.path());
+    s.memory_mb = Some(64);
+    s.cpus = Some(1.0);
+    let sb = b.create_docker(&s).await.unwrap();
+    let info = inspect(sb.id()).unwrap();
+    assert_eq!(info["HostConfig"]["Memory"], 64 << 20);
+    assert_eq!(info["HostConfig"]["MemorySwap"], 64 << 20);
+    assert_eq!(info["HostConfig"]["NanoCpus"], 1_000_000_000i64);
+    assert_eq!(info["HostConfig"]["PidsLimit"], docker::PIDS_LIMIT);
+    let o = sb
+        .exec(
+            "python3 -c 'b = bytearray(500 * 1024 * 1024); print(len(b))'",
+            ExecOpts {
+                timeout: Some(Duration::from_secs(60)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!o.timed_out);
+    assert_ne!(o.exit_code, Some(0), "{o:?}");
+    assert!(!o.stdout.contains("524288000"), "{o:?}");
+    // The container (and this process) survived; the next exec works.
+    let o = sh(&sb, "echo alive").await;
+    assert_eq!((o.exit_code, o.stdout.as_str()), (Some(0), "alive\n"));
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn no_network_unless_allowed() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let sb = b.create_docker(&spec("offline", ctx.path())).await.unwrap();
+    let o = sh(&sb, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").await;
+    assert_eq!(o.stdout, "lo\n");
+    let o = sh(
+        &sb,
+        "python3 -c 'import socket; s = socket.create_connection((\"1.1.1.1\", 80), timeout=3)'",
+    )
+    .await;
+    assert_ne!(o.exit_code, Some(0));
+    assert!(
+        o.stderr.contains("unreachable") || o.stderr.contains("Error"),
+        "{o:?}"
+    );
+    assert_eq!(
+        inspect(sb.id()).unwrap()["HostConfig"]["NetworkMode"],
+        "none"
+    );
+    sb.destroy().await.unwrap();
+
+    let mut s = spec("online", ctx.path());
+    s.allow_internet = true;
+    let sb = b.create_docker(&s).await.unwrap();
+    let o = sh(
+        &sb,
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort",
+    )
+    .await;
+    assert!(o.stdout.lines().any(|l| l.starts_with("eth")), "{o:?}");
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn timeout_and_cancel_kill_inside_the_container() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let sb = b.create_docker(&spec("timeout", ctx.path())).await.unwrap();
+    let t0 = Instant::now();
+    let o = sb
+        .exec(
+            "echo started; sleep 1231 & setsid sleep 1232 & (sleep 1233 >/dev/null 2>&1 &); sleep 1234",
+            ExecOpts {
+                timeout: Some(Duration::from_millis(1500)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(o.timed_out, "{o:?}");
+    assert_eq!(o.exit_code, None);
+    assert_eq!(o.stdout, "started\n");
+    assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+    let ps = sh(&sb, "ps -eo args").await.stdout;
+    assert!(!ps.contains("sleep 123"), "{ps}");
+
+    // Dropping the exec future kills its processes too.
+    let fut = sb.exec("sleep 2345", ExecOpts::default());
+    assert!(tokio::time::timeout(Duration::from_millis(700), fut)
+        .await
+        .is_err());
+    let mut left = String::new();
+    for _ in 0..50 {
+        left = sh(&sb, "ps -eo args").await.stdout;
+        if !left.contains("sleep 2345") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!left.contains("sleep 2345"), "{left}");
+    // A background process that redirects its output survives a normal exec.
+    sh(&sb, "nohup sleep 3456 >/dev/null 2>&1 &").await;
+    assert!(sh(&sb, "ps -eo args").await.stdout.contains("sleep 3456"));
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn shared_dockerfile_is_built_once_and_reused() {
+    let Some(b) = backend() else { return };
+    let nonce = format!("{:x}", std::process::id() as u64 * 1_000_003 + rand_nanos());
+    let dockerfile = format!(
+        "FROM ahe-base:bookworm\nWORKDIR /srv/w\nRUN echo {nonce} > /srv/w/nonce && sleep 1\nCOPY f.txt /srv/w/\n"
+    );
+    let a = context(&[("Dockerfile", &dockerfile), ("f.txt", "same")]);
+    let c = context(&[("Dockerfile", &dockerfile), ("f.txt", "same")]);
+    let b = Arc::new(b);
+    let mut handles = Vec::new();
+    for (i, dir) in [a.path(), c.path(), a.path(), c.path()]
+        .into_iter()
+        .enumerate()
+    {
+        let (b, s) = (b.clone(), spec(&format!("shared-{i}"), dir));
+        handles.push(tokio::spawn(async move { b.create_docker(&s).await }));
+    }
+    let mut boxes: Vec<DockerSandbox> = Vec::new();
+    for h in handles {
+        boxes.push(h.await.unwrap().unwrap());
+    }
+    assert_eq!(b.builds(), 1);
+    assert!(boxes.iter().all(|s| s.image() == boxes[0].image()));
+    assert_eq!(boxes[0].workdir(), "/srv/w");
+    assert_eq!(
+        sh(&boxes[3], "cat nonce").await.stdout,
+        format!("{nonce}\n")
+    );
+    for s in &boxes {
+        s.destroy().await.unwrap();
+    }
+    // A new backend (a new run) finds the image by its content hash.
+    let again = DockerBackend::connect().unwrap();
+    let (id, _) = again
+        .image_for(&spec("shared-again", a.path()))
+        .await
+        .unwrap();
+    assert_eq!(id, boxes[0].image());
+    assert_eq!(again.builds(), 0);
+    // A changed context is a different image.
+    let changed = context(&[("Dockerfile", &dockerfile), ("f.txt", "changed")]);
+    let (id2, _) = again
+        .image_for(&spec("shared-changed", changed.path()))
+        .await
+        .unwrap();
+    assert_ne!(id2, id);
+    assert_eq!(again.builds(), 1);
+    for img in [id, id2] {
+        let _ = std::process::Command::new("docker")
+            .args(["image", "rm", "-f", &img])
+            .output();
+    }
+}
+
+fn rand_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+}
+
+#[tokio::test]
+async fn image_errors_are_setup_errors() {
+    let Some(b) = backend() else { return };
+    let bad = context(&[(
+        "Dockerfile",
+        "FROM ahe-base:bookworm\nRUN echo build-marker-42 && exit 9\n",
+    )]);
+    let err = b.create_docker(&spec("bad", bad.path())).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, SandboxError::Setup(_)), "{msg}");
+    assert!(
+        msg.contains("build-marker-42") && msg.contains("build log"),
+        "{msg}"
+    );
+
+    let missing_base = context(&[("Dockerfile", "FROM ahe-nonexistent:v0\n")]);
+    let err = b
+        .create_docker(&spec("nobase", missing_base.path()))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not available offline"), "{err}");
+
+    let s = SandboxSpec {
+        task: "noimage".into(),
+        docker_image: Some("example.org/never-pulled:1".into()),
+        ..Default::default()
+    };
+    let err = b.create_docker(&s).await.unwrap_err();
+    assert!(matches!(err, SandboxError::Setup(_)));
+    assert!(err.to_string().contains("not available offline"), "{err}");
+
+    // A named image that exists locally is used as is (no build, its WORKDIR).
+    let s = SandboxSpec {
+        task: "named".into(),
+        docker_image: Some(BASE.into()),
+        ..Default::default()
+    };
+    let before = b.builds();
+    let sb = b.create(&s).await.unwrap();
+    assert_eq!(sb.workdir(), "/app");
+    assert_eq!(b.builds(), before);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn labels_teardown_and_drop() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let s = spec("labels", ctx.path());
+    let sb = b.create_docker(&s).await.unwrap();
+    let info = inspect(sb.id()).unwrap();
+    let labels = &info["Config"]["Labels"];
+    assert_eq!(labels["ahe.run"], "docker-tests");
+    assert_eq!(labels["ahe.trial"], "labels/1");
+    assert_eq!(labels["ahe.task"], "labels");
+    assert_eq!(labels["ahe.pid"], std::process::id().to_string());
+    assert_eq!(labels["ahe.host"], docker::hostname());
+    assert_eq!(info["HostConfig"]["Init"], true);
+    // Removal is fast thanks to the init process.
+    let t0 = Instant::now();
+    sb.destroy().await.unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert!(inspect(sb.id()).is_none());
+
+    // A dropped sandbox is removed in the background.
+    let sb = b.create_docker(&s).await.unwrap();
+    let id = sb.id().to_string();
+    drop(sb);
+    let gone = tokio::task::spawn_blocking(move || gone_within(&id, 10));
+    assert!(gone.await.unwrap());
+}
+
+#[tokio::test]
+async fn reap_removes_containers_of_dead_processes_only() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let live = b
+        .create_docker(&spec("reap-live", ctx.path()))
+        .await
+        .unwrap();
+    // A container "owned" by a process that has exited.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = child.id();
+    child.wait().unwrap();
+    let (image, _) = b.image_for(&spec("reap", ctx.path())).await.unwrap();
+    let out = std::process::Command::new("docker")
+        .args([
+            "create",
+            "--label",
+            "ahe.run=reap-test",
+            "--label",
+            &format!("ahe.pid={dead_pid}"),
+            "--label",
+            &format!("ahe.host={}", docker::hostname()),
+            &image,
+            "sleep",
+            "infinity",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dead = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let n = docker::reap(b.docker(), true).await.unwrap();
+    assert!(n >= 1);
+    assert!(inspect(&dead).is_none());
+    assert!(
+        inspect(live.id()).is_some(),
+        "a live owner's container was reaped"
+    );
+    live.destroy().await.unwrap();
+}
