@@ -45,7 +45,11 @@ impl Bar {
         let passes = self.passes.clone();
         let (plain, quiet) = (self.plain, self.quiet);
         Arc::new(move |p| match p {
-            Progress::Start { total } => bar.set_length(total as u64),
+            Progress::Start { total } => {
+                bar.set_length(total as u64);
+                bar.set_position(0);
+                passes.store(0, Ordering::Relaxed);
+            }
             Progress::TrialDone { result } => {
                 let np = passes.fetch_add(
                     (result.status == TrialStatus::Pass) as usize,

@@ -176,6 +176,8 @@ async fn check_timeout_kills_tree(b: &LocalBackend, markers: [&str; 3]) {
         Vec::<u32>::new(),
         "processes survived the timeout"
     );
+    // The sandbox still works after a timeout.
+    assert_eq!(sh(&*sb, "echo ok").await.stdout, "ok\n");
     sb.destroy().await.unwrap();
 }
 
@@ -354,11 +356,18 @@ async fn stdin_and_exit_codes() {
 
 #[tokio::test]
 async fn output_is_capped() {
-    let sb = LocalBackend::plain().create(&spec("cap")).await.unwrap();
-    let out = sh(&*sb, "head -c 9000000 /dev/zero | tr '\\0' a").await;
-    assert!(out.stdout.starts_with("aaaa"));
-    assert!(out.stdout.len() < 8_500_000, "{}", out.stdout.len());
-    assert!(out.stdout.contains("bytes of stdout dropped"));
+    let mut backends = vec![LocalBackend::plain()];
+    backends.extend(bwrap());
+    for b in backends {
+        let sb = b.create(&spec("cap")).await.unwrap();
+        let out = sh(&*sb, "head -c 9000000 /dev/zero | tr '\\0' a; echo e >&2").await;
+        assert!(out.stdout.starts_with("aaaa"));
+        assert!(out.stdout.len() < 8_500_000, "{}", out.stdout.len());
+        assert!(out
+            .stdout
+            .contains("ahe: 611392 more bytes of stdout dropped"));
+        assert_eq!((out.stderr.as_str(), out.exit_code), ("e\n", Some(0)));
+    }
 }
 
 #[tokio::test]
@@ -542,6 +551,107 @@ async fn tb2_sample_environments_set_up() {
         .unwrap()
         .len();
     assert_eq!(out.stdout.trim(), size.to_string());
+}
+
+#[tokio::test]
+async fn background_processes_survive_until_destroy() {
+    let Some(b) = bwrap() else { return };
+    let sb = b.create_local(&spec("bg")).await.unwrap();
+    // Redirected: the exec returns at once.
+    let start = Instant::now();
+    let out = sh(&sb, "sleep 7331 >/dev/null 2>&1 & echo $! > /tmp/bg.pid").await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(start.elapsed() < Duration::from_millis(400), "{out:?}");
+    // Not redirected: the exec ends after a short grace; the writer keeps running (its later
+    // output is discarded instead of killing it with SIGPIPE).
+    let out = sh(&sb, "echo first; (sleep 1; echo late; exec sleep 7332) &").await;
+    assert_eq!(out.stdout, "first\n", "{out:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = sh(&sb, "kill -0 $(cat /tmp/bg.pid) && echo alive").await;
+    assert_eq!(out.stdout, "alive\n", "{out:?}");
+    assert_eq!(pids_with_argv(&["sleep", "7331"]).len(), 1);
+    assert_eq!(
+        pids_with_argv(&["sleep", "7332"]).len(),
+        1,
+        "late writer died"
+    );
+    // Every exec's files are gone from the exec dir.
+    let left: Vec<_> = std::fs::read_dir(sb.dir().join("exec")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    sb.destroy().await.unwrap();
+    assert_eq!(leftovers(&["7331", "7332"]).await, Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn concurrent_execs_and_exact_environment() {
+    let Some(b) = bwrap() else { return };
+    let sb = b.create(&spec("conc")).await.unwrap();
+    let start = Instant::now();
+    let slow = sh(&*sb, "sleep 1; echo slow");
+    let fast = async {
+        let out = sh(&*sb, "echo fast").await;
+        (out, start.elapsed())
+    };
+    let (slow, (fast, fast_at)) = tokio::join!(slow, fast);
+    assert_eq!(
+        (slow.stdout.as_str(), fast.stdout.as_str()),
+        ("slow\n", "fast\n")
+    );
+    assert!(
+        fast_at < Duration::from_millis(800),
+        "fast exec waited: {fast_at:?}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_millis(1800),
+        "{:?}",
+        start.elapsed()
+    );
+    // The command sees exactly the base environment plus the exec's variables, whatever
+    // their names, and starts in its cwd.
+    let opts = ExecOpts {
+        env: BTreeMap::from([
+            ("A.B".into(), "dotted".into()),
+            ("Q".into(), "it's \"quoted\" $HOME\nline".into()),
+        ]),
+        cwd: Some("/tmp".into()),
+        ..Default::default()
+    };
+    let out = sb.exec("env -0; printf '%s' \"$PWD\"", opts).await.unwrap();
+    let (env, pwd) = out.stdout.rsplit_once('\0').unwrap();
+    let vars: BTreeMap<&str, &str> = env
+        .split('\0')
+        .map(|kv| kv.split_once('=').unwrap())
+        .collect();
+    let names: Vec<&str> = vars.keys().copied().collect();
+    assert_eq!(
+        names,
+        ["A.B", "HOME", "LANG", "PATH", "PWD", "Q", "SHLVL", "TERM", "_"],
+        "{vars:?}"
+    );
+    assert_eq!(vars["Q"], "it's \"quoted\" $HOME\nline");
+    assert_eq!((vars["SHLVL"], pwd), ("1", "/tmp"));
+}
+
+#[tokio::test]
+async fn dead_exec_server_is_an_error_not_a_hang() {
+    let Some(b) = bwrap() else { return };
+    let sb = b.create(&spec("dead")).await.unwrap();
+    // The exec's parent is its wrapper, whose parent is the server.
+    let kill = "kill -KILL $(cut -d' ' -f4 /proc/$PPID/stat); sleep 5";
+    let limit = Duration::from_secs(4);
+    let r = tokio::time::timeout(limit, sb.exec(kill, ExecOpts::default()))
+        .await
+        .expect("exec hung after the server died");
+    let msg = r.expect_err("exec must fail").to_string();
+    assert!(
+        msg.contains("exec server") && msg.contains("exited"),
+        "{msg}"
+    );
+    let r = tokio::time::timeout(limit, sb.exec("true", ExecOpts::default()))
+        .await
+        .expect("exec hung after the server died");
+    assert!(matches!(r, Err(SandboxError::Backend(_))), "{r:?}");
+    sb.destroy().await.unwrap();
 }
 
 use std::os::unix::fs::PermissionsExt;

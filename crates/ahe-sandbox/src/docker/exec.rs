@@ -125,9 +125,10 @@ pub(crate) async fn run(docker: &Docker, container: &str, req: ExecRequest) -> R
         tty: Some(false),
         env: Some(env),
         cmd: Some(req.argv),
-        working_dir: Some(req.cwd),
+        working_dir: Some(req.cwd.clone()),
         ..Default::default()
     };
+    let cwd = req.cwd;
     let created = docker
         .create_exec(container, config)
         .await
@@ -207,6 +208,12 @@ pub(crate) async fn run(docker: &Docker, container: &str, req: ExecRequest) -> R
         Some(exit_code(docker, &created.id).await?)
     };
     guard.armed = false;
+    if exit_code == Some(126) && err.kept.is_empty() {
+        let text = String::from_utf8_lossy(&out.kept);
+        if text.starts_with("OCI runtime exec failed") {
+            return Err(start_failure(text.trim(), &cwd));
+        }
+    }
     Ok(ExecOutput {
         exit_code,
         stdout: out.text("stdout"),
@@ -214,6 +221,18 @@ pub(crate) async fn run(docker: &Docker, container: &str, req: ExecRequest) -> R
         timed_out,
         duration_ms: start.elapsed().as_millis() as u64,
     })
+}
+
+/// Marks the error of an exec whose program is not in the image.
+pub(crate) const NOT_FOUND: &str = "executable file not found";
+
+/// The error for an exec the runtime could not start (bad cwd, missing program).
+fn start_failure(text: &str, cwd: &str) -> SandboxError {
+    if text.contains("chdir to cwd") {
+        SandboxError::Backend(format!("working directory {cwd} does not exist"))
+    } else {
+        SandboxError::Backend(format!("cannot start the command: {text}"))
+    }
 }
 
 /// The exit code of a finished exec (waits briefly if the engine still reports it running).

@@ -30,6 +30,7 @@ pub struct DockerSandbox {
     name: String,
     image: String,
     workdir: String,
+    no_bash: AtomicBool,
     destroyed: AtomicBool,
 }
 
@@ -152,6 +153,7 @@ pub(crate) async fn create(
         name,
         image: img.id.clone(),
         workdir: img.workdir.clone(),
+        no_bash: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
     };
     let mut dirs = vec![("/logs/verifier", 0o777), ("/logs/agent", 0o777)];
@@ -269,14 +271,42 @@ impl Sandbox for DockerSandbox {
             check_env(k, v)?;
             env.push(format!("{k}={v}"));
         }
-        let req = ExecRequest {
-            argv: vec!["bash".into(), "-c".into(), command.to_string()],
+        let shell = if self.no_bash.load(Ordering::Relaxed) {
+            "sh"
+        } else {
+            "bash"
+        };
+        let mut req = ExecRequest {
+            argv: vec![shell.into(), "-c".into(), command.to_string()],
             cwd,
             env,
             stdin: opts.stdin,
             timeout: opts.timeout,
         };
-        exec::run(&self.docker, &self.id, req).await
+        let retry =
+            (shell == "bash").then(|| (req.cwd.clone(), req.env.clone(), req.stdin.clone()));
+        match exec::run(&self.docker, &self.id, req).await {
+            Err(SandboxError::Backend(m))
+                if m.contains(exec::NOT_FOUND) && m.contains("\"bash\"") =>
+            {
+                // An image without bash: fall back to sh from now on.
+                tracing::warn!(
+                    "docker: {} has no bash; running commands with sh",
+                    self.image
+                );
+                self.no_bash.store(true, Ordering::Relaxed);
+                let (cwd, env, stdin) = retry.unwrap_or_default();
+                req = ExecRequest {
+                    argv: vec!["sh".into(), "-c".into(), command.to_string()],
+                    cwd,
+                    env,
+                    stdin,
+                    timeout: opts.timeout,
+                };
+                exec::run(&self.docker, &self.id, req).await
+            }
+            r => r,
+        }
     }
 
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {

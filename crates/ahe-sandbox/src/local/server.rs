@@ -37,8 +37,7 @@ const QUIT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long an exec whose wrapper vanished waits to learn whether the whole server died.
 const DEATH_GRACE: Duration = Duration::from_millis(300);
 
-/// The server (`bash -c SCRIPT ahe-exec-server <exec dir>`). `set +m` after starting the
-/// job keeps bash from printing job notifications.
+/// The server (`bash <exec dir>/server.sh <exec dir>`).
 const SCRIPT: &str = r#"D=$1
 echo ready
 while read -r op arg; do
@@ -55,7 +54,7 @@ while read -r op arg; do
       p=$!
       set +m
       echo "pid $p" >&3
-      wait "$p"
+      wait "$p" 2>/dev/null
       echo "done $?" >&3
     ) &
     ;;
@@ -92,8 +91,9 @@ impl ExecServer {
         dir: PathBuf,
         log: PathBuf,
     ) -> Result<ExecServer> {
+        std::fs::write(dir.join("server.sh"), SCRIPT)?;
         cmd.arg("--")
-            .args([bash, "-c", SCRIPT, "ahe-exec-server", EXEC_DIR])
+            .args([bash, &format!("{EXEC_DIR}/server.sh"), EXEC_DIR])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log)?)
@@ -180,6 +180,7 @@ impl ExecServer {
             self.requests.clone(),
             files,
         ));
+        let t_files = start.elapsed();
         if self.requests.send(format!("run {id}\n")).is_err() {
             return Err(self.error("exited"));
         }
@@ -197,7 +198,14 @@ impl ExecServer {
         if status.is_none() && !timed_out {
             return Err(self.vanished().await);
         }
+        let t_done = start.elapsed();
         let (stdout, stderr) = process::collect(out, err, stop_tx).await;
+        if std::env::var_os("AHE_TRACE").is_some() {
+            eprintln!(
+                "files {t_files:?} done {t_done:?} collected {:?}",
+                start.elapsed()
+            );
+        }
         Ok(ExecOutput {
             exit_code: if timed_out { None } else { status },
             stdout,
@@ -305,6 +313,7 @@ async fn follow(
         tokio::select! {
             line = lines.next_line() => match line {
                 Ok(Some(l)) => {
+                    if std::env::var_os("AHE_TRACE").is_some() { eprintln!("  line {l:?} at {:?}", std::time::SystemTime::now()); }
                     if let Some(p) = l.strip_prefix("pid ") {
                         pgid = p.trim().parse::<i32>().ok();
                     } else if let Some(s) = l.strip_prefix("done ") {
