@@ -410,3 +410,27 @@ fn no_api_key_reaches_the_run_directory() {
         "the variable is named: {frozen}"
     );
 }
+
+#[test]
+fn the_budget_stops_the_run_gracefully() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("budget.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "extends = \"{}\"\n[evolve]\nbudget_usd = 0.0001\n[models.default]\nprice_input_per_mtok = 100.0\nprice_output_per_mtok = 100.0\n",
+            root().join("configs/smoke-mock.toml").display()
+        ),
+    )
+    .unwrap();
+    let o = ahe(&["evolve", "--config", cfg.to_str().unwrap(), "--name", "b", "--runs-dir", d.path().to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run = d.path().join("b");
+    let s1 = json(&it(&run, 1).join("scores.json"));
+    assert!(s1["cost_usd"].as_f64().unwrap() > 0.0001, "{}", s1["cost_usd"]);
+    assert!(!it(&run, 1).join("evolve").exists(), "no evolve after the budget is spent");
+    assert!(!it(&run, 2).exists());
+    let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
+    assert!(journal.contains("budget reached") && journal.contains("\"reason\":\"budget\""), "{journal}");
+    assert!(run.join("best.json").is_file(), "bookkeeping finished");
+}

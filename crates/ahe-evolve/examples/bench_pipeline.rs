@@ -86,7 +86,7 @@ fn write_trial(dir: &Path, task: usize, attempt: u32, turns: u32, rng: &mut Rng)
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let mut t_ms = 0u64;
     let mut line = |w: &mut BufWriter<std::fs::File>, mut v: serde_json::Value| {
-        t_ms += 1 + rng.below(3000);
+        t_ms += 700;
         v["t_ms"] = json!(t_ms);
         v["ts"] = json!("2026-05-01T12:00:00.000Z");
         serde_json::to_writer(&mut *w, &v).unwrap();

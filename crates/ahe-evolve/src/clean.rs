@@ -521,11 +521,14 @@ pub fn load_results(trials_root: &Path) -> anyhow::Result<Vec<TrialResult>> {
     Ok(rs.into_iter().flatten().collect())
 }
 
+/// A task name with the files one of its trials exercised.
+type TaskFiles = (String, BTreeSet<String>);
+
 /// Cleans every `<task>/<attempt>` directory under `trials_root` in parallel, writing each
 /// `trace.clean.json`; failures are collected, not fatal.
 pub fn clean_all(trials_root: &Path) -> anyhow::Result<CleanSummary> {
     let dirs = trial_dirs(trials_root)?;
-    let outs: Vec<(PathBuf, anyhow::Result<(String, BTreeSet<String>)>)> = dirs
+    let outs: Vec<(PathBuf, anyhow::Result<TaskFiles>)> = dirs
         .into_par_iter()
         .map(|d| {
             let r = clean_and_write(&d).map(|t| {
