@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs what ahe and its tests need on Debian (idempotent). Run as root or with sudo.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# Headless rendering of report.html (tests, scripts/report-screenshot.sh).
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# The docker sandbox backend: the engine, and debootstrap for the offline base image.
+command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
@@ -25,4 +31,15 @@ if ! bwrap --ro-bind / / --unshare-all true 2>/dev/null; then
   echo "setup: warning: bubblewrap is installed but cannot create a sandbox here;" >&2
   echo "       the local backend will fall back to plain processes (no isolation)" >&2
 fi
-echo "setup: ok (bubblewrap $(bwrap --version 2>/dev/null | awk '{print $2}'), $(cargo --version))"
+# A running engine and the base image the benchmark tasks build FROM (no registry here).
+docker_note="docker: not ready"
+if bash scripts/start-dockerd.sh; then
+  if bash scripts/build-base-image.sh; then
+    docker_note="docker $(docker version -f '{{.Server.Version}}' 2>/dev/null), ahe-base:bookworm"
+  else
+    echo "setup: warning: building the base image failed; docker sandbox tasks cannot run" >&2
+  fi
+else
+  echo "setup: warning: no Docker engine; the docker backend (and its tests) cannot run" >&2
+fi
+echo "setup: ok ($docker_note, bubblewrap $(bwrap --version 2>/dev/null | awk '{print $2}'), $(cargo --version))"

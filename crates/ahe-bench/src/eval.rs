@@ -24,6 +24,18 @@ pub enum Progress {
         /// Its result.
         result: Box<TrialResult>,
     },
+    /// A new stage of a longer job begins (e.g. a phase of an evolve iteration).
+    Stage {
+        /// What it is, e.g. `iter 2/4 rollout`.
+        label: String,
+        /// Dollars the job spent before this stage (all roles).
+        spent_usd: f64,
+    },
+    /// A line for the researcher (a note, a new best...).
+    Message {
+        /// The text.
+        text: String,
+    },
 }
 
 /// Options of one evaluation.

@@ -1,11 +1,15 @@
 //! Benchmarks in the Terminal-Bench 2 / Harbor task format: loading, trials, verifier, scores.
 
+pub mod check;
 pub mod eval;
+pub mod oracle;
 pub mod scores;
 pub mod task;
 pub mod trial;
 
+pub use check::{check_benchmark, check_task, FormatCheck, Severity};
 pub use eval::{run_eval, EvalOptions, Progress};
+pub use oracle::{run_checks, NopAgent, OracleAgent, RunCheck, RunKind, RunOptions};
 pub use scores::{Scores, TaskStatus};
 pub use task::{load_benchmark, select_tasks, Task, TaskError};
 pub use trial::{Agent, AgentContext, AgentEnd, AgentOutcome, TrialEnv, TrialResult, TrialStatus};

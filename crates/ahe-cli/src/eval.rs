@@ -14,8 +14,13 @@ use crate::CliError;
 #[derive(Args)]
 pub struct EvalArgs {
     /// Harness directory to evaluate, or runs/NAME@REF (REF: best, iter-NNN or a commit id).
+    /// Repeat it to compare harnesses on the same tasks (the first is the baseline).
+    #[arg(long, required = true)]
+    harness: Vec<PathBuf>,
+    /// Also evaluate this harness (runs/NAME@REF or a directory) as the baseline to compare
+    /// every --harness against.
     #[arg(long)]
-    harness: PathBuf,
+    against: Option<PathBuf>,
     /// Benchmark directory (Terminal-Bench 2 / Harbor task dirs).
     #[arg(long)]
     benchmark: PathBuf,
@@ -40,7 +45,8 @@ pub struct EvalArgs {
     /// Run config to take the code-agent model, sandbox and k from (flags override it).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Print one JSON document (the scores) on stdout instead of the table.
+    /// Print one JSON document on stdout instead of the table (the scores; a comparison
+    /// document when several harnesses are evaluated).
     #[arg(long)]
     json: bool,
 }
@@ -68,16 +74,13 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
     model_cfg
         .validate()
         .map_err(|e| CliError::usage(e.context("model")))?;
-    // `runs/NAME@REF` replays exactly that committed harness (exported to a temp dir).
-    let (harness_dir, replay) = resolve_harness(&a.harness).map_err(CliError::usage)?;
-    let harness = ahe_harness::load(&harness_dir).map_err(|problems| {
-        let list: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
-        CliError::usage(anyhow::anyhow!(
-            "harness {} is invalid:\n{}",
-            a.harness.display(),
-            list.join("\n")
-        ))
-    })?;
+    // Every harness is resolved and validated before anything runs.
+    let mut harness_args: Vec<PathBuf> = a.against.iter().cloned().collect();
+    harness_args.extend(a.harness.iter().cloned());
+    let mut harnesses = Vec::new();
+    for h in &harness_args {
+        harnesses.push(load_harness(h)?);
+    }
     let (tasks, errors) = ahe_bench::load_benchmark(&a.benchmark).map_err(CliError::usage)?;
     if !errors.is_empty() {
         let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
@@ -120,12 +123,7 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             chrono::Local::now().format("%Y%m%d-%H%M%S")
         ))
     });
-    let run_name = out_dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "eval".into());
-    let spec = RolloutSpec {
-        harness: Arc::new(harness),
+    let common = Common {
         model_cfg,
         tasks,
         backend,
@@ -136,15 +134,107 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             .as_ref()
             .map(|c| c.agent.default_timeout_sec)
             .unwrap_or(1800.0),
-        out_dir: out_dir.clone(),
+        quiet: a.json,
+    };
+    if harnesses.len() == 1 {
+        let (h, replay) = harnesses.remove(0);
+        let scores = evaluate(&common, &harness_args[0], h, replay, &out_dir)?;
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&scores).map_err(CliError::failed)?
+            );
+        } else {
+            print!("{}", ahe_bench::eval::table(&scores));
+            println!("scores: {}", out_dir.join("scores.json").display());
+        }
+        return Ok(());
+    }
+    // Comparison: every harness on the same tasks, k and model, each into <out>/<label>/.
+    let labels = crate::compare::labels(&harness_args);
+    let mut evaluated = Vec::new();
+    for ((h, label), (harness, replay)) in harness_args.iter().zip(&labels).zip(harnesses) {
+        let dir = out_dir.join(label);
+        let scores = evaluate(&common, h, harness, replay, &dir)?;
+        evaluated.push(crate::compare::Evaluated {
+            label: label.clone(),
+            harness: h.display().to_string(),
+            out: dir,
+            scores,
+        });
+    }
+    let doc = crate::compare::document(&evaluated, common.k, &common.model_cfg.describe());
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
+        );
+    } else {
+        print!("{}", crate::compare::text(&doc));
+    }
+    Ok(())
+}
+
+/// What every evaluation of one `ahe eval` call shares.
+struct Common {
+    model_cfg: ModelConfig,
+    tasks: Vec<ahe_bench::Task>,
+    backend: Arc<dyn ahe_sandbox::Backend>,
+    k: u32,
+    concurrency: usize,
+    infra_retries: u32,
+    default_agent_timeout_sec: f64,
+    quiet: bool,
+}
+
+/// A loaded harness and, for `runs/NAME@REF`, the run and commit it came from.
+type Loaded = (ahe_harness::Harness, Option<(PathBuf, String)>);
+
+/// Resolves (`runs/NAME@REF` is exported to a temp dir) and validates one harness.
+fn load_harness(arg: &std::path::Path) -> Result<Loaded, CliError> {
+    let (harness_dir, replay) = resolve_harness(arg).map_err(CliError::usage)?;
+    let harness = ahe_harness::load(&harness_dir).map_err(|problems| {
+        let list: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
+        CliError::usage(anyhow::anyhow!(
+            "harness {} is invalid:\n{}",
+            arg.display(),
+            list.join("\n")
+        ))
+    })?;
+    Ok((harness, replay))
+}
+
+/// Evaluates one loaded harness into `out_dir`.
+fn evaluate(
+    c: &Common,
+    harness_arg: &std::path::Path,
+    harness: ahe_harness::Harness,
+    replay: Option<(PathBuf, String)>,
+    out_dir: &std::path::Path,
+) -> Result<ahe_bench::Scores, CliError> {
+    let run_name = out_dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "eval".into());
+    let spec = RolloutSpec {
+        harness: Arc::new(harness),
+        model_cfg: c.model_cfg.clone(),
+        tasks: c.tasks.clone(),
+        backend: c.backend.clone(),
+        k: c.k,
+        concurrency: c.concurrency,
+        infra_retries: c.infra_retries,
+        default_agent_timeout_sec: c.default_agent_timeout_sec,
+        out_dir: out_dir.to_path_buf(),
         run: run_name,
         prior: Vec::new(),
     };
-    if !a.json {
+    if !c.quiet {
         eprintln!(
-            "ahe eval: {} tasks × k={} with {} on {} sandbox → {}",
+            "ahe eval: {} on {} tasks × k={} with {} on {} sandbox → {}",
+            harness_arg.display(),
             spec.tasks.len(),
-            k,
+            c.k,
             spec.model_cfg.describe(),
             spec.backend.name(),
             out_dir.display()
@@ -160,7 +250,7 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
                 c2.cancel();
             }
         });
-        let bar = crate::progress::Bar::new(a.json);
+        let bar = crate::progress::Bar::new(c.quiet);
         let result = ahe_evolve::rollout(spec, cancel, bar.callback()).await;
         bar.finish();
         result
@@ -173,18 +263,9 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         scores
             .meta
             .insert("harness_commit".into(), commit.clone().into());
-        ahe_bench::eval::write_scores(&out_dir, &scores).map_err(CliError::failed)?;
+        ahe_bench::eval::write_scores(out_dir, &scores).map_err(CliError::failed)?;
     }
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&scores).map_err(CliError::failed)?
-        );
-    } else {
-        print!("{}", ahe_bench::eval::table(&scores));
-        println!("scores: {}", out_dir.join("scores.json").display());
-    }
-    Ok(())
+    Ok(scores)
 }
 
 /// A harness directory, or `runs/NAME@REF` exported from that run's harness repository

@@ -1,8 +1,12 @@
 //! `ahe`: Agentic Harness Engineering — evolve the harness around a frozen model.
 
+mod bench;
+mod compare;
 mod eval;
 mod evolve;
 mod progress;
+mod report;
+mod show;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,10 +61,34 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Evolve the harness: rollout, clean, attribute, debug, evolve, commit — N iterations.
     Evolve(evolve::EvolveArgs),
+    /// Write report.html (self-contained), report.md and trial pages of a run directory.
+    Report(report::ReportArgs),
+    /// Terminal tables of a run: summary, --iteration N, --task T, --trial A; or --json.
+    Show(show::ShowArgs),
     /// Load and check a harness directory; print every problem.
     Validate {
         /// Harness directory.
         dir: PathBuf,
+    },
+    /// Check and list benchmark directories (task format, oracle and nop runs).
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
+    /// Sandbox maintenance.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Remove the docker containers of ahe processes that no longer run on this host.
+    Reap {
+        /// Remove EVERY ahe container (labelled `ahe.run`), also of running processes.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -76,7 +104,13 @@ fn main() -> ExitCode {
     let res = match cli.command {
         Command::Eval(a) => eval::run(a),
         Command::Evolve(a) => evolve::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Show(a) => show::run(a),
         Command::Validate { dir } => validate(&dir),
+        Command::Bench { command } => bench::run(command),
+        Command::Sandbox {
+            command: SandboxCommand::Reap { all },
+        } => reap(all),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -85,6 +119,29 @@ fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// `ahe sandbox reap`: connecting reaps dead processes' containers; `--all` removes the rest.
+fn reap(all: bool) -> Result<(), CliError> {
+    use ahe_sandbox::docker::{self, DockerBackend};
+    let backend = DockerBackend::connect().map_err(CliError::failed)?;
+    let mut removed = backend.reaped();
+    if all {
+        let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+        removed += rt
+            .block_on(docker::reap(backend.docker(), false))
+            .map_err(CliError::failed)?;
+    }
+    println!(
+        "ahe sandbox reap: removed {removed} container{} ({})",
+        if removed == 1 { "" } else { "s" },
+        if all {
+            "all ahe containers"
+        } else {
+            "those of dead ahe processes on this host"
+        }
+    );
+    Ok(())
 }
 
 fn validate(dir: &std::path::Path) -> Result<(), CliError> {

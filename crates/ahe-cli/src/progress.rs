@@ -1,18 +1,105 @@
-//! Live progress of trials: an indicatif bar on a terminal, a line per trial otherwise.
+//! Live progress of `ahe eval` and `ahe evolve`: phase, trials done/total, passes so far,
+//! ETA and dollars spent. An indicatif bar when stderr is a terminal; otherwise one plain
+//! line per event (phase start, trial end, note).
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use ahe_bench::{Progress, TrialStatus};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Progress display for one evaluation.
+/// Counters of the current stage.
+#[derive(Debug)]
+struct State {
+    /// Stage label (`iter 2/4 rollout`), empty for a plain evaluation.
+    stage: String,
+    /// Dollars spent before the stage.
+    baseline_usd: f64,
+    /// Dollars of the trials finished in this stage.
+    trial_usd: f64,
+    /// Trials to run in this stage.
+    total: usize,
+    /// Trials finished.
+    done: usize,
+    /// Trials passed.
+    passes: usize,
+    /// When the trials started.
+    started: Instant,
+}
+
+impl State {
+    fn spent(&self) -> f64 {
+        self.baseline_usd + self.trial_usd
+    }
+
+    /// Time left at the average pace so far (None before the first trial).
+    fn eta(&self) -> Option<Duration> {
+        (self.done > 0 && self.total >= self.done).then(|| {
+            self.started
+                .elapsed()
+                .mul_f64((self.total - self.done) as f64 / self.done as f64)
+        })
+    }
+}
+
+/// Progress display for one evaluation or evolve run.
 pub struct Bar {
     bar: ProgressBar,
     plain: bool,
     quiet: bool,
-    passes: Arc<AtomicUsize>,
+    state: Arc<Mutex<State>>,
+}
+
+fn bar_style() -> ProgressStyle {
+    ProgressStyle::with_template(
+        "{prefix:.bold} [{bar:30}] {pos}/{len} trials · {msg} · eta {eta} · {elapsed_precise}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ")
+}
+
+fn spinner_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} {prefix:.bold} · {msg} · {elapsed_precise}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+}
+
+/// `1m 05s`, `12s`.
+fn short(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// `$0.0123` / `$1.23`.
+fn usd(v: f64) -> String {
+    // An empty f64 sum is -0.0.
+    let v = if v == 0.0 { 0.0 } else { v };
+    if v < 1.0 {
+        format!("${v:.4}")
+    } else {
+        format!("${v:.2}")
+    }
+}
+
+/// One plain line for a finished trial.
+fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> String {
+    format!(
+        "{}[{}/{}] {task} #{attempt}: {status} ({secs:.1}s) · {} passed · {} spent · eta {}",
+        if st.stage.is_empty() {
+            String::new()
+        } else {
+            format!("[{}] ", st.stage)
+        },
+        st.done,
+        st.total,
+        st.passes,
+        usd(st.spent()),
+        st.eta().map(short).unwrap_or_else(|| "?".into())
+    )
 }
 
 impl Bar {
@@ -24,50 +111,92 @@ impl Bar {
         } else {
             ProgressBar::new(0)
         };
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} trials  {msg}  eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
+        bar.set_style(bar_style());
         Bar {
             bar,
             plain,
             quiet,
-            passes: Arc::new(AtomicUsize::new(0)),
+            state: Arc::new(Mutex::new(State {
+                stage: String::new(),
+                baseline_usd: 0.0,
+                trial_usd: 0.0,
+                total: 0,
+                done: 0,
+                passes: 0,
+                started: Instant::now(),
+            })),
         }
     }
 
-    /// The callback to hand to the evaluation.
+    /// The callback to hand to the evaluation or the evolve run.
     pub fn callback(&self) -> Arc<dyn Fn(Progress) + Send + Sync> {
         let bar = self.bar.clone();
-        let passes = self.passes.clone();
+        let state = self.state.clone();
         let (plain, quiet) = (self.plain, self.quiet);
-        Arc::new(move |p| match p {
-            Progress::Start { total } => {
-                bar.set_length(total as u64);
-                bar.set_position(0);
-                passes.store(0, Ordering::Relaxed);
+        let say = move |bar: &ProgressBar, line: String| {
+            if quiet {
+            } else if plain {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
             }
-            Progress::TrialDone { result } => {
-                let np = passes.fetch_add(
-                    (result.status == TrialStatus::Pass) as usize,
-                    Ordering::Relaxed,
-                ) + (result.status == TrialStatus::Pass) as usize;
-                bar.inc(1);
-                bar.set_message(format!("{np} passed"));
-                if plain && !quiet {
-                    eprintln!(
-                        "[{}/{}] {} #{}: {} ({:.1}s)",
-                        bar.position(),
-                        bar.length().unwrap_or(0),
-                        result.task,
-                        result.attempt,
-                        result.status.as_str(),
-                        result.timings.total_ms as f64 / 1000.0
+        };
+        Arc::new(move |p| {
+            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            match p {
+                Progress::Stage { label, spent_usd } => {
+                    st.stage = label.clone();
+                    st.baseline_usd = spent_usd;
+                    st.trial_usd = 0.0;
+                    st.total = 0;
+                    st.done = 0;
+                    st.passes = 0;
+                    say(
+                        &bar,
+                        format!("[{label}] started · {} spent so far", usd(spent_usd)),
                     );
+                    bar.set_style(spinner_style());
+                    bar.set_prefix(label);
+                    bar.set_message(format!("{} spent", usd(spent_usd)));
+                    bar.enable_steady_tick(Duration::from_millis(200));
                 }
+                Progress::Start { total } => {
+                    st.total = total;
+                    st.done = 0;
+                    st.passes = 0;
+                    st.started = Instant::now();
+                    bar.disable_steady_tick();
+                    bar.set_style(bar_style());
+                    bar.set_prefix(if st.stage.is_empty() {
+                        "eval".to_string()
+                    } else {
+                        st.stage.clone()
+                    });
+                    bar.set_length(total as u64);
+                    bar.set_position(0);
+                    bar.reset_eta();
+                    bar.set_message(format!("0 passed · {} spent", usd(st.spent())));
+                }
+                Progress::TrialDone { result } => {
+                    st.done += 1;
+                    st.passes += (result.status == TrialStatus::Pass) as usize;
+                    st.trial_usd += result.cost_usd;
+                    bar.inc(1);
+                    bar.set_message(format!("{} passed · {} spent", st.passes, usd(st.spent())));
+                    if plain && !quiet {
+                        eprintln!(
+                            "{}",
+                            trial_line(
+                                &st,
+                                &result.task,
+                                result.attempt,
+                                result.status.as_str(),
+                                result.timings.total_ms as f64 / 1000.0
+                            )
+                        );
+                    }
+                }
+                Progress::Message { text } => say(&bar, text),
             }
         })
     }
@@ -75,5 +204,32 @@ impl Bar {
     /// Clears the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_trial_line_has_counts_cost_and_eta() {
+        let st = State {
+            stage: "iter 1/4 rollout".into(),
+            baseline_usd: 0.5,
+            trial_usd: 0.25,
+            total: 8,
+            done: 2,
+            passes: 1,
+            started: Instant::now() - Duration::from_secs(10),
+        };
+        let l = trial_line(&st, "fix-sum", 1, "pass", 1.25);
+        assert!(
+            l.starts_with("[iter 1/4 rollout] [2/8] fix-sum #1: pass (1.2s)"),
+            "{l}"
+        );
+        assert!(l.contains("1 passed") && l.contains("$0.7500 spent"), "{l}");
+        // 10 s for 2 trials → 30 s for the 6 left.
+        assert!(l.contains("eta 30s") || l.contains("eta 29s"), "{l}");
+        assert_eq!(short(Duration::from_secs(65)), "1m 05s");
     }
 }

@@ -423,14 +423,40 @@ fn the_budget_stops_the_run_gracefully() {
         ),
     )
     .unwrap();
-    let o = ahe(&["evolve", "--config", cfg.to_str().unwrap(), "--name", "b", "--runs-dir", d.path().to_str().unwrap()], &[]);
+    let o = ahe(
+        &[
+            "evolve",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--name",
+            "b",
+            "--runs-dir",
+            d.path().to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = d.path().join("b");
     let s1 = json(&it(&run, 1).join("scores.json"));
-    assert!(s1["cost_usd"].as_f64().unwrap() > 0.0001, "{}", s1["cost_usd"]);
-    assert!(!it(&run, 1).join("evolve").exists(), "no evolve after the budget is spent");
+    // The budget is checked before each call: the call that crossed it was the last one,
+    // and the trials whose calls were refused are infra errors.
+    let spent = s1["meta"]["model_cost_usd"].as_f64().unwrap();
+    assert!(spent > 0.0001, "{spent}");
+    assert!(s1["meta"]["model_faults"]["budget"].as_u64().unwrap() >= 1);
+    assert!(
+        s1["statuses"]["infra_error"].as_u64().unwrap() >= 1,
+        "{}",
+        s1["statuses"]
+    );
+    assert!(
+        !it(&run, 1).join("evolve").exists(),
+        "no evolve after the budget is spent"
+    );
     assert!(!it(&run, 2).exists());
     let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
-    assert!(journal.contains("budget reached") && journal.contains("\"reason\":\"budget\""), "{journal}");
+    assert!(
+        journal.contains("budget reached") && journal.contains("\"reason\":\"budget\""),
+        "{journal}"
+    );
     assert!(run.join("best.json").is_file(), "bookkeeping finished");
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use ahe_bench::scores::{mean_with_ci, TaskScore};
-use ahe_bench::{Scores, TaskStatus};
+use ahe_bench::{Scores, TaskStatus, TrialStatus};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
@@ -153,7 +153,7 @@ pub struct RunStats {
 }
 
 /// The contents of `change_evaluation.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChangeEvaluation {
     /// [`ATTRIBUTION_SCHEMA_VERSION`].
     pub schema_version: u32,
@@ -263,6 +263,12 @@ fn keep<'a>(ts: &'a [String], visible: &BTreeSet<String>) -> BTreeSet<&'a str> {
         .collect()
 }
 
+/// A failing task whose only non-passing trials are infra errors: not the harness's doing.
+fn only_infra_failed(t: &TaskScore) -> bool {
+    let mut bad = t.trials.iter().filter(|x| x.status != TrialStatus::Pass);
+    t.status == TaskStatus::Fail && bad.all(|x| x.status == TrialStatus::InfraError)
+}
+
 fn ratio(num: usize, den: usize) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
@@ -295,52 +301,38 @@ pub fn attribute(
         iteration,
         manifest_iteration: prev_manifest.map(|m| m.iteration),
         stats: stats(&pv, &cv),
-        fixed: vec![],
-        regressed: vec![],
-        improved: vec![],
-        worsened: vec![],
-        infra_changes: vec![],
-        new_tasks: vec![],
         dropped_tasks: pv
             .keys()
             .filter(|t| !cv.contains_key(*t))
             .cloned()
             .collect(),
-        changes: vec![],
-        unattributed_regressions: vec![],
-        regressions_by_file: vec![],
-        unpredicted_fixes: vec![],
-        prediction: PredictionQuality::default(),
+        ..Default::default()
     };
     let mut infra_tasks: BTreeSet<&str> = BTreeSet::new();
+    use TaskStatus::*;
     for (task, c) in &cv {
         let Some(p) = pv.get(task) else {
             ev.new_tasks.push(task.clone());
             continue;
         };
         let m = task_move(task, p, c);
-        use TaskStatus::*;
+        let infra_flip = only_infra_failed(p) || only_infra_failed(c);
         match (p.status, c.status) {
-            (Infra, _) | (_, Infra) => {
+            (Fail, Pass) if !infra_flip => ev.fixed.push(m),
+            (Pass, Fail) if !infra_flip => ev.regressed.push(m),
+            (Fail, Fail) | (Pass, Pass) if c.pass_at_1 > p.pass_at_1 => ev.improved.push(m),
+            (Fail, Fail) | (Pass, Pass) if c.pass_at_1 < p.pass_at_1 => ev.worsened.push(m),
+            (Fail, Fail) | (Pass, Pass) => {}
+            _ => {
+                // Infra on either side, or a flip whose only failures are infra errors.
                 infra_tasks.insert(task);
-                if p.status != c.status {
-                    ev.infra_changes.push(m);
-                }
+                ev.infra_changes
+                    .extend((p.status != c.status || infra_flip).then_some(m));
             }
-            (Fail, Pass) => ev.fixed.push(m),
-            (Pass, Fail) => ev.regressed.push(m),
-            _ if c.pass_at_1 > p.pass_at_1 => ev.improved.push(m),
-            _ if c.pass_at_1 < p.pass_at_1 => ev.worsened.push(m),
-            _ => {}
         }
     }
-    for t in pv
-        .iter()
-        .chain(&cv)
-        .filter(|(_, s)| s.status == TaskStatus::Infra)
-    {
-        infra_tasks.insert(t.0);
-    }
+    let all_infra = pv.iter().chain(&cv).filter(|x| x.1.status == Infra);
+    infra_tasks.extend(all_infra.map(|x| x.0.as_str()));
 
     let f = names(&ev.fixed);
     let g = names(&ev.regressed);
@@ -375,15 +367,8 @@ pub fn attribute(
             (false, true) => Verdict::PartiallyEffective,
             _ => Verdict::Ineffective,
         };
-        let mut ignored: Vec<String> = c
-            .predicted_fixes
-            .iter()
-            .chain(&c.risk_tasks)
-            .filter(|t| !visible.contains(*t))
-            .cloned()
-            .collect();
-        ignored.sort();
-        ignored.dedup();
+        let all = c.predicted_fixes.iter().chain(&c.risk_tasks);
+        let ignored: BTreeSet<&String> = all.filter(|t| !visible.contains(*t)).collect();
         ev.changes.push(ChangeVerdict {
             id: c.id.clone(),
             component: c.component,
@@ -411,7 +396,7 @@ pub fn attribute(
                 .filter(|t| change_touches(&c.files, ex(t)))
                 .map(|t| t.to_string())
                 .collect(),
-            ignored_tasks: ignored,
+            ignored_tasks: ignored.into_iter().cloned().collect(),
         });
     }
 
@@ -517,28 +502,26 @@ pub fn read(dir: &Path) -> anyhow::Result<ChangeEvaluation> {
 mod tests {
     use super::*;
     use crate::manifest::{Change, ChangeKind};
-    use ahe_bench::{TrialResult, TrialStatus};
+    use ahe_bench::TrialResult;
 
-    /// Scores from `(task, passed, k)`; `passed = u32::MAX` marks an all-infra task.
-    fn scores(spec: &[(&str, u32, u32)]) -> Scores {
+    /// Scores from `name=passed/k ...`; `x` for passed marks an all-infra task.
+    fn scores(spec: &str) -> Scores {
         let mut rs = Vec::new();
-        for &(task, passed, k) in spec {
-            for a in 1..=k {
+        for item in spec.split_whitespace() {
+            let (task, rest) = item.split_once('=').unwrap();
+            let (passed, k) = rest.split_once('/').unwrap();
+            for a in 1..=k.parse::<u32>().unwrap() {
                 let mut r = TrialResult::new(task, a);
-                r.status = if passed == u32::MAX {
-                    TrialStatus::InfraError
-                } else if a <= passed {
-                    TrialStatus::Pass
-                } else {
-                    TrialStatus::Fail
+                r.status = match passed.parse::<u32>() {
+                    Err(_) => TrialStatus::InfraError,
+                    Ok(p) if a <= p => TrialStatus::Pass,
+                    Ok(_) => TrialStatus::Fail,
                 };
                 rs.push(r);
             }
         }
         ahe_bench::scores::compute(2, &rs, 1.0)
     }
-
-    const INFRA: u32 = u32::MAX;
 
     fn change(id: &str, files: &[&str], fixes: &[&str], risks: &[&str]) -> Change {
         let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect();
@@ -556,40 +539,18 @@ mod tests {
         }
     }
 
-    fn set(xs: &[&str]) -> BTreeSet<String> {
-        xs.iter().map(|s| s.to_string()).collect()
+    fn set(xs: &str) -> BTreeSet<String> {
+        xs.split_whitespace().map(String::from).collect()
     }
 
     fn all_visible(s: &Scores) -> BTreeSet<String> {
         s.tasks.keys().cloned().collect()
     }
 
-    fn verdict(ev: &ChangeEvaluation, id: &str) -> Verdict {
-        ev.changes.iter().find(|c| c.id == id).unwrap().verdict
-    }
-
     #[test]
     fn every_verdict_and_prediction_quality() {
-        let prev = scores(&[
-            ("f1", 0, 2),
-            ("f2", 1, 2),
-            ("f3", 0, 2),
-            ("u1", 0, 2),
-            ("r1", 2, 2),
-            ("r2", 2, 2),
-            ("r3", 2, 2),
-            ("s1", 2, 2),
-        ]);
-        let cur = scores(&[
-            ("f1", 2, 2),
-            ("f2", 2, 2),
-            ("f3", 0, 2),
-            ("u1", 2, 2),
-            ("r1", 0, 2),
-            ("r2", 1, 2),
-            ("r3", 0, 2),
-            ("s1", 2, 2),
-        ]);
+        let prev = scores("f1=0/2 f2=1/2 f3=0/2 u1=0/2 r1=2/2 r2=2/2 r3=2/2 s1=2/2");
+        let cur = scores("f1=2/2 f2=2/2 f3=0/2 u1=2/2 r1=0/2 r2=1/2 r3=0/2 s1=2/2");
         let m = Manifest {
             iteration: 3,
             changes: vec![
@@ -605,25 +566,24 @@ mod tests {
         let mut ex = BTreeMap::new();
         ex.insert(
             "r3".to_string(),
-            set(&[
-                "agent.toml",
-                "memory/",
-                "system_prompt.md",
-                "tools/run_shell.toml",
-                "middleware/other.toml",
-            ]),
+            set("agent.toml memory/ system_prompt.md tools/run_shell.toml middleware/other.toml"),
         );
         let ev = attribute(4, Some(&m), &prev, &cur, &all_visible(&cur), &ex);
         assert_eq!(ev.manifest_iteration, Some(3));
         assert_eq!(names(&ev.fixed), ["f1", "f2", "u1"].into());
         assert_eq!(names(&ev.regressed), ["r1", "r2", "r3"].into());
-        assert_eq!(verdict(&ev, "eff"), Verdict::Effective);
-        assert_eq!(verdict(&ev, "part"), Verdict::PartiallyEffective);
-        assert_eq!(verdict(&ev, "harm"), Verdict::Harmful);
-        assert_eq!(verdict(&ev, "mixed"), Verdict::Mixed);
-        assert_eq!(verdict(&ev, "inef"), Verdict::Ineffective);
-        assert_eq!(verdict(&ev, "empty"), Verdict::Ineffective);
-        assert_eq!(verdict(&ev, "harm2"), Verdict::Harmful);
+        use Verdict::*;
+        let want = [
+            Effective,
+            PartiallyEffective,
+            Harmful,
+            Mixed,
+            Ineffective,
+            Ineffective,
+            Harmful,
+        ];
+        let got: Vec<Verdict> = ev.changes.iter().map(|c| c.verdict).collect();
+        assert_eq!(got, want);
         assert_eq!(harmful_changes(&ev), vec!["harm", "harm2"]);
         let part = &ev.changes[1];
         assert_eq!(part.actually_fixed, vec!["f2"]);
@@ -631,17 +591,11 @@ mod tests {
         assert_eq!(ev.changes[2].risk_realized, vec!["r1"]);
         // r3 regressed unpredicted; it ran run_shell (stem match with tools/run_shell.py)
         // and every task matches a system_prompt.md change.
-        assert_eq!(ev.unattributed_regressions.len(), 1);
-        assert_eq!(ev.unattributed_regressions[0].task, "r3");
-        assert_eq!(
-            ev.unattributed_regressions[0].matched_changes,
-            vec!["eff", "harm"]
-        );
-        assert_eq!(ev.regressions_by_file.len(), 3);
-        assert_eq!(
-            ev.regressions_by_file[0].predicted_by,
-            vec!["harm", "mixed"]
-        );
+        let (u, by_file) = (&ev.unattributed_regressions, &ev.regressions_by_file);
+        assert_eq!((u.len(), u[0].task.as_str()), (1, "r3"));
+        assert_eq!(u[0].matched_changes, vec!["eff", "harm"]);
+        assert_eq!(by_file.len(), 3);
+        assert_eq!(by_file[0].predicted_by, vec!["harm", "mixed"]);
         assert_eq!(ev.changes[0].regressions_matched, vec!["r3"]);
         assert_eq!(ev.changes[2].regressions_matched, vec!["r1", "r2", "r3"]);
         assert_eq!(ev.unpredicted_fixes.len(), 1);
@@ -665,34 +619,21 @@ mod tests {
 
     #[test]
     fn partial_moves_infra_new_and_dropped() {
-        let prev = scores(&[
-            ("p1", 0, 2),
-            ("p2", 1, 2),
-            ("i1", 2, 2),
-            ("i2", INFRA, 2),
-            ("i3", INFRA, 2),
-            ("d1", 0, 2),
-            ("same", 1, 2),
-        ]);
-        let cur = scores(&[
-            ("p1", 1, 2),
-            ("p2", 0, 2),
-            ("i1", INFRA, 2),
-            ("i2", 2, 2),
-            ("i3", INFRA, 2),
-            ("n1", 2, 2),
-            ("same", 1, 2),
-        ]);
+        let prev = scores("p1=0/2 p2=1/2 i1=2/2 i2=x/2 i3=x/2 d1=0/2 same=1/2 m1=2/2");
+        let mut cur = scores("p1=1/2 p2=0/2 i1=x/2 i2=2/2 i3=x/2 n1=2/2 same=1/2 m1=1/2");
+        // m1: one pass and one infra error now; a Fail, but not the harness's doing.
+        let m1 = cur.tasks.get_mut("m1").unwrap();
+        m1.trials[1].status = TrialStatus::InfraError;
         let m = Manifest {
             iteration: 1,
             changes: vec![change("c1", &["tools/x.toml"], &["p1", "i2"], &["i1"])],
         };
-        let vis = set(&["p1", "p2", "i1", "i2", "i3", "d1", "n1", "same"]);
+        let vis = set("p1 p2 i1 i2 i3 d1 n1 same m1");
         let ev = attribute(2, Some(&m), &prev, &cur, &vis, &BTreeMap::new());
         assert!(ev.fixed.is_empty() && ev.regressed.is_empty());
         assert_eq!(names(&ev.improved), ["p1"].into());
         assert_eq!(names(&ev.worsened), ["p2"].into());
-        assert_eq!(names(&ev.infra_changes), ["i1", "i2"].into());
+        assert_eq!(names(&ev.infra_changes), ["i1", "i2", "m1"].into());
         assert_eq!(ev.new_tasks, vec!["n1"]);
         assert_eq!(ev.dropped_tasks, vec!["d1"]);
         let c = &ev.changes[0];
@@ -710,13 +651,13 @@ mod tests {
 
     #[test]
     fn held_out_tasks_are_ignored_everywhere() {
-        let prev = scores(&[("a", 0, 2), ("h1", 0, 2), ("h2", 2, 2)]);
-        let cur = scores(&[("a", 0, 2), ("h1", 2, 2), ("h2", 0, 2)]);
+        let prev = scores("a=0/2 h1=0/2 h2=2/2");
+        let cur = scores("a=0/2 h1=2/2 h2=0/2");
         let m = Manifest {
             iteration: 1,
             changes: vec![change("c1", &["agent.toml"], &["h1"], &["h2"])],
         };
-        let ev = attribute(2, Some(&m), &prev, &cur, &set(&["a"]), &BTreeMap::new());
+        let ev = attribute(2, Some(&m), &prev, &cur, &set("a"), &BTreeMap::new());
         assert!(ev.fixed.is_empty() && ev.regressed.is_empty());
         let c = &ev.changes[0];
         assert!(c.predicted_fixes.is_empty() && c.risk_tasks.is_empty());
@@ -732,8 +673,8 @@ mod tests {
 
     #[test]
     fn first_iteration_without_manifest() {
-        let empty = scores(&[]);
-        let cur = scores(&[("a", 2, 2), ("b", 0, 2)]);
+        let empty = scores("");
+        let cur = scores("a=2/2 b=0/2");
         let ev = attribute(1, None, &empty, &cur, &all_visible(&cur), &BTreeMap::new());
         assert_eq!(ev.new_tasks, vec!["a", "b"]);
         assert!(ev.changes.is_empty() && ev.fixed.is_empty());
@@ -745,7 +686,7 @@ mod tests {
 
         // A previous score without a manifest: flips and stats, no verdicts, and every
         // regression is unattributed.
-        let prev = scores(&[("a", 0, 2), ("b", 2, 2)]);
+        let prev = scores("a=0/2 b=2/2");
         let ev = attribute(2, None, &prev, &cur, &all_visible(&cur), &BTreeMap::new());
         assert_eq!((ev.fixed.len(), ev.regressed.len()), (1, 1));
         assert_eq!(ev.unattributed_regressions[0].task, "b");
@@ -757,8 +698,8 @@ mod tests {
     #[test]
     fn noise_and_significance() {
         // 0/10 → 10/10 is not noise; 0/2 → 2/2 is.
-        let mut p10 = scores(&[("a", 0, 10)]);
-        let mut c10 = scores(&[("a", 10, 10)]);
+        let mut p10 = scores("a=0/10");
+        let mut c10 = scores("a=10/10");
         p10.k = 10;
         c10.k = 10;
         let ev = attribute(2, None, &p10, &c10, &all_visible(&c10), &BTreeMap::new());
@@ -766,13 +707,9 @@ mod tests {
         assert!(!ev.fixed[0].within_noise);
 
         // 30 tasks all flipping up: a significant delta; the interval brackets it.
-        let names: Vec<String> = (0..30).map(|i| format!("t{i:02}")).collect();
-        let spec = |passed: u32| -> Vec<(&str, u32, u32)> {
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.as_str(), if i < 5 { 2 } else { passed }, 2))
-                .collect()
+        let spec = |passed: u32| -> String {
+            let p = |i: u32| if i < 5 { 2 } else { passed };
+            (0..30).map(|i| format!("t{i:02}={}/2 ", p(i))).collect()
         };
         let prev = scores(&spec(0));
         let cur = scores(&spec(2));
@@ -790,8 +727,8 @@ mod tests {
         assert_eq!(again.stats, ev.stats);
 
         // One flip up, one down, rest unchanged: no significant delta.
-        let prev = scores(&[("a", 0, 2), ("b", 2, 2), ("c", 1, 2), ("d", 2, 2)]);
-        let cur = scores(&[("a", 2, 2), ("b", 0, 2), ("c", 1, 2), ("d", 2, 2)]);
+        let prev = scores("a=0/2 b=2/2 c=1/2 d=2/2");
+        let cur = scores("a=2/2 b=0/2 c=1/2 d=2/2");
         let ev = attribute(2, None, &prev, &cur, &all_visible(&cur), &BTreeMap::new());
         assert_eq!(ev.stats.delta, Some(0.0));
         assert!(!ev.stats.delta_significant);
@@ -799,69 +736,50 @@ mod tests {
 
     #[test]
     fn file_matching_rules() {
-        assert!(file_matches("tools/run_shell.py", "tools/run_shell.toml"));
-        assert!(file_matches("tools/run_shell.toml", "tools/run_shell.toml"));
-        assert!(!file_matches("tools/run.py", "tools/run_shell.toml"));
-        assert!(!file_matches(
-            "tools/lib/run_shell.py",
-            "tools/run_shell.toml"
-        ));
-        assert!(file_matches("middleware/guard.py", "middleware/guard.toml"));
-        assert!(file_matches("skills/git/helper.sh", "skills/git/SKILL.md"));
-        assert!(!file_matches("skills/gitx/SKILL.md", "skills/git/SKILL.md"));
-        assert!(file_matches(
-            "subagents/explorer.toml",
-            "subagents/explorer.toml"
-        ));
-        assert!(!file_matches(
-            "subagents/explorer.toml",
-            "tools/explorer.toml"
-        ));
-        assert!(
-            file_matches("memory/notes.md", "tools/x.toml"),
-            "memory is global"
-        );
-        assert!(
-            file_matches("./agent.toml", "tools/x.toml"),
-            "agent.toml is global"
-        );
-        assert!(file_matches("tools/", "tools/x.toml"));
-        assert!(file_matches("skills", "skills/git/SKILL.md"));
-        assert!(!file_matches("tool", "tools/x.toml"));
-        assert!(!file_matches("middleware/x.toml", "memory/"));
-        assert!(change_touches(
-            &["system_prompt.md".into()],
-            &BTreeSet::new()
-        ));
+        // change file, exercised file, whether they match
+        let cases = "tools/run_shell.py tools/run_shell.toml 1
+            tools/run_shell.toml tools/run_shell.toml 1
+            tools/run.py tools/run_shell.toml 0
+            tools/lib/run_shell.py tools/run_shell.toml 0
+            middleware/guard.py middleware/guard.toml 1
+            skills/git/helper.sh skills/git/SKILL.md 1
+            skills/gitx/SKILL.md skills/git/SKILL.md 0
+            subagents/explorer.toml subagents/explorer.toml 1
+            subagents/explorer.toml tools/explorer.toml 0
+            memory/notes.md tools/x.toml 1
+            ./agent.toml tools/x.toml 1
+            tools/ tools/x.toml 1
+            skills skills/git/SKILL.md 1
+            tool tools/x.toml 0
+            middleware/x.toml memory/ 0";
+        for line in cases.lines() {
+            let v: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(file_matches(v[0], v[1]), v[2] == "1", "{line}");
+        }
+        let none = BTreeSet::new();
+        assert!(change_touches(&["system_prompt.md".into()], &none));
         assert!(!change_touches(
             &["tools/a.py".into()],
-            &set(&["tools/b.toml"])
+            &set("tools/b.toml")
         ));
     }
 
     #[test]
     fn json_shape_and_round_trip() {
-        let prev = scores(&[("a", 1, 2), ("b", 2, 2)]);
-        let cur = scores(&[("a", 2, 2), ("b", 2, 2)]);
+        let prev = scores("a=1/2 b=2/2");
+        let cur = scores("a=2/2 b=2/2");
         let m = Manifest {
             iteration: 1,
             changes: vec![change("c1", &["tools/x.py"], &["a", "b"], &[])],
         };
-        let ev = attribute(
-            2,
-            Some(&m),
-            &prev,
-            &cur,
-            &all_visible(&cur),
-            &BTreeMap::new(),
-        );
+        let (vis, none) = (all_visible(&cur), BTreeMap::new());
+        let ev = attribute(2, Some(&m), &prev, &cur, &vis, &none);
         let d = tempfile::tempdir().unwrap();
         write(d.path(), &ev).unwrap();
         assert!(!d.path().join("change_evaluation.json.tmp").exists());
         assert_eq!(read(d.path()).unwrap(), ev);
-        let v: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(d.path().join(CHANGE_EVALUATION_FILE)).unwrap())
-                .unwrap();
+        let text = std::fs::read(d.path().join(CHANGE_EVALUATION_FILE)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
         assert_eq!(v["changes"][0]["verdict"], "PARTIALLY_EFFECTIVE");
         assert_eq!(v["changes"][0]["component"], "tool_impl");
         assert_eq!(v["fixed"][0]["prev_status"], "fail");

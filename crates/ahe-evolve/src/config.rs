@@ -476,7 +476,9 @@ mod shipped {
         let mut n = 0;
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "toml") {
+            // `*.script.toml` are mock-model scripts, not run configs.
+            let script = p.to_string_lossy().ends_with(".script.toml");
+            if p.extension().is_some_and(|x| x == "toml") && !script {
                 RunConfig::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
                 n += 1;
             }

@@ -66,7 +66,14 @@ pub fn spent_usd(run: &Path, t: u32) -> f64 {
                         .and_then(|c| c.as_f64())
                 })
                 .sum();
-            s.cost_usd + other
+            // `model_cost_usd` also counts trial attempts that were re-run after an infra error.
+            let code = s
+                .meta
+                .get("model_cost_usd")
+                .and_then(|c| c.as_f64())
+                .unwrap_or(0.0)
+                .max(s.cost_usd);
+            code + other
         })
         .sum()
 }

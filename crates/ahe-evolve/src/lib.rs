@@ -13,13 +13,14 @@ pub mod journal;
 #[path = "loop.rs"]
 pub mod r#loop;
 pub mod manifest;
+pub mod report;
 pub mod rollout;
 pub mod start;
 pub mod stats;
 
 pub use config::RunConfig;
 pub use manifest::{Change, Component, Manifest};
-pub use rollout::{rollout, select_backend, HarnessAgent, RolloutSpec};
+pub use rollout::{rollout, rollout_with, select_backend, HarnessAgent, RolloutSpec};
 
 /// Writes a value as pretty JSON, atomically (temp file, then rename).
 pub fn write_json<T: serde::Serialize>(path: &std::path::Path, v: &T) -> anyhow::Result<()> {

@@ -49,6 +49,9 @@ pub struct Run {
     pub backend: Arc<dyn ahe_sandbox::Backend>,
     /// Progress callback for trials.
     pub progress: Arc<dyn Fn(Progress) + Send + Sync>,
+    /// `[evolve] budget_usd`, shared by every model client of the run and checked before
+    /// each call (resumed runs start with what earlier iterations spent).
+    pub budget: Option<Arc<ahe_model::Budget>>,
 }
 
 /// Directory of iteration `t`.
@@ -83,10 +86,36 @@ pub fn split_holdout(
     Ok((visible, hold))
 }
 
+/// The run's budget: `budget_usd` minus what the iterations on disk already spent.
+pub fn run_budget(cfg: &RunConfig, dir: &Path) -> Option<Arc<ahe_model::Budget>> {
+    let limit = cfg.evolve.budget_usd?;
+    let spent = history::spent_usd(dir, cfg.iterations + 1);
+    Some(Arc::new(ahe_model::Budget::with_spent(limit, spent)))
+}
+
 impl Run {
+    /// Client options of every model client of this run: the run's `model-cache/` and budget.
+    pub fn client_opts(&self) -> ahe_model::ClientOptions {
+        ahe_model::ClientOptions {
+            default_cache_dir: Some(self.dir.join("model-cache")),
+            budget: self.budget.clone(),
+        }
+    }
+
+    /// Whether the budget is spent (by the files on disk up to iteration `t`, or by the
+    /// shared per-call counter); returns the amount spent and the limit.
+    fn budget_spent(&self, t: u32) -> Option<(f64, f64)> {
+        let limit = self.cfg.evolve.budget_usd?;
+        let counted = self.budget.as_ref().map_or(0.0, |b| b.spent_usd());
+        let spent = history::spent_usd(&self.dir, t).max(counted);
+        (spent >= limit).then_some((spent, limit))
+    }
+
     fn note(&self, t: u32, msg: impl Into<String>) -> anyhow::Result<()> {
         let message = msg.into();
-        eprintln!("[iter {t}] note: {message}");
+        (self.progress)(Progress::Message {
+            text: format!("[iter {t}] note: {message}"),
+        });
         self.journal.append(Entry::Note { iter: t, message })
     }
 
@@ -99,7 +128,14 @@ impl Run {
         if self.journal.phase_done(t, p) {
             return Ok(false);
         }
-        eprintln!("[iter {t}] {p:?}");
+        (self.progress)(Progress::Stage {
+            label: format!(
+                "iter {t}/{} {}",
+                self.cfg.iterations + 1,
+                crate::report::model::phase_name(p)
+            ),
+            spent_usd: history::spent_usd(&self.dir, t),
+        });
         self.journal.append(Entry::PhaseStart {
             iter: t,
             phase: p,
@@ -153,21 +189,28 @@ impl Run {
             if t == n + 1 {
                 break;
             }
-            if let Some(b) = self.cfg.evolve.budget_usd {
-                let spent = history::spent_usd(&self.dir, t);
-                if spent >= b {
-                    self.note(t, format!("budget reached: ${spent:.4} of ${b:.4}; stopping after this iteration's bookkeeping"))?;
-                    reason = "budget";
-                    break;
-                }
+            if let Some((spent, b)) = self.budget_spent(t) {
+                self.note(t, format!("budget reached: ${spent:.4} of ${b:.4}; stopping after this iteration's bookkeeping"))?;
+                reason = "budget";
+                break;
             }
             self.phase(t, Phase::Debug, || self.debug(t, &dir)).await?;
+            if let Some((spent, b)) = self.budget_spent(t) {
+                self.note(t, format!("budget reached during the debug phase: ${spent:.4} of ${b:.4}; no evolve step"))?;
+                reason = "budget";
+                break;
+            }
             self.phase(t, Phase::Evolve, || {
                 self.evolve(t, &dir, &evaluated, cancel.clone())
             })
             .await?;
             self.phase(t, Phase::Commit, || self.commit(t, &dir, &evaluated))
                 .await?;
+            if let Some((spent, b)) = self.budget_spent(t) {
+                self.note(t, format!("budget reached during the evolve phase: ${spent:.4} of ${b:.4}; iteration {t}'s harness is committed but not evaluated"))?;
+                reason = "budget";
+                break;
+            }
         }
         self.journal.append(Entry::RunEnd {
             ts: now(),
@@ -238,7 +281,8 @@ impl Run {
                 .unwrap_or_default(),
             prior,
         };
-        let fut = crate::rollout(spec, cancel, cb);
+        let opts = self.client_opts();
+        let fut = crate::rollout_with(spec, &opts, cancel, cb);
         tokio::pin!(fut);
         let mut scores = loop {
             tokio::select! {
@@ -303,7 +347,9 @@ impl Run {
             };
             self.repo.set_tag("best", evaluated)?;
             write_json(&best_path, &b)?;
-            eprintln!("[iter {t}] new best: visible pass@1 = {vp:.3}");
+            (self.progress)(Progress::Message {
+                text: format!("[iter {t}] new best: visible pass@1 = {vp:.3}"),
+            });
         }
         Ok(())
     }
@@ -312,15 +358,20 @@ impl Run {
         let scores: Scores = read_json(&dir.join("scores.json"))?;
         let ec = &self.cfg.evolve;
         let settings = debug::DebugSettings {
-            model: Some(ahe_model::build_client(&self.cfg.model("debugger"))?),
+            model: Some(ahe_model::build_client_with(
+                &self.cfg.model("debugger"),
+                &self.client_opts(),
+            )?),
             concurrency: ec.debugger_concurrency,
             timeout: Duration::from_secs_f64(ec.debugger_timeout_sec),
             max_turns: ec.debugger_max_turns,
             show_verifier_output: ec.show_verifier_output,
         };
+        let client = settings.model.clone();
         let visible: Vec<String> = self.visible.iter().cloned().collect();
         let r = debug::debug(dir, t, &visible, &scores, &settings).await?;
         history::record_role_cost(dir, "debugger", &r.usage, r.cost_usd)?;
+        stop_on_permanent(client.as_ref(), "debugger")?;
         for task in &r.llm_failures {
             self.note(
                 t,
@@ -354,8 +405,12 @@ impl Run {
             )?;
         }
         history::write_inputs(&self.dir, t, &self.visible)?;
-        let prompt = history::prompt_vars(&self.dir, t, evaluated, &ev, &rollbacks, &self.visible)?;
+        // The prompt names the evaluated harness by its tag (iter-NNN), not its commit id:
+        // ids hash the commit time, and a replayed run must send byte-identical requests.
+        let label = iter_tag(t - 1);
+        let prompt = history::prompt_vars(&self.dir, t, &label, &ev, &rollbacks, &self.visible)?;
         let ec = &self.cfg.evolve;
+        let model = ahe_model::build_client_with(&self.cfg.model("evolve"), &self.client_opts())?;
         let out = evolve::evolve(evolve::EvolveInputs {
             iteration: t,
             iter_dir: dir,
@@ -364,7 +419,7 @@ impl Run {
             visible: &self.visible,
             rollbacks: rollbacks.clone(),
             prompt,
-            model: ahe_model::build_client(&self.cfg.model("evolve"))?,
+            model: model.clone(),
             max_turns: ec.evolve_max_turns,
             timeout: Duration::from_secs_f64(ec.evolve_timeout_sec),
             show_verifier_output: ec.show_verifier_output,
@@ -374,7 +429,9 @@ impl Run {
         for n in &out.notes {
             self.note(t, n.clone())?;
         }
-        if ec.preflight && !out.changed_files.is_empty() {
+        stop_on_permanent(Some(&model), "evolve")?;
+        // Without budget the pre-flight trial would be refused and revert sound edits.
+        if ec.preflight && !out.changed_files.is_empty() && self.budget_spent(t).is_none() {
             self.preflight(t, dir, evaluated, &rollbacks, cancel)
                 .await?;
         }
@@ -416,7 +473,7 @@ impl Run {
                 .unwrap_or_default(),
             prior: vec![],
         };
-        let s = crate::rollout(spec, cancel, Arc::new(|_| {})).await?;
+        let s = crate::rollout_with(spec, &self.client_opts(), cancel, Arc::new(|_| {})).await?;
         if s.statuses.get("infra_error").copied().unwrap_or(0) > 0 {
             self.note(
                 t,
@@ -466,6 +523,18 @@ impl Run {
             history::summary_md(t, &m, &self.journal, evaluated, &id),
         )?;
         Ok(())
+    }
+}
+
+/// A permanent model error (bad key, unknown model, replay miss) stops the run: the
+/// debugger and evolve agents would otherwise carry on without their model.
+fn stop_on_permanent(client: Option<&ahe_model::ModelClient>, role: &str) -> anyhow::Result<()> {
+    match client.map(|c| c.stats()) {
+        Some(s) => match s.permanent_error() {
+            Some(e) => bail!("the {role} model cannot be used: {e}"),
+            None => Ok(()),
+        },
+        None => Ok(()),
     }
 }
 

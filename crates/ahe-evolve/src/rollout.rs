@@ -7,7 +7,7 @@ use ahe_bench::{
     Agent, AgentContext, AgentEnd, AgentOutcome, EvalOptions, Progress, Scores, Task, TrialEnv,
 };
 use ahe_harness::{End, Harness, Runtime, TraceWriter};
-use ahe_model::{ModelClient, ModelConfig};
+use ahe_model::{ClientOptions, ModelClient, ModelConfig};
 use ahe_sandbox::Backend;
 use tokio_util::sync::CancellationToken;
 
@@ -75,16 +75,30 @@ impl Agent for HarnessAgent {
 }
 
 /// Picks the sandbox backend by name (`auto`, `local`, `docker`) and says which it chose.
+///
+/// `docker` fails when no engine answers; `auto` takes docker when an engine answers a ping
+/// (≈2 s at most), else local, and prints its choice on stderr (one line).
 pub fn select_backend(name: &str) -> anyhow::Result<Arc<dyn Backend>> {
+    use ahe_sandbox::docker::{engine_address, DockerBackend};
+    use ahe_sandbox::local::LocalBackend;
     match name {
-        "local" => Ok(Arc::new(ahe_sandbox::local::LocalBackend::detect())),
+        "local" => Ok(Arc::new(LocalBackend::detect())),
+        "docker" => Ok(Arc::new(DockerBackend::connect()?)),
         "auto" => {
-            tracing::info!("sandbox auto: no docker backend in this build; using local");
-            Ok(Arc::new(ahe_sandbox::local::LocalBackend::detect()))
+            let addr = engine_address();
+            if DockerBackend::available() {
+                match DockerBackend::connect() {
+                    Ok(b) => {
+                        eprintln!("ahe: sandbox auto: using docker (engine at {addr})");
+                        return Ok(Arc::new(b));
+                    }
+                    Err(e) => eprintln!("ahe: sandbox auto: using local ({e})"),
+                }
+            } else {
+                eprintln!("ahe: sandbox auto: using local (no Docker engine answers at {addr})");
+            }
+            Ok(Arc::new(LocalBackend::detect()))
         }
-        "docker" => anyhow::bail!(
-            "--sandbox docker: the docker backend is not built yet; use --sandbox local"
-        ),
         other => anyhow::bail!("--sandbox {other:?}: use auto, docker or local"),
     }
 }
@@ -116,12 +130,27 @@ pub struct RolloutSpec {
 }
 
 /// Runs the rollout, writes `scores.json` (with model fault counts), returns the scores.
+/// A model cache without `cache_dir` lives in `<out_dir>/model-cache/`; no budget.
 pub async fn rollout(
     spec: RolloutSpec,
     cancel: CancellationToken,
     progress: Arc<dyn Fn(Progress) + Send + Sync>,
 ) -> anyhow::Result<Scores> {
-    let client = ahe_model::build_client(&spec.model_cfg)?;
+    let opts = ClientOptions {
+        default_cache_dir: Some(spec.out_dir.join("model-cache")),
+        budget: None,
+    };
+    rollout_with(spec, &opts, cancel, progress).await
+}
+
+/// [`rollout`] with a run's client options (its `model-cache/` and shared budget).
+pub async fn rollout_with(
+    spec: RolloutSpec,
+    opts: &ClientOptions,
+    cancel: CancellationToken,
+    progress: Arc<dyn Fn(Progress) + Send + Sync>,
+) -> anyhow::Result<Scores> {
+    let client = ahe_model::build_client_with(&spec.model_cfg, opts)?;
     let agent = HarnessAgent::new(spec.harness.clone(), client.clone(), &spec.model_cfg)?;
     let env = TrialEnv {
         backend: spec.backend.clone(),
@@ -149,6 +178,10 @@ pub async fn rollout(
     meta.insert("model_calls".into(), stats.calls.into());
     meta.insert("model_retries".into(), stats.retries.into());
     meta.insert("model_faults".into(), serde_json::to_value(&stats.faults)?);
+    meta.insert("model_failed_calls".into(), stats.failed_calls.into());
+    // Every call paid for, including those of attempts re-run after an infra error
+    // (the trial totals above only count each trial's final attempt).
+    meta.insert("model_cost_usd".into(), stats.total_cost_usd().into());
     ahe_bench::eval::write_scores(&spec.out_dir, &scores)?;
     Ok(scores)
 }

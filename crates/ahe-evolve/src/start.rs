@@ -25,6 +25,9 @@ fn absolutize(cfg: &mut RunConfig, base: &Path) {
         if let Some(s) = &m.script {
             m.script = Some(abs(s));
         }
+        if let Some(c) = &m.cache_dir {
+            m.cache_dir = Some(abs(c));
+        }
     }
 }
 
@@ -41,6 +44,7 @@ fn open_run(
     let tasks = ahe_bench::select_tasks(tasks, &cfg.benchmark.include, &cfg.benchmark.exclude)?;
     let (visible, holdout) = split_holdout(&cfg, &tasks)?;
     let backend = crate::select_backend(&cfg.sandbox.backend)?;
+    let budget = crate::r#loop::run_budget(&cfg, dir);
     Ok(Run {
         dir: dir.to_path_buf(),
         journal: Journal::open(&dir.join("journal.jsonl"))?,
@@ -51,6 +55,7 @@ fn open_run(
         repo,
         backend,
         progress,
+        budget,
     })
 }
 

@@ -8,6 +8,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
+use crate::budget::Budget;
 use crate::config::ModelConfig;
 use crate::types::{ChatRequest, ChatResponse, ModelError, Provider, Usage};
 
@@ -40,6 +41,19 @@ pub struct ModelStats {
     pub faults: BTreeMap<String, u64>,
     /// Usage of successful calls by role (`Role::as_str()`).
     pub per_role: BTreeMap<String, RoleUsage>,
+    /// Class and message of the last call that finally failed, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<(String, String)>,
+}
+
+impl ModelStats {
+    /// The message of the last permanent failure (bad key, unknown model, replay miss).
+    pub fn permanent_error(&self) -> Option<&str> {
+        self.last_error
+            .as_ref()
+            .filter(|(class, _)| class == "permanent")
+            .map(|(_, m)| m.as_str())
+    }
 }
 
 impl ModelStats {
@@ -124,6 +138,7 @@ struct Inner {
     timeout: Option<Duration>,
     backoff_base_ms: u64,
     backoff_max_ms: u64,
+    budget: Option<Arc<Budget>>,
     stats: Mutex<ModelStats>,
 }
 
@@ -144,6 +159,15 @@ impl std::fmt::Debug for ModelClient {
 impl ModelClient {
     /// Wraps `provider` with the limits, retry policy and prices of `cfg`.
     pub fn new(provider: Arc<dyn Provider>, cfg: &ModelConfig) -> ModelClient {
+        ModelClient::with_budget(provider, cfg, None)
+    }
+
+    /// Like [`ModelClient::new`], and every call first checks (then charges) `budget`.
+    pub fn with_budget(
+        provider: Arc<dyn Provider>,
+        cfg: &ModelConfig,
+        budget: Option<Arc<Budget>>,
+    ) -> ModelClient {
         let timeout = Duration::try_from_secs_f64(cfg.timeout_sec)
             .ok()
             .filter(|d| !d.is_zero());
@@ -159,6 +183,7 @@ impl ModelClient {
                 timeout,
                 backoff_base_ms: cfg.backoff_base_ms,
                 backoff_max_ms: cfg.backoff_max_ms,
+                budget,
                 stats: Mutex::new(ModelStats::default()),
             }),
         }
@@ -167,6 +192,11 @@ impl ModelClient {
     /// The provider's description, e.g. `openai:gpt-4o`.
     pub fn describe(&self) -> String {
         self.inner.provider.describe()
+    }
+
+    /// The shared budget this client checks, if any.
+    pub fn budget(&self) -> Option<&Arc<Budget>> {
+        self.inner.budget.as_ref()
     }
 
     /// A snapshot of the accounting so far.
@@ -187,9 +217,20 @@ impl ModelClient {
         self.lock_stats().calls += 1;
         let (mut transient, mut malformed, mut retry) = (0u32, 0u32, 0u32);
         loop {
+            // Checked before every attempt: a retry is a paid call too.
+            if let Some(Err(e)) = inner.budget.as_deref().map(Budget::check) {
+                let mut st = self.lock_stats();
+                *st.faults.entry(e.class().to_string()).or_default() += 1;
+                st.failed_calls += 1;
+                st.last_error = Some((e.class().to_string(), e.to_string()));
+                return Err(e);
+            }
             let err = match self.attempt(&req).await {
                 Ok(mut resp) => {
                     resp.cost_usd = inner.prices.cost(&resp.usage);
+                    if let Some(b) = &inner.budget {
+                        b.charge(resp.cost_usd);
+                    }
                     self.record_success(&req, &resp);
                     return Ok(resp);
                 }
@@ -211,6 +252,7 @@ impl ModelClient {
                 *st.faults.entry(err.class().to_string()).or_default() += 1;
                 if !within_budget {
                     st.failed_calls += 1;
+                    st.last_error = Some((err.class().to_string(), err.to_string()));
                 } else {
                     st.retries += 1;
                 }
@@ -451,6 +493,10 @@ mod tests {
         assert_eq!(e, ModelError::Permanent("no".into()));
         assert_eq!(p.calls.load(Ordering::SeqCst), 1);
         assert_eq!(client.stats().retries, 0);
+        assert_eq!(
+            client.stats().permanent_error(),
+            Some("permanent model error: no")
+        );
     }
 
     #[tokio::test]
@@ -496,5 +542,67 @@ mod tests {
         assert_eq!(e.class(), "transient");
         assert_eq!(p.calls.load(Ordering::SeqCst), 2);
         assert_eq!(client.stats().faults["transient"], 2);
+    }
+
+    #[tokio::test]
+    async fn shared_budget_refuses_calls_once_spent() {
+        let p = Flaky::new(vec![]);
+        let c = ModelConfig {
+            price_input_per_mtok: 2.0,
+            price_cached_input_per_mtok: Some(0.5),
+            price_output_per_mtok: 10.0,
+            ..cfg()
+        };
+        // Each call costs $2.40; two clients share a $4 budget.
+        let budget = Arc::new(Budget::new(4.0));
+        let a = ModelClient::with_budget(p.clone(), &c, Some(budget.clone()));
+        let b = ModelClient::with_budget(p.clone(), &c, Some(budget.clone()));
+        assert!(a.budget().is_some() && ModelClient::new(p.clone(), &c).budget().is_none());
+        a.chat(&req(Role::CodeAgent)).await.unwrap();
+        assert!((budget.spent_usd() - 2.4).abs() < 1e-9);
+        b.chat(&req(Role::Evolve)).await.unwrap();
+        assert!(budget.exhausted());
+        for client in [&a, &b] {
+            let e = client.chat(&req(Role::Debugger)).await.unwrap_err();
+            assert_eq!(e.class(), "budget");
+        }
+        assert_eq!(
+            p.calls.load(Ordering::SeqCst),
+            2,
+            "refused calls never reach the provider"
+        );
+        let s = a.stats();
+        assert_eq!((s.calls, s.failed_calls, s.faults["budget"]), (2, 1, 1));
+
+        // A retry is checked too: here the budget runs out during the first (failed) attempt.
+        struct Spender(Arc<Budget>, AtomicUsize);
+        #[async_trait::async_trait]
+        impl Provider for Spender {
+            fn describe(&self) -> String {
+                "spender:test".into()
+            }
+            async fn chat(&self, _req: &ChatRequest) -> Result<ChatResponse, ModelError> {
+                self.1.fetch_add(1, Ordering::SeqCst);
+                self.0.charge(1.0);
+                Err(transient())
+            }
+        }
+        let budget = Arc::new(Budget::new(1.0));
+        let sp = Arc::new(Spender(budget.clone(), AtomicUsize::new(0)));
+        let c2 = ModelClient::with_budget(sp.clone(), &c, Some(budget));
+        assert_eq!(
+            c2.chat(&req(Role::CodeAgent)).await.unwrap_err().class(),
+            "budget"
+        );
+        assert_eq!(
+            sp.1.load(Ordering::SeqCst),
+            1,
+            "no retry once the budget is spent"
+        );
+        let s = c2.stats();
+        assert_eq!(
+            (s.retries, s.faults["transient"], s.faults["budget"]),
+            (1, 1, 1)
+        );
     }
 }

@@ -70,6 +70,36 @@ pub struct ModelConfig {
     /// Local model file (for `local`).
     #[serde(default)]
     pub path: Option<PathBuf>,
+    /// Record/replay cache of responses: `off`, `record` or `replay`.
+    #[serde(default)]
+    pub cache: CacheMode,
+    /// Directory of the response cache (default: the run's `model-cache/`).
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// What the record/replay cache does with each request (see [`crate::cache`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheMode {
+    /// No cache: every call goes to the provider.
+    #[default]
+    Off,
+    /// Answer from the store when the request was seen, else call the provider and store.
+    Record,
+    /// Answer only from the store; a request never recorded is a permanent error.
+    Replay,
+}
+
+impl CacheMode {
+    /// The config spelling (`off`, `record`, `replay`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheMode::Off => "off",
+            CacheMode::Record => "record",
+            CacheMode::Replay => "replay",
+        }
+    }
 }
 
 /// Default provider ("mock").
@@ -125,6 +155,8 @@ impl Default for ModelConfig {
             backoff_max_ms: default_backoff_max_ms(),
             script: None,
             path: None,
+            cache: CacheMode::Off,
+            cache_dir: None,
         }
     }
 }
@@ -323,9 +355,25 @@ mod tests {
         assert_eq!(cfg.timeout_sec, 600.0);
         assert_eq!(cfg.backoff_base_ms, 1000);
         assert_eq!(cfg.backoff_max_ms, 60_000);
+        assert_eq!((cfg.cache, cfg.cache_dir.as_ref()), (CacheMode::Off, None));
         assert_eq!(ModelConfig::default().concurrency, 8);
         let back: ModelConfig = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
         assert_eq!(back, cfg);
+    }
+
+    #[test]
+    fn cache_mode_parses_and_is_written() {
+        let cfg: ModelConfig = toml::from_str(
+            "provider = \"openai\"\nmodel = \"m\"\ncache = \"replay\"\ncache_dir = \"c\"",
+        )
+        .unwrap();
+        assert_eq!(cfg.cache, CacheMode::Replay);
+        assert_eq!(cfg.cache.as_str(), "replay");
+        assert_eq!(cfg.cache_dir, Some(PathBuf::from("c")));
+        let text = toml::to_string(&ModelConfig::default()).unwrap();
+        assert!(text.contains("cache = \"off\""), "{text}");
+        let e = toml::from_str::<ModelConfig>("cache = \"on\"").unwrap_err();
+        assert!(e.to_string().contains("record"), "{e}");
     }
 
     #[test]

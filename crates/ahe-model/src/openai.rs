@@ -6,15 +6,14 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use crate::config::ModelConfig;
+pub use crate::http::parse_retry_after;
+use crate::http::{self, excerpt, Endpoint};
 use crate::types::{
     ChatRequest, ChatResponse, Message, ModelError, Provider, ToolCall, ToolProtocol, Usage,
 };
 
 /// Base URL used when neither the config nor `OPENAI_BASE_URL` sets one.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-
-/// Longest body excerpt quoted in error messages, in characters.
-const EXCERPT_CHARS: usize = 500;
 
 /// A provider speaking `POST {base_url}/chat/completions`.
 #[derive(Debug, Clone)]
@@ -66,29 +65,12 @@ impl OpenAiProvider {
         key: Option<&str>,
     ) -> ModelError {
         let url = self.endpoint();
-        let excerpt = redact(&excerpt(body), key);
-        match status {
-            429 | 500..=599 => ModelError::Transient {
-                message: format!("HTTP {status} from {url}: {excerpt}"),
-                retry_after_sec: retry_after,
-            },
-            401 | 403 => {
-                let hint = if key.is_some() {
-                    format!("check {}", self.key_env)
-                } else {
-                    format!("check {} (it is not set)", self.key_env)
-                };
-                ModelError::Permanent(format!("HTTP {status} (not authorized) from {url}: {hint}"))
-            }
-            404 => ModelError::Permanent(format!(
-                "HTTP 404 from {url} for model `{}`: check base_url and the model name: {excerpt}",
-                self.model
-            )),
-            400 if is_context_length(body) => {
-                ModelError::ContextLength(format!("model `{}` at {url}: {excerpt}", self.model))
-            }
-            _ => ModelError::Permanent(format!("HTTP {status} from {url}: {excerpt}")),
-        }
+        let ep = Endpoint {
+            url: &url,
+            model: &self.model,
+            key_env: &self.key_env,
+        };
+        http::status_error(&ep, status, retry_after, body, key)
     }
 }
 
@@ -100,31 +82,16 @@ impl Provider for OpenAiProvider {
 
     async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let url = self.endpoint();
-        let key = std::env::var(&self.key_env).ok().filter(|k| !k.is_empty());
+        let key = http::key_from_env(&self.key_env);
         let mut rb = self.http.post(&url).json(&request_body(&self.model, req));
         if let Some(k) = &key {
             rb = rb.bearer_auth(k);
         }
-        let resp = rb.send().await.map_err(|e| map_send_error(e, &url))?;
-        let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
-        let body = resp.text().await.map_err(|e| ModelError::Transient {
-            message: format!("reading the response from {url} failed: {e}"),
-            retry_after_sec: None,
-        })?;
-        if !(200..300).contains(&status) {
-            return Err(self.status_error(status, retry_after, &body, key.as_deref()));
+        let a = http::send(rb, &url).await?;
+        if !(200..300).contains(&a.status) {
+            return Err(self.status_error(a.status, a.retry_after, &a.body, key.as_deref()));
         }
-        parse_response(&body).map_err(|e| match e {
-            ModelError::Malformed(m) => {
-                ModelError::Malformed(format!("from {url}: {}", redact(&m, key.as_deref())))
-            }
-            other => other,
-        })
+        parse_response(&a.body).map_err(|e| http::malformed_at(e, &url, key.as_deref()))
     }
 }
 
@@ -285,46 +252,6 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
     })
 }
 
-/// Parses a Retry-After value given in (possibly fractional) seconds.
-pub fn parse_retry_after(v: &str) -> Option<f64> {
-    v.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-}
-
-fn is_context_length(body: &str) -> bool {
-    let b = body.to_ascii_lowercase();
-    b.contains("context_length_exceeded") || b.contains("maximum context length")
-}
-
-fn map_send_error(e: reqwest::Error, url: &str) -> ModelError {
-    if e.is_builder() {
-        ModelError::Permanent(format!("invalid request to {url}: {e}"))
-    } else {
-        ModelError::Transient {
-            message: format!("request to {url} failed: {e}"),
-            retry_after_sec: None,
-        }
-    }
-}
-
-fn excerpt(body: &str) -> String {
-    let t = body.trim();
-    match t.char_indices().nth(EXCERPT_CHARS) {
-        Some((i, _)) => format!("{}…", &t[..i]),
-        None => t.to_string(),
-    }
-}
-
-/// Replaces every occurrence of the key in `text` (servers sometimes echo it).
-fn redact(text: &str, key: Option<&str>) -> String {
-    match key {
-        Some(k) if k.len() >= 4 => text.replace(k, "[redacted]"),
-        _ => text.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,49 +377,19 @@ mod tests {
     }
 
     #[test]
-    fn status_mapping() {
+    fn status_mapping_names_the_key_env() {
         let p = provider();
-        let e = p.status_error(429, Some(2.0), "slow down", None);
-        assert_eq!(
-            e,
-            ModelError::Transient {
-                message: "HTTP 429 from http://x/v1/chat/completions: slow down".into(),
-                retry_after_sec: Some(2.0)
-            }
+        let m = p.status_error(401, None, "", None).to_string();
+        assert!(
+            m.contains("AHE_TEST_KEY_UNIT") && m.contains("/chat/completions"),
+            "{m}"
         );
         assert_eq!(p.status_error(503, None, "", None).class(), "transient");
-        let e = p.status_error(401, None, "bad key sk-secret-123", Some("sk-secret-123"));
-        let m = e.to_string();
-        assert_eq!(e.class(), "permanent");
-        assert!(
-            m.contains("AHE_TEST_KEY_UNIT") && !m.contains("sk-secret-123"),
-            "{m}"
-        );
-        let m = p.status_error(404, None, "", None).to_string();
-        assert!(
-            m.contains("m1") && m.contains("http://x/v1/chat/completions"),
-            "{m}"
-        );
-        let body = r#"{"error":{"code":"context_length_exceeded"}}"#;
-        assert_eq!(
-            p.status_error(400, None, body, None).class(),
-            "context_length"
-        );
-        let e = p.status_error(400, None, "This model's maximum context length is 8k", None);
-        assert_eq!(e.class(), "context_length");
-        let m = p
-            .status_error(422, None, "bad field k-XYZW", Some("k-XYZW"))
-            .to_string();
-        assert!(m.contains("bad field") && !m.contains("k-XYZW"), "{m}");
     }
 
     #[test]
-    fn helpers() {
-        assert_eq!(parse_retry_after(" 3 "), Some(3.0));
-        assert_eq!(parse_retry_after("0.25"), Some(0.25));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    fn argument_helpers() {
         assert_eq!(parse_arguments(""), json!({}));
         assert_eq!(arguments_text(&json!({"a": 1})), r#"{"a":1}"#);
-        assert_eq!(excerpt(&"é".repeat(600)).chars().count(), EXCERPT_CHARS + 1);
     }
 }

@@ -1,8 +1,11 @@
-//! A scripted OpenAI-compatible HTTP server for tests (cargo feature `test-server`).
+//! A scripted OpenAI- and Anthropic-compatible HTTP server for tests (cargo feature
+//! `test-server`).
 //!
 //! It listens on `127.0.0.1` (random port) on its own thread and runtime, answers
-//! `POST /v1/chat/completions` (and anything under it) from a queue of
-//! [`ScriptedReply`]s (or a closure), records every request, and stops on drop.
+//! `POST /v1/chat/completions` (and anything under it) and the Anthropic Messages route
+//! `POST /v1/messages` from one queue of [`ScriptedReply`]s (or a closure), records every
+//! request, and stops on drop. Replies are shaped by their constructor: [`ScriptedReply::text`]
+//! is a chat completion, [`ScriptedReply::anthropic_text`] a Messages response.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,7 +45,70 @@ pub fn completion_body(message: Value, finish_reason: &str) -> String {
     .to_string()
 }
 
+/// A Messages-API body with the given content blocks and stop reason.
+pub fn anthropic_body(content: Value, stop_reason: &str) -> String {
+    json!({
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": "test-model",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    })
+    .to_string()
+}
+
 impl ScriptedReply {
+    /// A 200 Messages-API answer with one text block.
+    pub fn anthropic_text(text: &str) -> ScriptedReply {
+        let content = json!([{"type": "text", "text": text}]);
+        ScriptedReply::json(200, anthropic_body(content, "end_turn"))
+    }
+
+    /// A 200 Messages-API answer with one `tool_use` block (id `toolu_test_0`).
+    pub fn anthropic_tool_use(name: &str, input: Value) -> ScriptedReply {
+        let content =
+            json!([{"type": "tool_use", "id": "toolu_test_0", "name": name, "input": input}]);
+        ScriptedReply::json(200, anthropic_body(content, "tool_use"))
+    }
+
+    /// An error status with an Anthropic-style error body of the given error type.
+    pub fn anthropic_error(code: u16, error_type: &str, message: &str) -> ScriptedReply {
+        let body = json!({"type": "error", "error": {"type": error_type, "message": message}});
+        ScriptedReply::json(code, body.to_string())
+    }
+
+    /// Replaces a Messages body's `usage` (uncached input, output, cache-read input tokens).
+    pub fn with_anthropic_usage(
+        mut self,
+        input: u64,
+        output: u64,
+        cache_read: u64,
+    ) -> ScriptedReply {
+        if let Ok(mut v) = serde_json::from_str::<Value>(&self.body) {
+            v["usage"] = json!({
+                "input_tokens": input,
+                "output_tokens": output,
+                "cache_read_input_tokens": cache_read,
+                "cache_creation_input_tokens": 0,
+            });
+            self.body = v.to_string();
+        }
+        self
+    }
+
+    /// The body cut after `keep` bytes (a truncated, unparsable JSON answer).
+    pub fn truncated(mut self, keep: usize) -> ScriptedReply {
+        let mut k = keep.min(self.body.len());
+        while !self.body.is_char_boundary(k) {
+            k -= 1;
+        }
+        self.body.truncate(k);
+        self
+    }
+
     /// A 200 with a plain text answer.
     pub fn text(content: &str) -> ScriptedReply {
         let msg = json!({"role": "assistant", "content": content});
@@ -201,6 +267,7 @@ impl TestServer {
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/chat/completions/*rest", post(handle))
+            .route("/v1/messages", post(handle))
             .with_state(shared.clone());
         std::thread::Builder::new()
             .name(format!("ahe-testserver-{port}"))
@@ -229,6 +296,11 @@ impl TestServer {
     /// The base URL to configure, `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// The base URL to configure for the `anthropic` provider, `http://127.0.0.1:PORT`.
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Every request received so far, in arrival order.

@@ -224,6 +224,9 @@ pub enum ModelError {
     /// The request exceeded the model's context window.
     #[error("context length exceeded: {0}")]
     ContextLength(String),
+    /// The run's budget is spent: the call was refused before reaching the provider.
+    #[error("budget exhausted: {0}")]
+    Budget(String),
 }
 
 impl ModelError {
@@ -234,6 +237,7 @@ impl ModelError {
             ModelError::Malformed(_) => "malformed",
             ModelError::Permanent(_) => "permanent",
             ModelError::ContextLength(_) => "context_length",
+            ModelError::Budget(_) => "budget",
         }
     }
     /// Whether the client should retry the call.

@@ -4,16 +4,23 @@
 //! `environment/` is built once per content hash (`ahe-task:<hash>`, files + modes + the ids
 //! of the local `FROM` images) and reused across trials and runs. Nothing is ever pulled.
 //!
-//! Containers run `sleep infinity` under `docker-init` (so removal is instant), with no
-//! network unless the task allows it, cpu/memory(+swap)/pids limits, and labels naming the
-//! run, trial, task, host and the pid of the ahe process; [`reap`] removes the containers
-//! of dead ahe processes (called on every [`DockerBackend::connect`]).
+//! Containers run a `sleep infinity` keeper (which first creates `/logs/{verifier,agent}`)
+//! under `docker-init` (so removal is instant), with no network unless the task allows it,
+//! cpu/memory(+swap)/pids limits, and labels naming the run, trial, task, host and the pid
+//! of the ahe process; [`reap`] removes the containers of dead ahe processes (called on
+//! every [`DockerBackend::connect`]).
 //!
 //! Execs are `bash -c` through `create_exec`/`start_exec`; every exec carries a unique
 //! `AHE_EXEC_ID` in its environment, and a timeout (or dropping the exec future) kills every
 //! process inside the container that still carries it, so nothing of the command survives.
 //! Unlike the local backend, background processes that redirect their output survive the
 //! exec that started them (the container lives until `destroy`).
+//!
+//! Limitations: a command killed by a signal reports `128 + N` (the engine cannot tell it
+//! from `exit 128+N`); the timeout kill needs `sh` and `grep` in the image (and misses a
+//! process that clears its environment); `.dockerignore` is not honoured (the whole
+//! `environment/` is the build context); `get` holds the archive in memory; images without
+//! `bash` run commands with `sh`.
 
 mod exec;
 mod files;
@@ -30,6 +37,7 @@ use bollard::Docker;
 
 use crate::{Backend, Result, Sandbox, SandboxError, SandboxSpec};
 use image::ImageCache;
+pub use image::TASK_REPO;
 pub use sandbox::DockerSandbox;
 
 /// Working directory when the image sets none.
@@ -71,6 +79,7 @@ pub struct DockerBackend {
     host_cpus: Option<f64>,
     images: Arc<ImageCache>,
     build_timeout: Duration,
+    reaped: usize,
 }
 
 impl std::fmt::Debug for DockerBackend {
@@ -140,7 +149,7 @@ impl DockerBackend {
         let docker = Docker::connect_with_defaults().map_err(|e| no_engine(&address, e))?;
         let probe = docker.clone();
         let addr = address.clone();
-        let host_cpus = block_on_thread(async move {
+        let (host_cpus, reaped) = block_on_thread(async move {
             let work = async {
                 // Versions are shared by clones: this negotiates for `docker` too.
                 let probe = probe
@@ -148,12 +157,17 @@ impl DockerBackend {
                     .await
                     .map_err(|e| no_engine(&addr, e))?;
                 let info = probe.info().await.map_err(|e| no_engine(&addr, e))?;
-                match reap(&probe, true).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!("docker: reaped {n} containers of dead ahe processes"),
-                    Err(e) => tracing::warn!("docker: reaping failed: {e}"),
+                let reaped = match reap(&probe, true).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::warn!("docker: reaping failed: {e}");
+                        0
+                    }
+                };
+                if reaped > 0 {
+                    tracing::info!("docker: reaped {reaped} containers of dead ahe processes");
                 }
-                Ok(info.ncpu.filter(|n| *n > 0).map(|n| n as f64))
+                Ok((info.ncpu.filter(|n| *n > 0).map(|n| n as f64), reaped))
             };
             tokio::time::timeout(CONNECT_TIMEOUT, work)
                 .await
@@ -165,7 +179,13 @@ impl DockerBackend {
             host_cpus,
             images: Arc::new(ImageCache::default()),
             build_timeout: DEFAULT_BUILD_TIMEOUT,
+            reaped,
         })
+    }
+
+    /// How many containers of dead ahe processes [`DockerBackend::connect`] removed.
+    pub fn reaped(&self) -> usize {
+        self.reaped
     }
 
     /// Whether an engine answers a ping within ~2 s.

@@ -7,16 +7,21 @@
 //! read-only; the root itself is a read-only tmpfs (no new top-level dirs at run time).
 //!
 //! With bubblewrap each sandbox has ONE long-lived `bwrap` (new mount/pid/net/ipc/uts/user
-//! namespaces, no network unless the task allows it) running a small bash exec server (see
-//! `server.rs`); each exec is a process group started by that server. Files persist
-//! between execs, and so do background processes (`nohup server &`), until `destroy` ends
-//! the pid namespace (like Docker). Plain mode runs each exec as a host process group and
-//! kills its leftovers when it exits. A timeout (or dropping the exec future) SIGKILLs the
-//! exec's whole process group; a process that moves itself to another process group or
-//! session (`setsid`, `set -m`) escapes that kill, but not `destroy`.
+//! namespaces, no network unless the task allows it, in the trial's cgroup) running a small
+//! bash exec server (see `server.rs`, mounted read-only at `/.ahe-exec`); each exec is a
+//! process group started by one of its workers (a few ms, versus ~12 ms for a fresh
+//! `bwrap`). Files persist between execs, and so do background processes (`nohup server &`),
+//! until `destroy` ends the pid namespace (like Docker). An exec whose background process
+//! keeps its stdout/stderr open returns 0.5 s after the command ended; that process's later
+//! output is discarded. Plain mode runs each exec as a host process group and kills its
+//! leftovers when it exits. A timeout (or dropping the exec future) SIGKILLs the exec's whole
+//! process group; a process that moves itself to another process group or session
+//! (`setsid`, `set -m`) escapes that kill, but not `destroy`. If the server dies (e.g. a
+//! command SIGKILLs it), execs fail with `SandboxError::Backend`.
 //!
-//! Dockerfile setup replays WORKDIR/ENV/ARG/COPY/ADD on the host side and runs RUN steps in
-//! the sandbox with network (like `docker build`); `ARG`s are visible to RUN steps only.
+//! Dockerfile setup replays WORKDIR/ENV/ARG/COPY/ADD on the host side and runs each RUN step
+//! in a one-off `bwrap` with network (like `docker build`), before the exec server starts;
+//! `ARG`s are visible to RUN steps only.
 //!
 //! Limitations: the system directories are the host's (packages cannot be installed; a
 //! Dockerfile `RUN apt-get ...` fails at setup — use the docker backend for such tasks);
@@ -207,18 +212,41 @@ impl LocalBackend {
                 ),
             }
         }
-        if let (Some(df), Some(ctx)) = (&df, &spec.context_dir) {
-            sb.replay(df, ctx, self.setup_timeout).await?;
-        }
-        sb.env.extend(spec.env.clone());
-        if sb.isolated {
+        // The exec server starts while the Dockerfile is replayed (its RUN steps run in
+        // one-off `bwrap`s with network); it only needs the writable dirs to exist.
+        let start = sb.isolated.then(|| -> Result<_> {
             let exec_dir = sb.dir.join("exec");
             std::fs::create_dir(&exec_dir)?;
             let cmd = sb.bwrap(sb.allow_internet, Some(&exec_dir));
-            let log = sb.dir.join("exec-server.log");
-            let bash = sb.layout.bash.clone();
-            sb.server = Some(ExecServer::start(cmd, &bash, exec_dir, log).await?);
+            Ok((cmd, exec_dir, sb.dir.join("exec-server.log")))
+        });
+        let start = start.transpose()?;
+        let layout = sb.layout.clone();
+        let server = async {
+            match start {
+                Some((cmd, dir, log)) => {
+                    ExecServer::start(cmd, &layout.bash, &layout.env, dir, log)
+                        .await
+                        .map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        let replay = async {
+            match (&df, &spec.context_dir) {
+                (Some(df), Some(ctx)) => sb.replay(df, ctx, self.setup_timeout).await,
+                _ => Ok(()),
+            }
+        };
+        let (server, replayed) = tokio::join!(server, replay);
+        if let Err(e) = replayed {
+            if let Ok(Some(server)) = server {
+                server.shutdown().await;
+            }
+            return Err(e);
         }
+        sb.server = server?;
+        sb.env.extend(spec.env.clone());
         Ok(sb)
     }
 
@@ -626,17 +654,13 @@ impl Sandbox for LocalSandbox {
         let mut env = self.env.clone();
         env.extend(opts.env);
         let bash = self.layout.bash.clone();
-        if let Some(server) = &self.server {
-            // `env -i` gives the command exactly this environment (any variable name).
-            let (_, full) = self.prepare(&cwd, env)?;
-            let argv: Vec<String> = [self.layout.env.clone(), "-i".into(), "--".into()]
-                .into_iter()
-                .chain(full.iter().map(|(k, v)| format!("{k}={v}")))
-                .chain([bash, "-c".into(), command.to_string()])
-                .collect();
-            return server.exec(&cwd, &argv, opts.stdin, opts.timeout).await;
-        }
         let argv = vec![bash, "-c".into(), command.to_string()];
+        if let Some(server) = &self.server {
+            let (_, full) = self.prepare(&cwd, env)?;
+            return server
+                .exec(&cwd, &full, argv, opts.stdin, opts.timeout)
+                .await;
+        }
         self.run(
             argv,
             &cwd,

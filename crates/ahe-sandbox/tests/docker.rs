@@ -98,6 +98,25 @@ fn gone_within(id: &str, secs: u64) -> bool {
     false
 }
 
+/// Ids of the containers of a run and task.
+fn containers_with_task(run: &str, task: &str) -> Vec<String> {
+    let o = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=ahe.run={run}"),
+            "--filter",
+            &format!("label=ahe.task={task}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
 #[tokio::test]
 async fn exec_exit_codes_env_cwd_and_stdin() {
     let Some(b) = backend() else { return };
@@ -170,6 +189,19 @@ async fn exec_exit_codes_env_cwd_and_stdin() {
         .await
         .unwrap();
     assert_eq!((o.stdout.as_str(), o.timed_out), ("eof\n", false));
+    // A command that ignores a large stdin still finishes.
+    let o = sb
+        .exec(
+            "echo ignored",
+            ExecOpts {
+                stdin: Some(vec![b'z'; 10 << 20]),
+                timeout: Some(Duration::from_secs(20)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((o.exit_code, o.stdout.as_str()), (Some(0), "ignored\n"));
 
     // Output beyond the cap is dropped with a note; the exit code still arrives.
     let o = sh(&sb, "head -c 9000000 /dev/zero | tr '\\0' x; exit 7").await;
@@ -518,12 +550,34 @@ async fn labels_teardown_and_drop() {
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
     assert!(inspect(sb.id()).is_none());
 
-    // A dropped sandbox is removed in the background.
+    // A dropped sandbox (a panicking or cancelled trial) is removed at once.
     let sb = b.create_docker(&s).await.unwrap();
     let id = sb.id().to_string();
     drop(sb);
-    let gone = tokio::task::spawn_blocking(move || gone_within(&id, 10));
-    assert!(gone.await.unwrap());
+    assert!(inspect(&id).is_none());
+    // Also when the trial's task is aborted mid-exec.
+    let (b2, ctx_path) = (b.clone(), ctx.path().to_path_buf());
+    let task = tokio::spawn(async move {
+        let sb = b2
+            .create_docker(&spec("labels-abort", &ctx_path))
+            .await
+            .unwrap();
+        sb.exec("sleep 600", ExecOpts::default()).await.unwrap();
+    });
+    let run = "docker-tests";
+    let mut ids = Vec::new();
+    for _ in 0..100 {
+        ids = containers_with_task(run, "labels-abort");
+        if !ids.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ids.len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    task.abort();
+    let _ = task.await;
+    assert!(gone_within(&ids[0], 5));
 }
 
 #[tokio::test]
@@ -564,4 +618,44 @@ async fn reap_removes_containers_of_dead_processes_only() {
         "a live owner's container was reaped"
     );
     live.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn non_root_images_and_missing_programs() {
+    let Some(b) = backend() else { return };
+    let ctx = context(&[(
+        "Dockerfile",
+        "FROM ahe-base:bookworm\nRUN useradd -m agent\nUSER agent\nWORKDIR /home/agent/work\n",
+    )]);
+    let sb = b.create_docker(&spec("nonroot", ctx.path())).await.unwrap();
+    assert_eq!(sb.workdir(), "/home/agent/work");
+    let o = sh(
+        &sb,
+        "whoami; pwd; touch /logs/agent/a /logs/verifier/b && echo ok",
+    )
+    .await;
+    assert_eq!(o.stdout, "agent\n/home/agent/work\nok\n", "{o:?}");
+    let err = sb
+        .exec(
+            "true",
+            ExecOpts {
+                cwd: Some("/does/not/exist".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("/does/not/exist does not exist"),
+        "{err}"
+    );
+    sb.destroy().await.unwrap();
+
+    // An image without bash: commands run with sh.
+    let ctx = base_context();
+    let sb = b.create_docker(&spec("nobash", ctx.path())).await.unwrap();
+    sh(&sb, "rm -f /bin/bash /usr/bin/bash").await;
+    let o = sh(&sb, "echo \"shell=$0\"").await;
+    assert_eq!(o.stdout, "shell=sh\n", "{o:?}");
+    sb.destroy().await.unwrap();
 }

@@ -24,7 +24,7 @@ pub(crate) const OUTPUT_CAP: usize = 8 << 20;
 const DRAIN_GRACE: Duration = Duration::from_secs(3);
 
 /// The environment variable that marks the processes of one exec.
-pub const EXEC_MARKER: &str = "AHE_EXEC_ID";
+pub(crate) const EXEC_MARKER: &str = "AHE_EXEC_ID";
 
 /// One exec to run.
 pub(crate) struct ExecRequest {

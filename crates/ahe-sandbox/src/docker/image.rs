@@ -32,6 +32,8 @@ pub(crate) struct ImageInfo {
     pub workdir: String,
     /// Whether the image sets a WorkingDir itself (else ours must be created).
     pub has_workdir: bool,
+    /// Whether the image's processes run as root (no `USER`, or `USER root`/`0`).
+    pub root_user: bool,
 }
 
 type Cell<T> = Arc<OnceCell<T>>;
@@ -56,12 +58,13 @@ fn cell<K: std::hash::Hash + Eq, T>(map: &Mutex<HashMap<K, Cell<T>>>, key: K) ->
 
 /// An image's id and working dir.
 fn info_of(img: bollard::models::ImageInspect) -> ImageInfo {
-    let wd = img
-        .config
-        .and_then(|c| c.working_dir)
-        .filter(|w| !w.is_empty());
+    let config = img.config.unwrap_or_default();
+    let user = config.user.unwrap_or_default();
+    let user = user.split(':').next().unwrap_or_default();
+    let wd = config.working_dir.filter(|w| !w.is_empty());
     ImageInfo {
         id: img.id.unwrap_or_default(),
+        root_user: matches!(user, "" | "root" | "0"),
         has_workdir: wd.is_some(),
         workdir: wd.unwrap_or_else(|| DEFAULT_WORKDIR.to_string()),
     }

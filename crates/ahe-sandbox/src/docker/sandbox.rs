@@ -15,15 +15,19 @@ use futures_util::StreamExt;
 use super::exec::{self, ExecRequest};
 use super::image::ImageInfo;
 use super::{
-    api_err, files, hostname, pid_start_time, remove_container, spawn_detached, status_of,
+    api_err, block_on_thread, files, hostname, pid_start_time, remove_container, status_of,
     LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK, LABEL_TRIAL, PIDS_LIMIT,
 };
 use crate::{dockerfile, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
 
+/// The keeper of a root image: creates the logs dirs and the workdir (`$1`), then idles.
+const KEEPER: &str =
+    "mkdir -p -m 777 /logs/verifier /logs/agent; mkdir -p \"$1\"; exec sleep infinity";
+
 /// Docker's smallest memory limit.
 const MIN_MEMORY: i64 = 6 << 20;
 
-/// One trial's container (removed by `destroy`, or in the background when dropped).
+/// One trial's container (removed by `destroy`, or when dropped).
 pub struct DockerSandbox {
     docker: Docker,
     id: String,
@@ -114,6 +118,15 @@ pub(crate) async fn create(
     for (k, v) in &spec.env {
         check_env(k, v)?;
     }
+    // A root image prepares its dirs in the keeper (no extra round trip); otherwise (USER
+    // set) they are copied in as root before the start.
+    let keeper: Vec<String> = if img.root_user {
+        ["sh", "-c", KEEPER, "ahe-keeper", &img.workdir]
+            .map(String::from)
+            .to_vec()
+    } else {
+        vec!["sleep".into(), "infinity".into()]
+    };
     let host_config = HostConfig {
         init: Some(true),
         // No network unless the task allows it (then the engine's default bridge).
@@ -131,7 +144,7 @@ pub(crate) async fn create(
     let body = ContainerCreateBody {
         image: Some(img.id.clone()),
         entrypoint: Some(vec![]),
-        cmd: Some(vec!["sleep".into(), "infinity".into()]),
+        cmd: Some(keeper.clone()),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         working_dir: Some(img.workdir.clone()),
         labels: Some(labels(spec)),
@@ -156,12 +169,13 @@ pub(crate) async fn create(
         no_bash: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
     };
-    let mut dirs = vec![("/logs/verifier", 0o777), ("/logs/agent", 0o777)];
-    if !img.has_workdir {
-        dirs.push((sb.workdir.as_str(), 0o755));
+    if !img.root_user {
+        let mut dirs = vec![("/logs/verifier", 0o777), ("/logs/agent", 0o777)];
+        if !img.has_workdir {
+            dirs.push((sb.workdir.as_str(), 0o755));
+        }
+        sb.upload("/", files::dirs_archive(&dirs)?).await?;
     }
-    let tar = files::dirs_archive(&dirs)?;
-    sb.upload("/", tar).await?;
     docker
         .start_container(&sb.id, None)
         .await
@@ -369,12 +383,18 @@ impl Sandbox for DockerSandbox {
 }
 
 impl Drop for DockerSandbox {
+    /// Removes the container unless `destroy` did. This blocks (on a helper thread) rather
+    /// than spawning a task, so the removal also happens when the runtime is shutting down
+    /// (an interrupted run, a panicking trial).
     fn drop(&mut self) {
         if !self.destroyed.swap(true, Ordering::SeqCst) {
             let (docker, id) = (self.docker.clone(), self.id.clone());
-            spawn_detached(async move {
-                if let Err(e) = remove_container(&docker, &id).await {
-                    tracing::warn!("docker: removing dropped container {id} failed: {e}");
+            block_on_thread(async move {
+                let limit = std::time::Duration::from_secs(30);
+                match tokio::time::timeout(limit, remove_container(&docker, &id)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!("docker: removing dropped container {id}: {e}"),
+                    Err(_) => tracing::warn!("docker: removing dropped container {id} timed out"),
                 }
             });
         }

@@ -42,34 +42,48 @@ impl Drop for GroupGuard {
     }
 }
 
+/// What `read_capped` got from a pipe.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    /// The first `OUTPUT_CAP` bytes.
+    kept: Vec<u8>,
+    /// How many more bytes were read and dropped.
+    dropped: u64,
+    /// Whether the pipe reached EOF (rather than being cancelled).
+    pub(crate) eof: bool,
+}
+
 /// Reads a pipe to EOF (or until cancelled), keeping at most `OUTPUT_CAP` bytes.
 pub(crate) async fn read_capped<R: AsyncRead + Unpin>(
     mut pipe: R,
     mut cancel: watch::Receiver<bool>,
-) -> (Vec<u8>, u64) {
-    let mut kept = Vec::new();
-    let mut dropped = 0u64;
+) -> Captured {
+    let mut c = Captured::default();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         tokio::select! {
             biased;
             r = pipe.read(&mut buf) => match r {
-                Ok(0) | Err(_) => break,
+                Ok(0) | Err(_) => {
+                    c.eof = true;
+                    break;
+                }
                 Ok(n) => {
-                    let room = OUTPUT_CAP.saturating_sub(kept.len()).min(n);
-                    kept.extend_from_slice(&buf[..room]);
-                    dropped += (n - room) as u64;
+                    let room = OUTPUT_CAP.saturating_sub(c.kept.len()).min(n);
+                    c.kept.extend_from_slice(&buf[..room]);
+                    c.dropped += (n - room) as u64;
                 }
             },
             _ = cancel.changed() => break,
         }
     }
-    (kept, dropped)
+    c
 }
 
 /// Lossy text of captured bytes, with a note when bytes were dropped.
-fn text(name: &str, (bytes, dropped): (Vec<u8>, u64)) -> String {
-    let mut s = String::from_utf8_lossy(&bytes).into_owned();
+fn text(name: &str, c: &Captured) -> String {
+    let (bytes, dropped) = (&c.kept, c.dropped);
+    let mut s = String::from_utf8_lossy(bytes).into_owned();
     if dropped > 0 {
         s.push_str(&format!(
             "\n[ahe: {dropped} more bytes of {name} dropped (kept the first {OUTPUT_CAP})]"
@@ -151,7 +165,7 @@ pub(crate) async fn run(
             None => Default::default(),
         }
     };
-    let (stdout, stderr) = collect(out, err, cancel_tx).await;
+    let (stdout, stderr, _) = collect(out, err, cancel_tx).await;
     Ok(ExecOutput {
         exit_code: status.and_then(|s| s.code()),
         stdout,
@@ -162,12 +176,13 @@ pub(crate) async fn run(
 }
 
 /// Awaits both captures; `DRAIN_GRACE` after the command ended, `cancel` stops them (output
-/// still written by background processes is then not waited for). Returns stdout, stderr.
+/// still written by background processes is then not waited for). Returns stdout, stderr
+/// and whether both reached EOF.
 pub(crate) async fn collect(
-    out: impl Future<Output = (Vec<u8>, u64)>,
-    err: impl Future<Output = (Vec<u8>, u64)>,
+    out: impl Future<Output = Captured>,
+    err: impl Future<Output = Captured>,
     cancel: watch::Sender<bool>,
-) -> (String, String) {
+) -> (String, String, bool) {
     let both = async { tokio::join!(out, err) };
     tokio::pin!(both);
     let (o, e) = tokio::select! {
@@ -177,7 +192,7 @@ pub(crate) async fn collect(
             both.await
         }
     };
-    (text("stdout", o), text("stderr", e))
+    (text("stdout", &o), text("stderr", &e), o.eof && e.eof)
 }
 
 /// The last `max` bytes of `s` (on a char boundary).

@@ -1,28 +1,37 @@
 //! The exec server of a bubblewrap sandbox: ONE long-lived `bwrap` per sandbox.
 //!
 //! `bwrap` runs [`SCRIPT`] (pure bash), which reads one request per line on its stdin:
-//! `run <id>` forks a wrapper that starts the exec described by `<id>.args` (cwd, stdin
-//! path, argv; NUL-separated) in its own process group (`set -m`) and writes `pid <pgid>`,
-//! then `done <status>` to the FIFO `<id>.st`; `kill <pgid>` SIGKILLs a process group;
-//! `quit` ends the server, which ends the sandbox's pid namespace and every process in it.
-//! The exec's stdout and stderr are the FIFOs `<id>.out`/`<id>.err`, read by the host like
-//! pipes (capped, never written to disk); its stdin is the file `<id>.in` or `/dev/null`.
-//! The exec dir is per trial, outside the sandbox's writable dirs, and bound read-only at
+//! `worker <n>` forks worker `n`, `kill <pgid>` SIGKILLs a process group, `quit` ends the
+//! server, which ends the sandbox's pid namespace and every process in it. A worker is a
+//! persistent bash loop: it reads an exec id from its FIFO `w<n>.req`, starts the exec
+//! described by `w<n>.args` (cwd, stdin, stdout and stderr paths, variables, argv;
+//! NUL-separated) as its own process group (`set -m`; one fork per exec), and writes
+//! `pid <id> <pgid>` and `done <id> <status>` to its FIFO `w<n>.st`. The host lends idle
+//! workers to execs and asks for a new one when all are busy (concurrent execs).
+//!
+//! The exec's stdout and stderr are FIFOs of its worker, read by the host like pipes (capped,
+//! never written to disk); they are reused by the worker's next exec once both reached EOF,
+//! else replaced (a background process may still hold them; the host then keeps draining
+//! them so it does not get SIGPIPE). Its stdin is the file `<id>.in` or `/dev/null`. Nothing
+//! is created or deleted per exec in the common case (inode churn is slow on ext4). The exec
+//! dir is per trial, outside the sandbox's writable dirs, and bound read-only at
 //! [`EXEC_DIR`] (FIFOs stay writable on a read-only mount).
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
-use super::process;
+use super::process::{self, Captured};
 use crate::{ExecOutput, Result, SandboxError};
 
 /// Where the per-trial exec dir is mounted inside the sandbox (read-only).
@@ -34,35 +43,119 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `shutdown` waits for the server to quit before SIGKILLing `bwrap`.
 const QUIT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long an exec whose wrapper vanished waits to learn whether the whole server died.
+/// How long an exec whose worker vanished waits to learn whether the whole server died.
 const DEATH_GRACE: Duration = Duration::from_millis(300);
 
-/// The server (`bash <exec dir>/server.sh <exec dir>`).
+/// The server (`bash <exec dir>/server.sh <exec dir>`). The server and its workers ignore
+/// SIGTERM/SIGINT/SIGHUP (a `pkill bash` in the sandbox must not break it); the job resets
+/// them and closes the worker's FIFOs (fds 3, 4) so that only the worker holds them. A
+/// worker loads the `C.UTF-8` locale once so that exporting `LANG` in the job is cheap.
 const SCRIPT: &str = r#"D=$1
+trap '' TERM INT HUP
+worker() {
+  exec 3>"$D/w$1.st" 4<"$D/w$1.req" || exit
+  set -m
+  { LC_ALL=C.UTF-8; } 2>/dev/null
+  unset -v LC_ALL
+  while read -r -u 4 id; do
+    if ! mapfile -d '' -t a <"$D/w$1.args" || ((${#a[@]} < 6)); then
+      echo "done $id 126" >&3
+      continue
+    fi
+    n=${a[4]}
+    (
+      trap - TERM INT HUP
+      cd -- "${a[0]}" || exit 1
+      unset -v PWD OLDPWD SHLVL
+      ((n == 0)) || export -- "${a[@]:5:n}"
+      exec -- "${a[@]:5+n}"
+    ) <"${a[1]}" >"${a[2]}" 2>"${a[3]}" 3>&- 4<&- &
+    p=$!
+    echo "pid $id $p" >&3
+    wait "$p" 2>/dev/null
+    echo "done $id $?" >&3
+  done
+}
 echo ready
 while read -r op arg; do
   case $op in
-  run)
-    (
-      exec 3>"$D/$arg.st" || exit
-      set -m
-      if ! mapfile -d '' -t a <"$D/$arg.args" || ((${#a[@]} < 3)) || ! cd -- "${a[0]}"; then
-        echo "done 126" >&3
-        exit
-      fi
-      "${a[@]:2}" <"${a[1]}" >"$D/$arg.out" 2>"$D/$arg.err" 3>&- &
-      p=$!
-      set +m
-      echo "pid $p" >&3
-      wait "$p" 2>/dev/null
-      echo "done $?" >&3
-    ) &
-    ;;
+  worker) worker "$arg" & ;;
   kill) kill -KILL -- "-$arg" 2>/dev/null ;;
   quit) exit 0 ;;
   esac
 done
 "#;
+
+/// A worker as seen by the host.
+struct Worker {
+    n: u32,
+    /// Generation of its stdout/stderr FIFOs (`w<n>-<gen>.out`, `.err`).
+    gen: u32,
+    /// Whether the FIFOs of this generation exist.
+    fifos: bool,
+    req: pipe::Sender,
+    status: Lines<BufReader<pipe::Receiver>>,
+}
+
+impl Worker {
+    /// The name of its stdout (`out`) or stderr (`err`) FIFO.
+    fn fifo(&self, stream: &str) -> String {
+        format!("w{}-{}.{stream}", self.n, self.gen)
+    }
+}
+
+/// Idle workers (LIFO) and the number of workers created.
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Worker>,
+    created: u32,
+}
+
+/// A worker lent to one exec. Dropping it returns the worker to the pool (with new FIFOs
+/// unless `reuse`), unless it vanished (`worker` is `None`).
+struct Lent {
+    worker: Option<Worker>,
+    pool: Arc<StdMutex<Pool>>,
+    dir: PathBuf,
+    reuse: bool,
+}
+
+impl Lent {
+    /// Creates the worker's stdout/stderr FIFOs if needed and opens the host's ends.
+    fn open_fifos(&mut self) -> Result<[pipe::Receiver; 2]> {
+        let w = self
+            .worker
+            .as_mut()
+            .ok_or_else(|| backend("worker vanished"))?;
+        let paths = ["out", "err"].map(|s| self.dir.join(w.fifo(s)));
+        if !w.fifos {
+            for p in &paths {
+                mkfifo(p)?;
+            }
+            w.fifos = true;
+        }
+        // A FIFO without writers is not readable until one connects, then closes (EOF).
+        let [out, err] = &paths;
+        let open = |p: &PathBuf| pipe::OpenOptions::new().open_receiver(p);
+        Ok([open(out)?, open(err)?])
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let Some(mut w) = self.worker.take() else {
+            return;
+        };
+        if !self.reuse && w.fifos {
+            for s in ["out", "err"] {
+                let _ = std::fs::remove_file(self.dir.join(w.fifo(s)));
+            }
+            w.gen += 1;
+            w.fifos = false;
+        }
+        lock(&self.pool).idle.push(w);
+    }
+}
 
 /// One sandbox's exec server.
 pub(crate) struct ExecServer {
@@ -71,7 +164,9 @@ pub(crate) struct ExecServer {
     dead: watch::Receiver<bool>,
     dir: PathBuf,
     log: PathBuf,
+    env_bin: String,
     next: AtomicU64,
+    pool: Arc<StdMutex<Pool>>,
 }
 
 impl std::fmt::Debug for ExecServer {
@@ -84,10 +179,12 @@ impl std::fmt::Debug for ExecServer {
 
 impl ExecServer {
     /// Spawns `bwrap` (`cmd`: namespaces and mounts, binding `dir` at `EXEC_DIR`) running
-    /// the server with `bash`, and waits until it is ready. Its stderr goes to `log`.
+    /// the server with `bash`, and waits until it is ready. Its stderr goes to `log`;
+    /// `env_bin` is the `env` binary (for variables bash cannot export faithfully).
     pub(crate) async fn start(
         mut cmd: Command,
         bash: &str,
+        env_bin: &str,
         dir: PathBuf,
         log: PathBuf,
     ) -> Result<ExecServer> {
@@ -119,9 +216,14 @@ impl ExecServer {
             dead,
             dir,
             log,
+            env_bin: env_bin.to_string(),
             next: AtomicU64::new(1),
+            pool: Arc::default(),
         };
-        if let Ok(Ok(())) = tokio::time::timeout(START_TIMEOUT, ready).await {
+        // One worker right away, so the first exec does not wait for a fork.
+        let first = server.new_worker();
+        if let (Ok(w), Ok(Ok(()))) = (first, tokio::time::timeout(START_TIMEOUT, ready).await) {
+            lock(&server.pool).idle.push(w);
             return Ok(server);
         }
         let err = server.error("did not start");
@@ -129,11 +231,13 @@ impl ExecServer {
         Err(err)
     }
 
-    /// Runs `argv` in `cwd` (both already checked) and waits for it, like `process::run`.
+    /// Runs `argv` in `cwd` with exactly the environment `env` (all already checked) and
+    /// waits for it, like `process::run`.
     pub(crate) async fn exec(
         &self,
         cwd: &str,
-        argv: &[String],
+        env: &BTreeMap<String, String>,
+        argv: Vec<String>,
         stdin: Option<Vec<u8>>,
         timeout: Option<Duration>,
     ) -> Result<ExecOutput> {
@@ -141,71 +245,80 @@ impl ExecServer {
         if *self.dead.borrow() {
             return Err(self.error("exited"));
         }
+        let strings = env.iter().flat_map(|(k, v)| [k, v]).chain(&argv);
+        if cwd.contains('\0') || strings.into_iter().any(|s| s.contains('\0')) {
+            return Err(backend(
+                "the command, cwd or environment contains a NUL byte",
+            ));
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let files = JobFiles {
-            dir: self.dir.clone(),
-            id,
+        let stdin = StdinFile::new(&self.dir, id, stdin)?;
+        let mut lent = self.lend()?;
+        let [out_fifo, err_fifo] = lent.open_fifos()?;
+        let w = lent
+            .worker
+            .as_ref()
+            .ok_or_else(|| backend("worker vanished"))?;
+        let [out_path, err_path] = ["out", "err"].map(|s| format!("{EXEC_DIR}/{}", w.fifo(s)));
+        let vars = env.iter().map(|(k, v)| format!("{k}={v}"));
+        // Bash exports the variables itself when it can do so faithfully, else `env -i`.
+        let (exports, argv): (Vec<String>, Vec<String>) = if env.keys().all(|k| exportable(k)) {
+            (vars.collect(), argv)
+        } else {
+            let env_i = [self.env_bin.clone(), "-i".into(), "--".into()];
+            let argv = env_i.into_iter().chain(vars).chain(argv).collect();
+            (Vec::new(), argv)
         };
-        let stdin_path = match stdin {
-            Some(data) => {
-                std::fs::write(files.path("in"), data)?;
-                format!("{EXEC_DIR}/{id}.in")
-            }
-            None => "/dev/null".to_string(),
-        };
+        let n = exports.len().to_string();
         let mut args = Vec::new();
-        for a in [cwd, stdin_path.as_str()]
+        let head = [cwd, &stdin.inside, &out_path, &err_path, &n];
+        for a in head
             .into_iter()
-            .chain(argv.iter().map(String::as_str))
+            .chain(exports.iter().chain(&argv).map(String::as_str))
         {
-            if a.contains('\0') {
-                return Err(SandboxError::Backend(
-                    "the command, cwd or environment contains a NUL byte".into(),
-                ));
-            }
             args.extend_from_slice(a.as_bytes());
             args.push(0);
         }
-        std::fs::write(files.path("args"), args)?;
+        std::fs::write(self.dir.join(format!("w{}.args", w.n)), args)?;
+        let mut poke = Poke(["out", "err"].map(|s| Some(self.dir.join(w.fifo(s)))));
         let (stop_tx, stop) = watch::channel(false);
-        let out = capture(files.fifo("out")?, stop.clone());
-        let err = capture(files.fifo("err")?, stop);
+        let out = capture(out_fifo, stop.clone());
+        let err = capture(err_fifo, stop);
         // Dropping `kill_tx` (a cancelled exec) makes `follow` kill the exec's group.
         let (kill_tx, kill) = watch::channel(false);
-        let status = files.fifo("st")?;
         let mut follow = tokio::spawn(follow(
-            status,
+            lent,
+            id,
+            stdin,
             kill,
             self.dead.clone(),
             self.requests.clone(),
-            files,
         ));
-        let t_files = start.elapsed();
-        if self.requests.send(format!("run {id}\n")).is_err() {
-            return Err(self.error("exited"));
-        }
         let waited = match timeout {
             Some(t) => tokio::time::timeout(t, &mut follow).await.ok(),
             None => Some((&mut follow).await),
         };
-        let (status, timed_out) = match waited {
-            Some(s) => (s.unwrap_or(None), false),
+        let timed_out = waited.is_none();
+        let joined = match waited {
+            Some(r) => r,
             None => {
                 let _ = kill_tx.send(true);
-                ((&mut follow).await.unwrap_or(None), true)
+                (&mut follow).await
             }
         };
+        let (status, mut lent) = match joined {
+            Ok((status, lent)) => (status, Some(lent)),
+            Err(_) => (None, None),
+        };
+        poke.now();
         if status.is_none() && !timed_out {
             return Err(self.vanished().await);
         }
-        let t_done = start.elapsed();
-        let (stdout, stderr) = process::collect(out, err, stop_tx).await;
-        if std::env::var_os("AHE_TRACE").is_some() {
-            eprintln!(
-                "files {t_files:?} done {t_done:?} collected {:?}",
-                start.elapsed()
-            );
+        let (stdout, stderr, eof) = process::collect(out, err, stop_tx).await;
+        if let Some(l) = lent.as_mut() {
+            l.reuse = eof;
         }
+        drop(lent);
         Ok(ExecOutput {
             exit_code: if timed_out { None } else { status },
             stdout,
@@ -227,6 +340,48 @@ impl ExecServer {
                 let _ = child.wait().await;
             }
         }
+    }
+
+    /// Lends an idle worker, or a new one when all are busy.
+    fn lend(&self) -> Result<Lent> {
+        let idle = lock(&self.pool).idle.pop();
+        let worker = match idle {
+            Some(w) => w,
+            None => self.new_worker()?,
+        };
+        Ok(Lent {
+            worker: Some(worker),
+            pool: self.pool.clone(),
+            dir: self.dir.clone(),
+            reuse: false,
+        })
+    }
+
+    /// Creates the FIFOs of a new worker, opens the host's ends, and asks the server for it.
+    fn new_worker(&self) -> Result<Worker> {
+        let n = {
+            let mut pool = lock(&self.pool);
+            pool.created += 1;
+            pool.created
+        };
+        let [req, st] = ["req", "st"].map(|e| self.dir.join(format!("w{n}.{e}")));
+        mkfifo(&req)?;
+        mkfifo(&st)?;
+        // Read-write: the host's end counts as a reader too, so the open never blocks.
+        let req = pipe::OpenOptions::new()
+            .read_write(true)
+            .open_sender(&req)?;
+        let status = BufReader::new(pipe::OpenOptions::new().open_receiver(&st)?).lines();
+        if self.requests.send(format!("worker {n}\n")).is_err() {
+            return Err(self.error("exited"));
+        }
+        Ok(Worker {
+            n,
+            gen: 0,
+            fifos: false,
+            req,
+            status,
+        })
     }
 
     /// SIGKILLs `bwrap` now (for `Drop`); the pid namespace dies with it.
@@ -266,6 +421,47 @@ impl ExecServer {
     }
 }
 
+/// Whether bash can `export NAME=value` with no side effect: a plain name that is not one of
+/// bash's special (readonly, dynamic or self-adjusting) variables.
+fn exportable(name: &str) -> bool {
+    const SPECIAL: &[&str] = &[
+        "_",
+        "DIRSTACK",
+        "ENV",
+        "EPOCHREALTIME",
+        "EPOCHSECONDS",
+        "EUID",
+        "EXECIGNORE",
+        "FUNCNAME",
+        "GLOBIGNORE",
+        "GROUPS",
+        "HISTCMD",
+        "IFS",
+        "LINENO",
+        "OLDPWD",
+        "OPTERR",
+        "OPTIND",
+        "PIPESTATUS",
+        "POSIXLY_CORRECT",
+        "PPID",
+        "PWD",
+        "RANDOM",
+        "SECONDS",
+        "SHELLOPTS",
+        "SHLVL",
+        "SRANDOM",
+        "UID",
+    ];
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("BASH")
+        && !name.starts_with("COMP_")
+        && !SPECIAL.contains(&name)
+}
+
 /// Writes request lines to the server's stdin until the channel closes or the pipe breaks.
 async fn write_requests(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<String>) {
     while let Some(line) = rx.recv().await {
@@ -291,50 +487,73 @@ async fn read_replies(stdout: ChildStdout, ready: oneshot::Sender<()>, dead: wat
     let _ = dead.send(true);
 }
 
-/// Follows one exec's status FIFO: returns its exit status, or `None` when its wrapper
-/// vanished (or the server died) first. Kills the exec's process group once `kill` fires
-/// or its sender is dropped (the exec was cancelled), and when the wrapper vanished.
-/// The exec's files are removed when this returns.
+/// Locks a std mutex, ignoring poisoning.
+fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A backend error.
+fn backend(msg: &str) -> SandboxError {
+    SandboxError::Backend(msg.to_string())
+}
+
+/// Sends exec `id` to the lent worker and follows its status lines: returns the exit status,
+/// or `None` when the worker vanished (or the server died) first; then the worker is
+/// dropped from the pool. Kills the exec's process group once `kill` fires or its sender is
+/// dropped (the exec was cancelled), and when the worker vanished. Returns the worker
+/// (dropping it returns it to the pool) and removes the stdin file.
 async fn follow(
-    status: pipe::Receiver,
+    mut lent: Lent,
+    id: u64,
+    _stdin: StdinFile,
     mut kill: watch::Receiver<bool>,
     mut dead: watch::Receiver<bool>,
     requests: mpsc::UnboundedSender<String>,
-    _files: JobFiles,
-) -> Option<i32> {
+) -> (Option<i32>, Lent) {
     let send_kill = |pgid: i32| {
         if pgid > 1 {
             let _ = requests.send(format!("kill {pgid}\n"));
         }
     };
-    let mut lines = BufReader::new(status).lines();
-    let (mut pgid, mut want_kill) = (None, false);
-    loop {
-        tokio::select! {
-            line = lines.next_line() => match line {
-                Ok(Some(l)) => {
-                    if std::env::var_os("AHE_TRACE").is_some() { eprintln!("  line {l:?} at {:?}", std::time::SystemTime::now()); }
-                    if let Some(p) = l.strip_prefix("pid ") {
-                        pgid = p.trim().parse::<i32>().ok();
-                    } else if let Some(s) = l.strip_prefix("done ") {
-                        return s.trim().parse().ok();
+    let Some(w) = lent.worker.as_mut() else {
+        return (None, lent);
+    };
+    let id = id.to_string();
+    let (mut pgid, mut want_kill, mut status) = (None, false, None);
+    if w.req.write_all(format!("{id}\n").as_bytes()).await.is_ok() {
+        loop {
+            tokio::select! {
+                line = w.status.next_line() => {
+                    let Ok(Some(line)) = line else { break };
+                    let mut f = line.split(' ');
+                    let (what, of, n) = (f.next(), f.next(), f.next().and_then(|n| n.parse().ok()));
+                    match what {
+                        _ if of != Some(id.as_str()) => {}
+                        Some("pid") => pgid = n,
+                        Some("done") => {
+                            status = n;
+                            break;
+                        }
+                        _ => {}
                     }
+                },
+                r = kill.changed(), if !want_kill => want_kill = r.is_err() || *kill.borrow(),
+                _ = dead.wait_for(|d| *d) => break,
+            }
+            if want_kill {
+                if let Some(p) = pgid.take() {
+                    send_kill(p);
                 }
-                _ => break,
-            },
-            r = kill.changed(), if !want_kill => want_kill = r.is_err() || *kill.borrow(),
-            _ = dead.wait_for(|d| *d) => break,
-        }
-        if want_kill {
-            if let Some(p) = pgid.take() {
-                send_kill(p);
             }
         }
     }
-    if let Some(p) = pgid {
-        send_kill(p);
+    if status.is_none() {
+        if let Some(p) = pgid {
+            send_kill(p);
+        }
+        lent.worker = None;
     }
-    None
+    (status, lent)
 }
 
 /// Reads a FIFO in a task (capped); resolves when it hits EOF or `stop` fires. The task
@@ -342,7 +561,7 @@ async fn follow(
 fn capture(
     mut fifo: pipe::Receiver,
     stop: watch::Receiver<bool>,
-) -> impl Future<Output = (Vec<u8>, u64)> {
+) -> impl Future<Output = Captured> {
     let (tx, result) = oneshot::channel();
     tokio::spawn(async move {
         let _ = tx.send(process::read_capped(&mut fifo, stop).await);
@@ -351,37 +570,70 @@ fn capture(
     async move { result.await.unwrap_or_default() }
 }
 
-/// The files of one exec in the exec dir; removed on drop.
-struct JobFiles {
-    dir: PathBuf,
-    id: u64,
-}
+/// The FIFOs of an exec whose job has ended (or never will start): opening one for writing
+/// and closing it makes its reader see EOF unless another writer (a background process)
+/// still holds it; so the capture tasks never wait for a writer that never comes.
+/// Done by `now` or on drop.
+struct Poke([Option<PathBuf>; 2]);
 
-impl JobFiles {
-    const EXTS: [&'static str; 5] = ["args", "in", "out", "err", "st"];
-
-    fn path(&self, ext: &str) -> PathBuf {
-        self.dir.join(format!("{}.{ext}", self.id))
-    }
-
-    /// Creates the FIFO `<id>.<ext>` and opens it for reading (non-blocking).
-    fn fifo(&self, ext: &str) -> Result<pipe::Receiver> {
-        let path = self.path(ext);
-        let c = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|e| SandboxError::Backend(format!("bad exec dir path: {e}")))?;
-        // SAFETY: mkfifo(3) reads a valid NUL-terminated path.
-        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-            return Err(std::io::Error::last_os_error().into());
+impl Poke {
+    fn now(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        for p in self.0.iter_mut().filter_map(Option::take) {
+            // Fails (ENXIO) when there is no reader: then there is nothing to wake.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(p);
         }
-        // A FIFO without writers is not readable until one connects, then closes (EOF).
-        Ok(pipe::OpenOptions::new().open_receiver(&path)?)
     }
 }
 
-impl Drop for JobFiles {
+impl Drop for Poke {
     fn drop(&mut self) {
-        for ext in JobFiles::EXTS {
-            let _ = std::fs::remove_file(self.path(ext));
+        self.now();
+    }
+}
+
+/// An exec's stdin: the file `<id>.in` (removed on drop) or `/dev/null`.
+struct StdinFile {
+    host: Option<PathBuf>,
+    /// The path inside the sandbox.
+    inside: String,
+}
+
+impl StdinFile {
+    fn new(dir: &Path, id: u64, data: Option<Vec<u8>>) -> Result<StdinFile> {
+        let Some(data) = data else {
+            return Ok(StdinFile {
+                host: None,
+                inside: "/dev/null".into(),
+            });
+        };
+        let host = dir.join(format!("{id}.in"));
+        std::fs::write(&host, data)?;
+        Ok(StdinFile {
+            host: Some(host),
+            inside: format!("{EXEC_DIR}/{id}.in"),
+        })
+    }
+}
+
+impl Drop for StdinFile {
+    fn drop(&mut self) {
+        if let Some(p) = &self.host {
+            let _ = std::fs::remove_file(p);
         }
     }
+}
+
+/// Creates a FIFO (mode 0600).
+fn mkfifo(path: &Path) -> Result<()> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| backend(&format!("bad exec dir path: {e}")))?;
+    // SAFETY: mkfifo(3) reads a valid NUL-terminated path.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
 }

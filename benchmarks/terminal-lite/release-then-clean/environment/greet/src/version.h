@@ -1,0 +1,1 @@
+#define GREET_VERSION "1.4.2"

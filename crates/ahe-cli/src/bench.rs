@@ -1,0 +1,439 @@
+//! `ahe bench check` and `ahe bench list`: validate and describe benchmark directories.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ahe_bench::check::{self, FormatCheck};
+use ahe_bench::oracle::{self, RunCheck, RunKind, RunOptions};
+use ahe_bench::Task;
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use crate::CliError;
+
+/// `ahe bench` subcommands.
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Validate every task's format; with --oracle/--nop also run them (exit 1 on any violation).
+    Check(CheckArgs),
+    /// List the tasks of a benchmark with their metadata and limits.
+    List(ListArgs),
+}
+
+/// Arguments of `ahe bench check`.
+#[derive(Args)]
+pub struct CheckArgs {
+    /// Benchmark directory (Terminal-Bench 2 / Harbor task dirs).
+    dir: PathBuf,
+    /// Run each task's solution/solve.sh in its sandbox; the verifier must give reward 1.
+    #[arg(long)]
+    oracle: bool,
+    /// Run each task with no agent at all; the verifier must give reward 0.
+    #[arg(long)]
+    nop: bool,
+    /// Sandbox backend for --oracle/--nop: auto, docker or local.
+    #[arg(long, default_value = "auto")]
+    sandbox: String,
+    /// Tasks checked at once.
+    #[arg(long, default_value_t = 2)]
+    concurrency: usize,
+    /// Only these tasks (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    tasks: Vec<String>,
+    /// Keep trial logs here (default: a temp dir, removed when every check passes).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `ahe bench list`.
+#[derive(Args)]
+pub struct ListArgs {
+    /// Benchmark directory.
+    dir: PathBuf,
+    /// Print one JSON document on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs an `ahe bench` subcommand.
+pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
+    match cmd {
+        BenchCommand::Check(a) => run_check(a),
+        BenchCommand::List(a) => run_list(a),
+    }
+}
+
+fn run_check(a: CheckArgs) -> Result<(), CliError> {
+    let mut checks = check::check_benchmark(&a.dir).map_err(CliError::usage)?;
+    if !a.tasks.is_empty() {
+        for t in &a.tasks {
+            if !checks.iter().any(|c| &c.name == t) {
+                let known: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+                return Err(CliError::usage(anyhow::anyhow!(
+                    "--tasks: unknown task {t:?}; tasks in {}: {}",
+                    a.dir.display(),
+                    known.join(", ")
+                )));
+            }
+        }
+        checks.retain(|c| a.tasks.contains(&c.name));
+    }
+    let mut kinds = Vec::new();
+    if a.oracle {
+        kinds.push(RunKind::Oracle);
+    }
+    if a.nop {
+        kinds.push(RunKind::Nop);
+    }
+    let mut runs = std::collections::BTreeMap::new();
+    let mut sandbox_name = None;
+    let mut out_dir = None;
+    if !kinds.is_empty() {
+        let backend = ahe_evolve::select_backend(&a.sandbox).map_err(CliError::usage)?;
+        sandbox_name = Some(backend.name());
+        let runnable: Vec<Task> = checks.iter().filter_map(|c| c.task.clone()).collect();
+        let dir = a.out.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!(
+                "ahe-bench-check-{}-{}",
+                std::process::id(),
+                chrono::Local::now().format("%H%M%S")
+            ))
+        });
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CliError::usage(anyhow::anyhow!("--out {}: {e}", dir.display())))?;
+        if !a.json {
+            eprintln!(
+                "ahe bench check: running {} of {} tasks ({}) on the {} sandbox, {} at once",
+                runnable.len(),
+                checks.len(),
+                kinds
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                backend.name(),
+                a.concurrency.max(1)
+            );
+        }
+        let total = runnable.len() * kinds.len();
+        let opts = RunOptions {
+            backend,
+            kinds: kinds.clone(),
+            concurrency: a.concurrency.max(1),
+            out_dir: dir.clone(),
+            default_agent_timeout: Duration::from_secs(1800),
+            infra_retries: 1,
+            run: format!("bench-check-{}", std::process::id()),
+        };
+        let quiet = a.json;
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let progress: oracle::RunProgress = Arc::new(move |task: &str, c: &RunCheck| {
+            let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if !quiet {
+                eprintln!(
+                    "[{n}/{total}] {task} {}: {} ({:.1}s)",
+                    c.kind.as_str(),
+                    run_cell(Some(c)),
+                    c.duration_ms as f64 / 1000.0
+                );
+            }
+        });
+        let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+        runs = rt.block_on(oracle::run_checks(&runnable, &opts, progress));
+        out_dir = Some(dir);
+    }
+
+    let format_failed = checks.iter().filter(|c| !c.ok()).count();
+    let run_failed = runs.values().flatten().filter(|r| !r.ok).count();
+    let ok = format_failed == 0 && run_failed == 0;
+    // Trial logs are worth keeping only when something failed or the user asked for them.
+    if let (Some(dir), true, None) = (&out_dir, ok, &a.out) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    if a.json {
+        let doc = json!({
+            "benchmark": a.dir.display().to_string(),
+            "ok": ok,
+            "sandbox": sandbox_name,
+            "runs": kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "trial_logs": out_dir.as_ref().filter(|_| !ok || a.out.is_some())
+                .map(|d| d.display().to_string()),
+            "tasks": checks.iter().map(|c| task_json(c, runs.get(&c.name))).collect::<Vec<_>>(),
+            "summary": {
+                "tasks": checks.len(),
+                "format_failed": format_failed,
+                "runs_failed": run_failed,
+            },
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
+        );
+    } else {
+        print!("{}", check_table(&checks, &runs, &kinds));
+        print_findings(&checks, &runs);
+        let runs_total: usize = runs.values().map(Vec::len).sum();
+        println!(
+            "{}: {} tasks; format ok {}/{}; runs ok {}/{}{}",
+            a.dir.display(),
+            checks.len(),
+            checks.len() - format_failed,
+            checks.len(),
+            runs_total - run_failed,
+            runs_total,
+            if ok { " — OK" } else { " — FAILED" }
+        );
+        if let Some(dir) = out_dir.as_ref().filter(|_| !ok || a.out.is_some()) {
+            println!("trial logs: {}", dir.display());
+        }
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::failed(anyhow::anyhow!(
+            "bench check failed: {format_failed} task(s) with format errors, {run_failed} failed run(s)"
+        )))
+    }
+}
+
+/// One task of `bench check --json`.
+fn task_json(c: &FormatCheck, runs: Option<&Vec<RunCheck>>) -> Value {
+    let run = |k: RunKind| {
+        runs.and_then(|rs| rs.iter().find(|r| r.kind == k))
+            .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+    };
+    json!({
+        "name": c.name,
+        "dir": c.dir.display().to_string(),
+        "difficulty": c.task.as_ref().and_then(|t| t.metadata.difficulty.clone()),
+        "category": c.task.as_ref().and_then(|t| t.metadata.category.clone()),
+        "format": {
+            "ok": c.ok(),
+            "errors": c.errors().collect::<Vec<_>>(),
+            "warnings": c.warnings().collect::<Vec<_>>(),
+        },
+        "oracle": run(RunKind::Oracle),
+        "nop": run(RunKind::Nop),
+    })
+}
+
+/// The `format` cell of a task.
+fn format_cell(c: &FormatCheck) -> String {
+    let (e, w) = (c.errors().count(), c.warnings().count());
+    match (e, w) {
+        (0, 0) => "ok".into(),
+        (0, w) => format!("ok ({w} warn)"),
+        (e, _) => format!("FAIL ({e} err)"),
+    }
+}
+
+/// The `oracle`/`nop` cell of a run (`-` when not run).
+fn run_cell(r: Option<&RunCheck>) -> String {
+    match r {
+        None => "-".into(),
+        Some(r) => {
+            let reward = r.reward.map_or("none".to_string(), |x| format!("{x}"));
+            if r.ok {
+                format!("ok ({reward})")
+            } else {
+                format!("FAIL ({reward}, {})", r.status.as_str())
+            }
+        }
+    }
+}
+
+fn check_table(
+    checks: &[FormatCheck],
+    runs: &std::collections::BTreeMap<String, Vec<RunCheck>>,
+    kinds: &[RunKind],
+) -> String {
+    let cell = |c: &FormatCheck, k: RunKind| {
+        if !kinds.contains(&k) {
+            return "-".to_string();
+        }
+        match runs.get(&c.name) {
+            Some(rs) => run_cell(rs.iter().find(|r| r.kind == k)),
+            None => "skipped".into(),
+        }
+    };
+    let rows: Vec<Vec<String>> = checks
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                meta(c.task.as_ref(), |t| t.metadata.difficulty.clone()),
+                meta(c.task.as_ref(), |t| t.metadata.category.clone()),
+                format_cell(c),
+                cell(c, RunKind::Oracle),
+                cell(c, RunKind::Nop),
+            ]
+        })
+        .collect();
+    table(
+        &["task", "difficulty", "category", "format", "oracle", "nop"],
+        &rows,
+    )
+}
+
+fn meta(t: Option<&Task>, f: impl Fn(&Task) -> Option<String>) -> String {
+    t.and_then(f).unwrap_or_else(|| "-".into())
+}
+
+fn print_findings(
+    checks: &[FormatCheck],
+    runs: &std::collections::BTreeMap<String, Vec<RunCheck>>,
+) {
+    for c in checks {
+        for f in &c.findings {
+            let sev = match f.severity {
+                check::Severity::Error => "error",
+                check::Severity::Warning => "warning",
+            };
+            println!("{}: {sev}: {}", c.name, f.message);
+        }
+        for r in runs.get(&c.name).into_iter().flatten().filter(|r| !r.ok) {
+            println!(
+                "{}: error: {}: {} — see {}",
+                c.name,
+                r.kind.as_str(),
+                r.problem.as_deref().unwrap_or("failed"),
+                r.trial_dir.display()
+            );
+        }
+    }
+}
+
+/// A left-aligned plain-text table.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+            .collect();
+        format!("{}\n", parts.join("  ").trim_end())
+    };
+    let mut out = line(header.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn run_list(a: ListArgs) -> Result<(), CliError> {
+    let dirs = check::task_dirs(&a.dir).map_err(CliError::usage)?;
+    let mut tasks = Vec::new();
+    let mut errors = Vec::new();
+    for d in &dirs {
+        match Task::load(d) {
+            Ok(t) => tasks.push(t),
+            Err(e) => errors.push(e),
+        }
+    }
+    if a.json {
+        let doc = json!({
+            "benchmark": a.dir.display().to_string(),
+            "tasks": tasks.iter().map(list_json).collect::<Vec<_>>(),
+            "errors": errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
+        );
+    } else {
+        let rows: Vec<Vec<String>> = tasks.iter().map(list_row).collect();
+        print!(
+            "{}",
+            table(
+                &[
+                    "task",
+                    "difficulty",
+                    "category",
+                    "agent_s",
+                    "verifier_s",
+                    "cpus",
+                    "memory_mb",
+                    "internet",
+                    "environment"
+                ],
+                &rows
+            )
+        );
+        for e in &errors {
+            println!("error: {e}");
+        }
+        println!("{}: {} tasks", a.dir.display(), tasks.len());
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::usage(anyhow::anyhow!(
+            "{} task(s) in {} do not load (see `ahe bench check`)",
+            errors.len(),
+            a.dir.display()
+        )))
+    }
+}
+
+fn num(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v}"))
+}
+
+/// Where a task's environment comes from: its Dockerfile, a prebuilt image, or both.
+fn env_source(t: &Task) -> String {
+    match (&t.environment.context_dir, &t.environment.docker_image) {
+        (Some(_), Some(img)) => format!("Dockerfile (image {img})"),
+        (Some(_), None) => "Dockerfile".into(),
+        (None, Some(img)) => format!("image {img}"),
+        (None, None) => "-".into(),
+    }
+}
+
+fn list_row(t: &Task) -> Vec<String> {
+    vec![
+        t.name.clone(),
+        t.metadata.difficulty.clone().unwrap_or_else(|| "-".into()),
+        t.metadata.category.clone().unwrap_or_else(|| "-".into()),
+        num(t.agent_timeout_sec),
+        num(Some(t.verifier_timeout_sec)),
+        num(t.environment.cpus),
+        t.environment
+            .memory_mb
+            .map_or("-".into(), |m| m.to_string()),
+        if t.environment.allow_internet {
+            "yes".into()
+        } else {
+            "no".into()
+        },
+        env_source(t),
+    ]
+}
+
+fn list_json(t: &Task) -> Value {
+    json!({
+        "name": t.name,
+        "dir": t.dir.display().to_string(),
+        "difficulty": t.metadata.difficulty,
+        "category": t.metadata.category,
+        "tags": t.metadata.tags,
+        "agent_timeout_sec": t.agent_timeout_sec,
+        "verifier_timeout_sec": t.verifier_timeout_sec,
+        "cpus": t.environment.cpus,
+        "memory_mb": t.environment.memory_mb,
+        "storage_mb": t.environment.storage_mb,
+        "allow_internet": t.environment.allow_internet,
+        "docker_image": t.environment.docker_image,
+        "dockerfile": t.environment.context_dir.as_ref().map(|d| d.join("Dockerfile").display().to_string()),
+        "has_solution": t.has_solution,
+    })
+}

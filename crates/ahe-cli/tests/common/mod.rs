@@ -1,0 +1,161 @@
+//! Shared helpers of the tests that drive the `ahe` binary against a local model server
+//! (`ahe_model::testserver`) speaking the OpenAI chat-completions API.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use ahe_model::testserver::ScriptedReply;
+use serde_json::{json, Value};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `ahe` in the workspace root with extra env vars.
+pub fn ahe(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ahe"));
+    c.args(args).current_dir(root());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// stdout + stderr.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A JSON file, naming it when it is missing.
+pub fn json_file(p: &Path) -> Value {
+    let t = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&t).unwrap()
+}
+
+/// One smoke task as the fake model sees it.
+#[derive(Debug, Clone)]
+pub struct SmokeTask {
+    /// Task name.
+    pub name: String,
+    /// `instruction.md`, trimmed.
+    pub instruction: String,
+    /// `solution/solve.sh` (run inline: the runner uploads `/solution` only for mock models).
+    pub solve: String,
+}
+
+/// The tasks of `benchmarks/smoke`.
+pub fn smoke_tasks() -> Vec<SmokeTask> {
+    let dir = root().join("benchmarks/smoke");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        if !p.join("task.toml").is_file() {
+            continue;
+        }
+        out.push(SmokeTask {
+            name: e.file_name().to_string_lossy().into_owned(),
+            instruction: std::fs::read_to_string(p.join("instruction.md"))
+                .unwrap()
+                .trim()
+                .to_string(),
+            solve: std::fs::read_to_string(p.join("solution/solve.sh")).unwrap(),
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(out.len(), 4, "the smoke benchmark has four tasks");
+    out
+}
+
+/// The system prompt of a request body.
+pub fn system_prompt(body: &Value) -> &str {
+    messages(body)
+        .iter()
+        .find(|m| m["role"] == "system")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+}
+
+/// The messages of a request body.
+pub fn messages(body: &Value) -> &[Value] {
+    body["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// The text of every user message, joined.
+pub fn user_text(body: &Value) -> String {
+    messages(body)
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Assistant turns already in the conversation.
+pub fn turns(body: &Value) -> usize {
+    messages(body)
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .count()
+}
+
+/// The offered tool with a `command` property (the harness's shell tool).
+pub fn shell_tool(body: &Value) -> Option<String> {
+    body["tools"].as_array()?.iter().find_map(|t| {
+        let f = &t["function"];
+        f["parameters"]["properties"]["command"]
+            .is_object()
+            .then(|| f["name"].as_str().unwrap_or_default().to_string())
+    })
+}
+
+/// The smoke task a code-agent request is about (matched by its instruction text).
+pub fn task_of<'a>(tasks: &'a [SmokeTask], body: &Value) -> Option<&'a SmokeTask> {
+    let u = user_text(body);
+    tasks.iter().find(|t| u.contains(&t.instruction))
+}
+
+/// A tool call with JSON arguments.
+pub fn call(name: &str, args: Value) -> ScriptedReply {
+    ScriptedReply::tool_call(name, &args.to_string())
+}
+
+/// The mock oracle's behaviour: turn 0 runs the task's solve.sh through the shell tool,
+/// later turns say "done". `solves` decides whether this task is solved at all.
+pub fn code_agent_reply(
+    tasks: &[SmokeTask],
+    body: &Value,
+    solves: impl Fn(&str) -> bool,
+) -> ScriptedReply {
+    let (Some(task), Some(shell)) = (task_of(tasks, body), shell_tool(body)) else {
+        return ScriptedReply::text("I do not know this task.");
+    };
+    if turns(body) > 0 {
+        return ScriptedReply::text("done");
+    }
+    if solves(&task.name) {
+        call(&shell, json!({ "command": task.solve }))
+    } else {
+        call(
+            &shell,
+            json!({ "command": "echo 'no idea' > /tmp/guess.txt" }),
+        )
+    }
+}
+
+/// splitmix64: a deterministic pseudo-random number from an index.
+pub fn mix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,699 @@
+//! The read model of a run: everything `ahe report` and `ahe show` say, loaded from the run
+//! directory alone (DESIGN §7). Works on a finished, running or interrupted run: missing
+//! files make an iteration "incomplete", and the journal says which phase did not finish.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use ahe_bench::scores::TaskScore;
+use ahe_bench::{Scores, TaskStatus};
+use anyhow::Context;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::attribute::{ChangeEvaluation, ChangeVerdict, Verdict};
+use crate::clean::{self, CleanTrace};
+use crate::journal::{Entry, Journal, Phase};
+use crate::manifest::Manifest;
+use crate::r#loop::{iter_dir, Best};
+use crate::read_json;
+
+/// Phases of an evolve iteration, in order.
+pub const EVOLVE_PHASES: [Phase; 6] = [
+    Phase::Rollout,
+    Phase::Clean,
+    Phase::Attribute,
+    Phase::Debug,
+    Phase::Evolve,
+    Phase::Commit,
+];
+
+/// Phases of the final evaluation (iteration N+1).
+pub const FINAL_PHASES: [Phase; 3] = [Phase::Rollout, Phase::Clean, Phase::Attribute];
+
+/// The three model roles, in display order.
+pub const ROLES: [&str; 3] = ["code_agent", "debugger", "evolve"];
+
+/// snake_case name of a phase.
+pub fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::Rollout => "rollout",
+        Phase::Clean => "clean",
+        Phase::Attribute => "attribute",
+        Phase::Debug => "debug",
+        Phase::Evolve => "evolve",
+        Phase::Commit => "commit",
+    }
+}
+
+/// SCREAMING_SNAKE_CASE name of a verdict (as in `change_evaluation.json`).
+pub fn verdict_name(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Harmful => "HARMFUL",
+        Verdict::Mixed => "MIXED",
+        Verdict::Effective => "EFFECTIVE",
+        Verdict::PartiallyEffective => "PARTIALLY_EFFECTIVE",
+        Verdict::Ineffective => "INEFFECTIVE",
+    }
+}
+
+/// Every verdict, best first.
+pub const VERDICTS: [Verdict; 5] = [
+    Verdict::Effective,
+    Verdict::PartiallyEffective,
+    Verdict::Ineffective,
+    Verdict::Mixed,
+    Verdict::Harmful,
+];
+
+/// Facts from `run.toml` (read leniently: a field that is missing stays empty).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunInfo {
+    /// Trials per task.
+    pub k: u32,
+    /// Planned evolve iterations N (the final evaluation is N+1).
+    pub iterations: u32,
+    /// Benchmark directory.
+    pub benchmark: String,
+    /// Sandbox backend.
+    pub sandbox: String,
+    /// Rollback policy (`agent` or `auto`).
+    pub rollback: String,
+    /// Budget in USD, if any.
+    pub budget_usd: Option<f64>,
+}
+
+/// Where a run stopped short.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Incomplete {
+    /// The first iteration that is not complete.
+    pub iteration: u32,
+    /// The phase that did not finish (or has missing outputs), if one did.
+    pub phase: Option<String>,
+    /// What is missing, in words.
+    pub message: String,
+}
+
+/// Wall time of one phase of one iteration, from the journal.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseTime {
+    /// Phase name.
+    pub phase: String,
+    /// A `phase_start` was journaled.
+    pub started: bool,
+    /// A `phase_end` was journaled.
+    pub finished: bool,
+    /// Wall time of the finished phase.
+    pub secs: Option<f64>,
+}
+
+/// Tokens and dollars of one role in one iteration (`scores.json` `meta.roles`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RoleUsage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Dollars.
+    pub cost_usd: f64,
+}
+
+/// One trial directory of an iteration.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialRef {
+    /// Task name.
+    pub task: String,
+    /// 1-based attempt.
+    pub attempt: u32,
+    /// Whether `trace.clean.json` exists.
+    pub cleaned: bool,
+}
+
+/// Which analysis and evolve files an iteration has (paths relative to the run dir).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IterationFiles {
+    /// `analysis/overview.md`.
+    pub overview: Option<String>,
+    /// `evolve/diff.patch`.
+    pub diff: Option<String>,
+    /// `evolve/summary.md`.
+    pub summary: Option<String>,
+    /// `analysis/detail/<task>.md`, by task.
+    pub details: BTreeMap<String, String>,
+}
+
+/// Everything known about one iteration.
+#[derive(Debug, Clone, Serialize)]
+pub struct IterationReport {
+    /// Iteration number (1-based).
+    pub iteration: u32,
+    /// The final evaluation (N+1): no debug, evolve or commit.
+    pub is_final: bool,
+    /// Commit of the evaluated harness (`evaluated.txt`).
+    pub evaluated_commit: Option<String>,
+    /// Phases in order with their wall times.
+    pub phases: Vec<PhaseTime>,
+    /// Every expected phase finished with its outputs on disk (or the run stopped here).
+    pub complete: bool,
+    /// Why not complete (None when complete).
+    pub incomplete: Option<Incomplete>,
+    /// Trial statuses from the journal, by task then attempt (known before `scores.json`).
+    pub journal_trials: BTreeMap<String, BTreeMap<u32, String>>,
+    /// `scores.json`.
+    pub scores: Option<Scores>,
+    /// `change_evaluation.json`: the previous iteration's changes judged on these scores.
+    pub evaluation: Option<ChangeEvaluation>,
+    /// `evolve/manifest.json`: the changes this iteration made.
+    pub manifest: Option<Manifest>,
+    /// Journal notes (reverted edits, rollbacks, budget...).
+    pub notes: Vec<String>,
+    /// Tokens and dollars per role.
+    pub roles: BTreeMap<String, RoleUsage>,
+    /// Analysis and evolve files present.
+    pub files: IterationFiles,
+    /// Trial directories, sorted by task then attempt.
+    pub trials: Vec<TrialRef>,
+}
+
+/// A task's k-trial result in one iteration (for the heatmap).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    /// Trials passed.
+    pub passed: u32,
+    /// Trials run (or finished so far).
+    pub k: u32,
+    /// `pass`, `fail`, `infra`, or `running` (from the journal, scores not written yet).
+    pub status: String,
+}
+
+impl IterationReport {
+    /// Visible pass@1 and its interval (the headline; all tasks when nothing is held out).
+    pub fn visible(&self) -> Option<(f64, [f64; 2])> {
+        let s = self.scores.as_ref()?;
+        let p = s.meta.get("visible_pass_at_1").and_then(|v| v.as_f64());
+        let ci = s.meta.get("visible_pass_at_1_ci").and_then(ci_of);
+        Some((p.unwrap_or(s.pass_at_1), ci.unwrap_or(s.pass_at_1_ci)))
+    }
+
+    /// Held-out pass@1 and its interval, when the run holds tasks out.
+    pub fn holdout(&self) -> Option<(f64, [f64; 2])> {
+        let s = self.scores.as_ref()?;
+        let p = s.meta.get("holdout_pass_at_1").and_then(|v| v.as_f64())?;
+        let ci = s
+            .meta
+            .get("holdout_pass_at_1_ci")
+            .and_then(ci_of)
+            .unwrap_or([p, p]);
+        Some((p, ci))
+    }
+
+    /// Count of each verdict among the changes judged in this iteration.
+    pub fn verdict_counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut m = BTreeMap::new();
+        for c in self.evaluation.iter().flat_map(|e| &e.changes) {
+            *m.entry(verdict_name(c.verdict)).or_default() += 1;
+        }
+        m
+    }
+
+    /// Dollars of every role.
+    pub fn cost_usd(&self) -> f64 {
+        self.roles.values().map(|r| r.cost_usd).sum()
+    }
+
+    /// Sum of the finished phases' wall times.
+    pub fn wall_sec(&self) -> f64 {
+        self.phases.iter().filter_map(|p| p.secs).sum()
+    }
+
+    /// The task's result: from `scores.json`, else from the journal's finished trials.
+    pub fn cell(&self, task: &str) -> Option<Cell> {
+        if let Some(t) = self.scores.as_ref().and_then(|s| s.tasks.get(task)) {
+            return Some(Cell {
+                passed: t.passed,
+                k: t.k,
+                status: status_name(t.status).into(),
+            });
+        }
+        let j = self.journal_trials.get(task)?;
+        Some(Cell {
+            passed: j.values().filter(|s| *s == "pass").count() as u32,
+            k: j.len() as u32,
+            status: "running".into(),
+        })
+    }
+
+    /// The task's scores, if scored.
+    pub fn task(&self, task: &str) -> Option<&TaskScore> {
+        self.scores.as_ref()?.tasks.get(task)
+    }
+
+    /// How the task moved since the previous iteration (`fixed`, `regressed`, `improved`,
+    /// `worsened`, `infra`), per `change_evaluation.json`.
+    pub fn task_move(&self, task: &str) -> Option<&'static str> {
+        let e = self.evaluation.as_ref()?;
+        let has = |v: &[crate::attribute::TaskMove]| v.iter().any(|m| m.task == task);
+        [
+            (&e.fixed, "fixed"),
+            (&e.regressed, "regressed"),
+            (&e.improved, "improved"),
+            (&e.worsened, "worsened"),
+            (&e.infra_changes, "infra"),
+        ]
+        .into_iter()
+        .find(|(v, _)| has(v))
+        .map(|(_, n)| n)
+    }
+
+    /// Directory of a trial, relative to the run dir.
+    pub fn trial_rel(&self, task: &str, attempt: u32) -> String {
+        format!("iterations/{:03}/trials/{task}/{attempt}", self.iteration)
+    }
+}
+
+/// snake_case name of a task status.
+pub fn status_name(s: TaskStatus) -> &'static str {
+    match s {
+        TaskStatus::Pass => "pass",
+        TaskStatus::Fail => "fail",
+        TaskStatus::Infra => "infra",
+    }
+}
+
+fn ci_of(v: &serde_json::Value) -> Option<[f64; 2]> {
+    let a = v.as_array()?;
+    Some([a.first()?.as_f64()?, a.get(1)?.as_f64()?])
+}
+
+/// A whole run, read from its directory.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Run name (the directory's name).
+    pub name: String,
+    /// Facts from `run.toml`.
+    pub info: RunInfo,
+    /// Model of the code agent (from `scores.json` meta, else empty).
+    pub model: String,
+    /// `best.json`.
+    pub best: Option<Best>,
+    /// Why the run ended (`completed`, `budget`...); None while running or interrupted.
+    pub ended: Option<String>,
+    /// The first iteration that is not complete, if any.
+    pub incomplete: Option<Incomplete>,
+    /// Iterations 1.. that exist on disk or in the journal.
+    pub iterations: Vec<IterationReport>,
+    /// Every task seen, sorted.
+    pub tasks: Vec<String>,
+    /// Held-out tasks.
+    pub holdout: BTreeSet<String>,
+}
+
+impl RunReport {
+    /// Loads a run directory (iterations in parallel). Fails only when `dir` is not a run
+    /// (neither `journal.jsonl` nor `run.toml` nor `iterations/`).
+    pub fn load(dir: &Path) -> anyhow::Result<RunReport> {
+        let journal_path = dir.join("journal.jsonl");
+        if !journal_path.exists()
+            && !dir.join("run.toml").exists()
+            && !dir.join("iterations").is_dir()
+        {
+            anyhow::bail!(
+                "{}: not a run directory (no journal.jsonl, run.toml or iterations/)",
+                dir.display()
+            );
+        }
+        let entries = Journal::read(&journal_path);
+        let info = read_info(&dir.join("run.toml"));
+        let ended = entries.iter().rev().find_map(|e| match e {
+            Entry::RunEnd { reason, .. } => Some(reason.clone()),
+            _ => None,
+        });
+        let mut max_iter = 0u32;
+        for e in &entries {
+            if let Entry::PhaseStart { iter, .. }
+            | Entry::PhaseEnd { iter, .. }
+            | Entry::TrialDone { iter, .. }
+            | Entry::Note { iter, .. } = e
+            {
+                max_iter = max_iter.max(*iter);
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(dir.join("iterations")) {
+            for e in rd.flatten() {
+                if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
+                    max_iter = max_iter.max(n);
+                }
+            }
+        }
+        let n = info.iterations;
+        let mut iterations: Vec<IterationReport> = (1..=max_iter)
+            .into_par_iter()
+            .map(|t| load_iteration(dir, t, n, &entries, ended.is_some()))
+            .collect();
+        iterations.sort_by_key(|i| i.iteration);
+        let mut incomplete = iterations.iter().find_map(|i| i.incomplete.clone());
+        if incomplete.is_none() && ended.is_none() {
+            // Every phase so far finished, but the run did not end: the next one is pending.
+            let next = match iterations.last() {
+                None => 1,
+                Some(l) if l.is_final => l.iteration,
+                Some(l) => l.iteration + 1,
+            };
+            incomplete = Some(Incomplete {
+                iteration: next,
+                phase: None,
+                message: format!(
+                    "the run has not ended (still running, or interrupted): iteration {next} has not started or not finished"
+                ),
+            });
+        }
+        let mut tasks: BTreeSet<String> = BTreeSet::new();
+        let mut holdout: BTreeSet<String> = BTreeSet::new();
+        let mut model = String::new();
+        for it in &iterations {
+            if let Some(s) = &it.scores {
+                tasks.extend(s.tasks.keys().cloned());
+                if let Some(h) = s.meta.get("holdout_tasks").and_then(|v| v.as_array()) {
+                    holdout.extend(h.iter().filter_map(|x| x.as_str().map(String::from)));
+                }
+                if let Some(m) = s.meta.get("model").and_then(|v| v.as_str()) {
+                    model = m.to_string();
+                }
+            }
+            tasks.extend(it.journal_trials.keys().cloned());
+        }
+        Ok(RunReport {
+            dir: dir.to_path_buf(),
+            name: dir
+                .canonicalize()
+                .unwrap_or_else(|_| dir.to_path_buf())
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            info,
+            model,
+            best: read_json(&dir.join("best.json")).ok(),
+            ended,
+            incomplete,
+            iterations,
+            tasks: tasks.into_iter().collect(),
+            holdout,
+        })
+    }
+
+    /// The iteration with number `t`.
+    pub fn iteration(&self, t: u32) -> Option<&IterationReport> {
+        self.iterations.iter().find(|i| i.iteration == t)
+    }
+
+    /// The verdict given (in iteration t+1) to change `id` made in iteration `t`.
+    pub fn outcome(&self, t: u32, id: &str) -> Option<&ChangeVerdict> {
+        self.iteration(t + 1)?
+            .evaluation
+            .as_ref()?
+            .changes
+            .iter()
+            .find(|c| c.id == id)
+    }
+
+    /// Visible tasks (every task that is not held out).
+    pub fn visible_tasks(&self) -> Vec<&String> {
+        self.tasks
+            .iter()
+            .filter(|t| !self.holdout.contains(*t))
+            .collect()
+    }
+
+    /// Dollars of every role over every iteration.
+    pub fn cost_usd(&self) -> f64 {
+        self.iterations.iter().map(|i| i.cost_usd()).sum()
+    }
+
+    /// Sum of every finished phase's wall time.
+    pub fn wall_sec(&self) -> f64 {
+        self.iterations.iter().map(|i| i.wall_sec()).sum()
+    }
+
+    /// Whether `t` is the best iteration.
+    pub fn is_best(&self, t: u32) -> bool {
+        self.best.as_ref().is_some_and(|b| b.iteration == t)
+    }
+
+    /// Status of the run in one word: `complete`, `stopped` (ended early, e.g. on budget)
+    /// or `incomplete`.
+    pub fn status(&self) -> &'static str {
+        match (&self.ended, &self.incomplete) {
+            (_, Some(_)) => "incomplete",
+            (Some(r), None) if r != "completed" => "stopped",
+            _ => "complete",
+        }
+    }
+
+    /// Reads one trial's clean trace (`trace.clean.json`, or cleaned on the fly from
+    /// `trace.jsonl` + `result.json` when the Clean phase has not run yet).
+    pub fn trial(&self, t: u32, task: &str, attempt: u32) -> anyhow::Result<CleanTrace> {
+        let d = iter_dir(&self.dir, t)
+            .join("trials")
+            .join(task)
+            .join(attempt.to_string());
+        if !d.is_dir() {
+            anyhow::bail!(
+                "no trial {task} #{attempt} in iteration {t} ({} does not exist)",
+                d.display()
+            );
+        }
+        clean::read_clean(&d)
+            .or_else(|_| clean::clean_trial(&d))
+            .with_context(|| format!("trial {task} #{attempt} of iteration {t}"))
+    }
+}
+
+fn read_info(path: &Path) -> RunInfo {
+    let v: toml::Value = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| toml::from_str(&s).ok())
+        .unwrap_or(toml::Value::Table(Default::default()));
+    let s = |a: &str, b: &str| {
+        v.get(a)
+            .and_then(|x| x.get(b))
+            .and_then(|x| x.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    RunInfo {
+        k: v.get("k").and_then(|x| x.as_integer()).unwrap_or(0) as u32,
+        iterations: v
+            .get("iterations")
+            .and_then(|x| x.as_integer())
+            .unwrap_or(0) as u32,
+        benchmark: s("benchmark", "path"),
+        sandbox: s("sandbox", "backend"),
+        rollback: s("evolve", "rollback"),
+        budget_usd: v
+            .get("evolve")
+            .and_then(|x| x.get("budget_usd"))
+            .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64))),
+    }
+}
+
+/// The file a finished phase must have left (relative to the iteration dir).
+fn phase_output(p: Phase) -> Option<&'static str> {
+    match p {
+        Phase::Rollout => Some("scores.json"),
+        Phase::Clean => None,
+        Phase::Attribute => Some("change_evaluation.json"),
+        Phase::Debug => Some("analysis/overview.md"),
+        Phase::Evolve => Some("evolve/manifest.json"),
+        Phase::Commit => Some("evolve/diff.patch"),
+    }
+}
+
+fn load_iteration(run: &Path, t: u32, n: u32, entries: &[Entry], ended: bool) -> IterationReport {
+    let dir = iter_dir(run, t);
+    let is_final = n > 0 && t == n + 1;
+    let expected: &[Phase] = if is_final {
+        &FINAL_PHASES
+    } else {
+        &EVOLVE_PHASES
+    };
+    let mut started: BTreeMap<&'static str, bool> = BTreeMap::new();
+    let mut secs: BTreeMap<&'static str, f64> = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut journal_trials: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();
+    for e in entries {
+        match e {
+            Entry::PhaseStart { iter, phase, .. } if *iter == t => {
+                started.insert(phase_name(*phase), true);
+            }
+            Entry::PhaseEnd {
+                iter,
+                phase,
+                secs: s,
+                ..
+            } if *iter == t => {
+                secs.insert(phase_name(*phase), *s);
+            }
+            Entry::Note { iter, message } if *iter == t => notes.push(message.clone()),
+            Entry::TrialDone {
+                iter,
+                task,
+                attempt,
+                status,
+            } if *iter == t => {
+                journal_trials
+                    .entry(task.clone())
+                    .or_default()
+                    .insert(*attempt, status.clone());
+            }
+            _ => {}
+        }
+    }
+    let phases: Vec<PhaseTime> = expected
+        .iter()
+        .map(|p| {
+            let name = phase_name(*p);
+            PhaseTime {
+                phase: name.into(),
+                started: started.contains_key(name) || secs.contains_key(name),
+                finished: secs.contains_key(name),
+                secs: secs.get(name).copied(),
+            }
+        })
+        .collect();
+
+    let scores: Option<Scores> = read_json(&dir.join("scores.json")).ok();
+    let evaluation: Option<ChangeEvaluation> =
+        read_json(&dir.join(crate::attribute::CHANGE_EVALUATION_FILE)).ok();
+    let manifest: Option<Manifest> = read_json(&dir.join("evolve/manifest.json")).ok();
+    let rel = |p: &str| format!("iterations/{t:03}/{p}");
+    let exists = |p: &str| dir.join(p).is_file();
+    let mut files = IterationFiles {
+        overview: exists("analysis/overview.md").then(|| rel("analysis/overview.md")),
+        diff: exists("evolve/diff.patch").then(|| rel("evolve/diff.patch")),
+        summary: exists("evolve/summary.md").then(|| rel("evolve/summary.md")),
+        details: BTreeMap::new(),
+    };
+    if let Ok(rd) = std::fs::read_dir(dir.join("analysis/detail")) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(task) = name.strip_suffix(".md") {
+                files
+                    .details
+                    .insert(task.to_string(), rel(&format!("analysis/detail/{name}")));
+            }
+        }
+    }
+    let trials = list_trials(&dir.join("trials"));
+
+    // Completeness: every started phase finished, every finished phase left its output,
+    // and (unless the run ended, e.g. on budget) every expected phase ran.
+    let mut incomplete = None;
+    for (p, pt) in expected.iter().zip(&phases) {
+        let missing = phase_output(*p).filter(|f| pt.finished && !exists(f));
+        let msg = if pt.started && !pt.finished {
+            Some(match (*p, scores.is_none()) {
+                (Phase::Rollout, true) => format!(
+                    "phase rollout did not finish ({} trials done)",
+                    journal_trials.values().map(|m| m.len()).sum::<usize>()
+                ),
+                _ => format!("phase {} did not finish", phase_name(*p)),
+            })
+        } else if let Some(f) = missing {
+            Some(format!(
+                "phase {} finished but {f} is missing",
+                phase_name(*p)
+            ))
+        } else if !pt.started && !ended {
+            Some(format!("phase {} has not run", phase_name(*p)))
+        } else {
+            None
+        };
+        if let Some(m) = msg {
+            incomplete = Some(Incomplete {
+                iteration: t,
+                phase: Some(phase_name(*p).into()),
+                message: format!("iteration {t}: {m}"),
+            });
+            break;
+        }
+    }
+    if incomplete.is_none() && ended && !phases[0].finished {
+        incomplete = Some(Incomplete {
+            iteration: t,
+            phase: Some("rollout".into()),
+            message: format!("iteration {t}: phase rollout has not run"),
+        });
+    }
+
+    let mut roles: BTreeMap<String, RoleUsage> = BTreeMap::new();
+    if let Some(s) = &scores {
+        roles.insert(
+            "code_agent".into(),
+            RoleUsage {
+                input_tokens: s.tokens.input,
+                output_tokens: s.tokens.output,
+                cost_usd: s.cost_usd,
+            },
+        );
+        if let Some(m) = s.meta.get("roles").and_then(|v| v.as_object()) {
+            for (role, v) in m {
+                let g = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+                roles.insert(
+                    role.clone(),
+                    RoleUsage {
+                        input_tokens: g("input_tokens"),
+                        output_tokens: g("output_tokens"),
+                        cost_usd: v.get("cost_usd").and_then(|x| x.as_f64()).unwrap_or(0.0),
+                    },
+                );
+            }
+        }
+    }
+    IterationReport {
+        iteration: t,
+        is_final,
+        evaluated_commit: std::fs::read_to_string(dir.join("evaluated.txt"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+        phases,
+        complete: incomplete.is_none(),
+        incomplete,
+        journal_trials,
+        scores,
+        evaluation,
+        manifest,
+        notes,
+        roles,
+        files,
+        trials,
+    }
+}
+
+/// The `<task>/<attempt>` directories under `trials/`, sorted by task then attempt number.
+fn list_trials(root: &Path) -> Vec<TrialRef> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return out;
+    };
+    for task in rd.flatten() {
+        let name = task.file_name().to_string_lossy().into_owned();
+        let Ok(attempts) = std::fs::read_dir(task.path()) else {
+            continue;
+        };
+        for a in attempts.flatten() {
+            let Some(attempt) = a.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            out.push(TrialRef {
+                task: name.clone(),
+                attempt,
+                cleaned: a.path().join(clean::CLEAN_FILE).is_file(),
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.task, a.attempt).cmp(&(&b.task, b.attempt)));
+    out
+}

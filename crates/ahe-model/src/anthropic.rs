@@ -1,0 +1,426 @@
+//! Anthropic Messages API provider (`POST {base_url}/v1/messages`).
+//!
+//! The system prompt goes in the top-level `system`; tools are `{name, description,
+//! input_schema}` (native protocol only); assistant `tool_use` blocks map to our
+//! [`ToolCall`]s, and our tool messages become `tool_result` blocks of a user message
+//! (consecutive messages of the same role are merged, as the API wants them alternating).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use crate::config::ModelConfig;
+use crate::http::{self, excerpt, Endpoint};
+use crate::types::{
+    ChatRequest, ChatResponse, Message, ModelError, Provider, ToolCall, ToolProtocol, Usage,
+};
+
+/// Base URL used when neither the config nor `ANTHROPIC_BASE_URL` sets one.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The `anthropic-version` header sent with every request.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// `max_tokens` sent when neither the request nor the config sets one (the API requires it).
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// A provider speaking the Anthropic Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicProvider {
+    http: reqwest::Client,
+    base_url: String,
+    model: String,
+    key_env: String,
+}
+
+impl AnthropicProvider {
+    /// Builds the provider (base URL: config, else `ANTHROPIC_BASE_URL`, else the public API;
+    /// a trailing `/v1` is accepted and dropped).
+    pub fn new(cfg: &ModelConfig) -> anyhow::Result<AnthropicProvider> {
+        let base_url = cfg
+            .base_url
+            .clone()
+            .or_else(|| {
+                std::env::var("ANTHROPIC_BASE_URL")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+        let base = base_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base).to_string();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .context("building the HTTP client")?;
+        Ok(AnthropicProvider {
+            http,
+            base_url: base,
+            model: cfg.model.clone(),
+            key_env: cfg.key_env(),
+        })
+    }
+
+    /// The full Messages URL.
+    pub fn endpoint(&self) -> String {
+        format!("{}/v1/messages", self.base_url)
+    }
+
+    fn status_error(
+        &self,
+        status: u16,
+        retry_after: Option<f64>,
+        body: &str,
+        key: Option<&str>,
+    ) -> ModelError {
+        let url = self.endpoint();
+        let ep = Endpoint {
+            url: &url,
+            model: &self.model,
+            key_env: &self.key_env,
+        };
+        http::status_error(&ep, status, retry_after, body, key)
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for AnthropicProvider {
+    fn describe(&self) -> String {
+        format!("anthropic:{}", self.model)
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let url = self.endpoint();
+        let key = http::key_from_env(&self.key_env);
+        let mut rb = self
+            .http
+            .post(&url)
+            .header("anthropic-version", API_VERSION)
+            .json(&request_body(&self.model, req));
+        if let Some(k) = &key {
+            rb = rb.header("x-api-key", k);
+        }
+        let a = http::send(rb, &url).await?;
+        if !(200..300).contains(&a.status) {
+            return Err(self.status_error(a.status, a.retry_after, &a.body, key.as_deref()));
+        }
+        parse_response(&a.body).map_err(|e| http::malformed_at(e, &url, key.as_deref()))
+    }
+}
+
+/// The JSON request body for `req`.
+pub fn request_body(model: &str, req: &ChatRequest) -> Value {
+    let system: Vec<&str> = req
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::System { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
+    for m in &req.messages {
+        let (role, blocks) = match m {
+            Message::System { .. } => continue,
+            Message::User { content } => ("user", text_block(content)),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut b = text_block(content.as_deref().unwrap_or(""));
+                b.extend(tool_calls.iter().map(|c| {
+                    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(&c.arguments)})
+                }));
+                ("assistant", b)
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => (
+                "user",
+                vec![
+                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content}),
+                ],
+            ),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((r, b)) if *r == role => b.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    let mut body = json!({
+        "model": model,
+        "max_tokens": req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "messages": messages,
+    });
+    if !system.is_empty() {
+        body["system"] = json!(system.join("\n\n"));
+    }
+    if req.protocol == ToolProtocol::Native && !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        body["tools"] = Value::Array(tools);
+    }
+    if let Some(t) = req.temperature {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+/// A text block, or none for empty text (the API rejects empty text blocks).
+fn text_block(text: &str) -> Vec<Value> {
+    if text.is_empty() {
+        vec![]
+    } else {
+        vec![json!({"type": "text", "text": text})]
+    }
+}
+
+/// `tool_use.input` must be an object: arguments that were not JSON travel as `{"_raw": ...}`.
+fn tool_input(args: &Value) -> Value {
+    match args {
+        Value::Object(_) => args.clone(),
+        Value::Null => json!({}),
+        other => json!({ "_raw": other }),
+    }
+}
+
+/// Parses a 200 Messages response; a non-JSON body or one without `content` is `Malformed`.
+pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
+    let v: Value = serde_json::from_str(body)
+        .map_err(|e| ModelError::Malformed(format!("body is not JSON ({e}): {}", excerpt(body))))?;
+    let blocks = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ModelError::Malformed(format!("no content in: {}", excerpt(body))))?;
+    let mut text = Vec::new();
+    let mut tool_calls = Vec::new();
+    for (i, b) in blocks.iter().enumerate() {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(t) = b.get("text").and_then(Value::as_str) {
+                    text.push(t);
+                }
+            }
+            Some("tool_use") => {
+                let name = b.get("name").and_then(Value::as_str).ok_or_else(|| {
+                    ModelError::Malformed(format!("tool_use {i} without name: {}", excerpt(body)))
+                })?;
+                let id = b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("toolu_{i}"));
+                tool_calls.push(ToolCall {
+                    id,
+                    name: name.to_string(),
+                    arguments: b.get("input").cloned().unwrap_or_else(|| json!({})),
+                });
+            }
+            // thinking, redacted_thinking, server tool blocks...: not ours to show.
+            _ => {}
+        }
+    }
+    let u = v.get("usage");
+    let num = |k: &str| {
+        u.and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let cache_read = num("cache_read_input_tokens");
+    // `input_tokens` excludes cached and cache-written tokens; ours includes every prompt token.
+    let usage = Usage {
+        input_tokens: num("input_tokens") + cache_read + num("cache_creation_input_tokens"),
+        cached_input_tokens: cache_read,
+        output_tokens: num("output_tokens"),
+    };
+    Ok(ChatResponse {
+        content: (!text.is_empty()).then(|| text.join("")),
+        tool_calls,
+        usage,
+        finish_reason: v
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        cost_usd: 0.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Role, ToolSpec};
+
+    fn provider(base: &str) -> AnthropicProvider {
+        AnthropicProvider::new(&ModelConfig {
+            provider: "anthropic".into(),
+            model: "claude-test".into(),
+            base_url: Some(base.into()),
+            ..ModelConfig::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn endpoint_key_env_and_describe() {
+        let p = provider("http://x/");
+        assert_eq!(p.endpoint(), "http://x/v1/messages");
+        assert_eq!(provider("http://x/v1").endpoint(), "http://x/v1/messages");
+        assert_eq!(p.describe(), "anthropic:claude-test");
+        let m = p.status_error(401, None, "", None).to_string();
+        assert!(m.contains("ANTHROPIC_API_KEY (it is not set)"), "{m}");
+        assert_eq!(
+            p.status_error(529, Some(1.0), "", None).class(),
+            "transient"
+        );
+    }
+
+    fn call(id: &str, args: Value) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "shell".into(),
+            arguments: args,
+        }
+    }
+
+    fn tool(id: &str, out: &str) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "shell".into(),
+            content: out.into(),
+        }
+    }
+
+    #[test]
+    fn body_maps_system_tools_and_merges_tool_results() {
+        let req = ChatRequest {
+            role: Role::CodeAgent,
+            messages: vec![
+                Message::system("sys"),
+                Message::user("task"),
+                Message::Assistant {
+                    content: Some("looking".into()),
+                    tool_calls: vec![
+                        call("t1", json!({"command": "ls"})),
+                        call("t2", Value::String("{bad".into())),
+                    ],
+                },
+                tool("t1", "a b"),
+                tool("t2", "err"),
+                Message::user("note"),
+                Message::Assistant {
+                    content: None,
+                    tool_calls: vec![],
+                },
+                Message::Assistant {
+                    content: Some("done".into()),
+                    tool_calls: vec![],
+                },
+            ],
+            tools: vec![ToolSpec {
+                name: "shell".into(),
+                description: "d".into(),
+                input_schema: json!({"type": "object"}),
+            }],
+            protocol: ToolProtocol::Native,
+            temperature: Some(0.25),
+            max_tokens: None,
+        };
+        let b = request_body("claude-test", &req);
+        assert_eq!(b["system"], "sys");
+        assert_eq!(b["max_tokens"], DEFAULT_MAX_TOKENS);
+        assert_eq!(b["temperature"], 0.25);
+        assert_eq!(
+            b["tools"],
+            json!([{"name": "shell", "description": "d", "input_schema": {"type": "object"}}])
+        );
+        let msgs = b["messages"].as_array().unwrap();
+        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+        assert_eq!(
+            msgs[0]["content"],
+            json!([{"type": "text", "text": "task"}])
+        );
+        assert_eq!(
+            msgs[1]["content"],
+            json!([
+                {"type": "text", "text": "looking"},
+                {"type": "tool_use", "id": "t1", "name": "shell", "input": {"command": "ls"}},
+                {"type": "tool_use", "id": "t2", "name": "shell", "input": {"_raw": "{bad"}},
+            ])
+        );
+        assert_eq!(
+            msgs[2]["content"],
+            json!([
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a b"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": "err"},
+                {"type": "text", "text": "note"},
+            ])
+        );
+        assert_eq!(
+            msgs[3]["content"],
+            json!([{"type": "text", "text": "done"}])
+        );
+
+        let mut jt = req.clone();
+        jt.protocol = ToolProtocol::JsonInText;
+        jt.temperature = None;
+        jt.max_tokens = Some(9);
+        jt.messages.remove(0);
+        let b = request_body("claude-test", &jt);
+        assert!(b.get("tools").is_none() && b.get("temperature").is_none());
+        assert!(b.get("system").is_none());
+        assert_eq!(b["max_tokens"], 9);
+    }
+
+    #[test]
+    fn response_parsing() {
+        let body = r#"{"id":"msg_1","type":"message","role":"assistant","content":[
+            {"type":"text","text":"Let me "},{"type":"thinking","thinking":"hm"},
+            {"type":"text","text":"look."},
+            {"type":"tool_use","id":"toolu_a","name":"shell","input":{"command":"ls"}}],
+            "stop_reason":"tool_use",
+            "usage":{"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":300,
+                     "cache_creation_input_tokens":50}}"#;
+        let r = parse_response(body).unwrap();
+        assert_eq!(r.content.as_deref(), Some("Let me look."));
+        assert_eq!(
+            r.tool_calls,
+            vec![call("toolu_a", json!({"command": "ls"}))]
+        );
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 450,
+                cached_input_tokens: 300,
+                output_tokens: 20
+            }
+        );
+        let r = parse_response(r#"{"content":[],"stop_reason":"end_turn"}"#).unwrap();
+        assert_eq!((r.content, r.tool_calls.len()), (None, 0));
+        for bad in [
+            "{\"content\":[{\"type\":\"text\",\"te",
+            r#"{"type":"error","error":{"type":"overloaded_error"}}"#,
+            r#"{"content":[{"type":"tool_use","id":"x","input":{}}]}"#,
+        ] {
+            assert_eq!(
+                parse_response(bad).unwrap_err().class(),
+                "malformed",
+                "{bad}"
+            );
+        }
+    }
+}
