@@ -12,6 +12,11 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The docker sandbox backend: the engine, and debootstrap for the offline base image.
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# Host tools the local-backend runs of the built-in benchmarks use (tasks run on the host's
+# read-only /usr inside bubblewrap): sqlite3, jq, and Debian's python3 with pytest.
+command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || need_apt+=(python3-pytest)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""

@@ -52,15 +52,13 @@ pub struct Bar {
 }
 
 fn bar_style() -> ProgressStyle {
-    ProgressStyle::with_template(
-        "{prefix:.bold} [{bar:30}] {pos}/{len} trials · {msg} · eta {eta} · {elapsed_precise}",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar())
-    .progress_chars("=> ")
+    ProgressStyle::with_template("{prefix:.bold} [{bar:20}] {pos}/{len} · {msg} · eta {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
 }
 
 fn spinner_style() -> ProgressStyle {
-    ProgressStyle::with_template("{spinner} {prefix:.bold} · {msg} · {elapsed_precise}")
+    ProgressStyle::with_template("{spinner} {prefix:.bold} · {msg} · {elapsed}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner())
 }
 
@@ -106,12 +104,10 @@ impl Bar {
     /// A bar on stderr (plain lines when stderr is not a terminal; nothing when `quiet`).
     pub fn new(quiet: bool) -> Self {
         let plain = !std::io::stderr().is_terminal();
-        let bar = if quiet || plain {
-            ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())
-        } else {
-            ProgressBar::new(0)
-        };
+        // Hidden until the first event (so lines printed before it are not overdrawn).
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
         bar.set_style(bar_style());
+        bar.set_message("starting");
         Bar {
             bar,
             plain,
@@ -143,6 +139,9 @@ impl Bar {
         };
         Arc::new(move |p| {
             let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            if !plain && !quiet && bar.is_hidden() {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
             match p {
                 Progress::Stage { label, spent_usd } => {
                     st.stage = label.clone();
@@ -156,6 +155,7 @@ impl Bar {
                         format!("[{label}] started · {} spent so far", usd(spent_usd)),
                     );
                     bar.set_style(spinner_style());
+                    bar.reset_elapsed();
                     bar.set_prefix(label);
                     bar.set_message(format!("{} spent", usd(spent_usd)));
                     bar.enable_steady_tick(Duration::from_millis(200));

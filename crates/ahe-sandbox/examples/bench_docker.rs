@@ -2,13 +2,14 @@
 //!
 //! Per trial: create the container + put a tests dir + exec a tiny verifier writing
 //! `/logs/verifier/reward.txt` + get `/logs/verifier` + destroy. Per exec: `true` in a live
-//! container. Run with `scripts/bench-docker.sh` (needs an engine and `ahe-base:bookworm`).
+//! container, through the keeper and through `docker exec` (forced with an empty stdin).
+//! Run with `scripts/bench-docker.sh` (needs an engine and `ahe-base:bookworm`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ahe_sandbox::docker::DockerBackend;
-use ahe_sandbox::{Backend, ExecOpts, SandboxSpec};
+use ahe_sandbox::{Backend, ExecOpts, Sandbox, SandboxSpec};
 
 /// Mean, p50, p95 and max of durations, in milliseconds.
 fn stats(name: &str, mut v: Vec<Duration>) {
@@ -109,17 +110,27 @@ async fn main() -> anyhow::Result<()> {
         stats(name, v);
     }
 
-    let sb = backend.create(&spec).await?;
-    let mut v = Vec::new();
-    for i in 0..execs + 5 {
-        let t = Instant::now();
-        let r = sb.exec("true", ExecOpts::default()).await?;
-        anyhow::ensure!(r.exit_code == Some(0), "{r:?}");
-        if i >= 5 {
-            v.push(t.elapsed());
+    let sb = backend.create_docker(&spec).await?;
+    for (name, stdin) in [
+        ("exec `true` (keeper)", None),
+        ("exec `true` (docker exec)", Some(vec![])),
+    ] {
+        let mut v = Vec::new();
+        for i in 0..execs + 5 {
+            let opts = ExecOpts {
+                stdin: stdin.clone(),
+                ..Default::default()
+            };
+            let t = Instant::now();
+            let r = sb.exec("true", opts).await?;
+            anyhow::ensure!(r.exit_code == Some(0), "{r:?}");
+            if i >= 5 {
+                v.push(t.elapsed());
+            }
         }
+        stats(name, v);
     }
-    stats("exec `true`", v);
+    println!("  ({} execs took the keeper path)", sb.fast_execs());
     sb.destroy().await?;
     Ok(())
 }

@@ -25,6 +25,7 @@
 mod exec;
 mod files;
 mod image;
+mod keeper;
 mod sandbox;
 
 use std::collections::HashMap;

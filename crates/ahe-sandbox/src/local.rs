@@ -20,7 +20,7 @@
 //! command SIGKILLs it), execs fail with `SandboxError::Backend`.
 //!
 //! Dockerfile setup replays WORKDIR/ENV/ARG/COPY/ADD on the host side and runs each RUN step
-//! in a one-off `bwrap` with network (like `docker build`), before the exec server starts;
+//! in a one-off `bwrap` with network (like `docker build`; the exec server starts meanwhile);
 //! `ARG`s are visible to RUN steps only.
 //!
 //! Limitations: the system directories are the host's (packages cannot be installed; a
@@ -653,8 +653,7 @@ impl Sandbox for LocalSandbox {
         };
         let mut env = self.env.clone();
         env.extend(opts.env);
-        let bash = self.layout.bash.clone();
-        let argv = vec![bash, "-c".into(), command.to_string()];
+        let argv = vec![self.layout.bash.clone(), "-c".into(), command.to_string()];
         if let Some(server) = &self.server {
             let (_, full) = self.prepare(&cwd, env)?;
             return server

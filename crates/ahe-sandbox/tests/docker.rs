@@ -652,10 +652,77 @@ async fn non_root_images_and_missing_programs() {
     sb.destroy().await.unwrap();
 
     // An image without bash: commands run with sh.
-    let ctx = base_context();
+    let ctx = context(&[(
+        "Dockerfile",
+        "FROM ahe-base:bookworm\nRUN rm -f /usr/bin/bash /bin/bash\n",
+    )]);
     let sb = b.create_docker(&spec("nobash", ctx.path())).await.unwrap();
-    sh(&sb, "rm -f /bin/bash /usr/bin/bash").await;
     let o = sh(&sb, "echo \"shell=$0\"").await;
     assert_eq!(o.stdout, "shell=sh\n", "{o:?}");
+    assert_eq!(sh(&sb, "exit 4").await.exit_code, Some(4));
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn keeper_fast_path_and_its_fallbacks() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let sb = b.create_docker(&spec("keeper", ctx.path())).await.unwrap();
+    let o = sh(&sb, "printf 'no newline'; printf 'e\\0rr' >&2; exit 5").await;
+    assert_eq!(
+        (o.exit_code, o.stdout.as_str(), o.stderr.as_str()),
+        (Some(5), "no newline", "e\0rr")
+    );
+    let quoted = sb
+        .exec(
+            "printf '%s|' \"$A\" \"$B\"; pwd",
+            ExecOpts {
+                cwd: Some("/tmp/dir with 'quotes'".into()),
+                env: BTreeMap::from([
+                    ("A".to_string(), "x'y\"z $HOME \\n é".to_string()),
+                    ("B".to_string(), "line1\nline2".to_string()),
+                ]),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(quoted.is_err(), "the cwd does not exist yet");
+    sh(&sb, "mkdir -p \"/tmp/dir with 'quotes'\"").await;
+    let o = sb
+        .exec(
+            "printf '%s|' \"$A\" \"$B\"; pwd",
+            ExecOpts {
+                cwd: Some("/tmp/dir with 'quotes'".into()),
+                env: BTreeMap::from([
+                    ("A".to_string(), "x'y\"z $HOME \\n é".to_string()),
+                    ("B".to_string(), "line1\nline2".to_string()),
+                ]),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        o.stdout,
+        "x'y\"z $HOME \\n é|line1\nline2|/tmp/dir with 'quotes'\n"
+    );
+    let fast = sb.fast_execs();
+    assert!(fast >= 4, "{fast}");
+    // Output a background process writes after its exec ended is not another exec's.
+    sh(&sb, "(sleep 0.3; echo LATE; echo LATE >&2) &").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let o = sh(&sb, "echo next").await;
+    assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("next\n", ""));
+    // Two execs at once: one takes the keeper, the other docker exec.
+    let (a, c) = tokio::join!(sh(&sb, "sleep 0.5; echo a"), sh(&sb, "sleep 0.5; echo c"));
+    assert_eq!((a.stdout.as_str(), c.stdout.as_str()), ("a\n", "c\n"));
+    // A command that kills the keeper's shell ends; later execs still work (docker exec).
+    let o = sh(&sb, "kill -9 $PPID; sleep 2; echo never").await;
+    assert_eq!(o.exit_code, None, "{o:?}");
+    assert!(!o.stdout.contains("never"));
+    let before = sb.fast_execs();
+    let o = sh(&sb, "echo still; ps -eo args | grep -c '[s]leep 2$'").await;
+    assert_eq!(o.stdout, "still\n0\n", "{o:?}");
+    assert_eq!(sb.fast_execs(), before);
     sb.destroy().await.unwrap();
 }

@@ -359,6 +359,11 @@ async fn stdin_and_exit_codes() {
     assert_eq!(sh(&*sb, "true").await.exit_code, Some(0));
     // No stdin: reading gets EOF immediately.
     assert_eq!(sh(&*sb, "cat").await.stdout, "");
+    // A long command, then a short one (the worker's args file is overwritten in place).
+    let long = format!("echo {} two three", "x".repeat(20_000));
+    assert_eq!(sh(&*sb, &long).await.stdout.len(), 20_011);
+    let out = sh(&*sb, "echo \"$0|$#\"").await;
+    assert!(out.stdout.ends_with("bash|0\n"), "{out:?}");
     let r = sb.exec("echo a\0b", ExecOpts::default()).await;
     assert!(matches!(r, Err(SandboxError::Backend(_))), "{r:?}");
 }
@@ -630,6 +635,25 @@ async fn concurrent_execs_and_exact_environment() {
         "{:?}",
         start.elapsed()
     );
+    // Many at once (one worker each), with stdin, output and exit codes kept apart.
+    let sb: std::sync::Arc<dyn Sandbox> = sb.into();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let sb = sb.clone();
+        set.spawn(async move {
+            let opts = ExecOpts {
+                stdin: Some(format!("in{i}").into_bytes()),
+                ..Default::default()
+            };
+            let cmd = format!("sleep 0.{i}; cat; echo {i} >&2; exit {i}");
+            (i, sb.exec(&cmd, opts).await.unwrap())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        let (i, out) = r.unwrap();
+        let want = (format!("in{i}"), format!("{i}\n"), Some(i));
+        assert_eq!((out.stdout, out.stderr, out.exit_code), want);
+    }
     // The command sees exactly the base environment plus the exec's variables, whatever
     // their names (plain names are exported by bash, others go through `env -i`).
     let q = "it's \"quoted\" $HOME\nline";
@@ -683,6 +707,39 @@ async fn dead_exec_server_is_an_error_not_a_hang() {
         "HUP, INT, QUIT or TERM ignored: {out:?}"
     );
     assert_eq!(out.exit_code, Some(143), "{out:?}");
+    // Two workers (concurrent execs), then SIGKILL the idle one's spare (each worker keeps
+    // a forked subshell, in its own process group, waiting for the next exec): later execs
+    // on both workers are not confused by the spare's exit report.
+    let (a, b) = tokio::join!(sh(&*sb, "sleep 0.3; echo a"), sh(&*sb, "echo b"));
+    assert_eq!((a.stdout.as_str(), b.stdout.as_str()), ("a\n", "b\n"));
+    let spares =
+        "ps -eo pid=,pgid=,args= | awk -v me=$$ '$1 == $2 && $1 > 1 && $1 != me && /server.sh/ {print $1}'";
+    let out = sh(
+        &*sb,
+        &format!("s=$({spares}); echo $s | wc -w; kill -KILL $s"),
+    )
+    .await;
+    assert_eq!(
+        (out.stdout.as_str(), out.exit_code),
+        ("1\n", Some(0)),
+        "{out:?}"
+    );
+    for i in 0..3 {
+        let slow = format!("sleep 0.2; echo {i}; exit {i}");
+        let (a, b) = tokio::join!(sh(&*sb, &slow), sh(&*sb, "echo b; exit 7"));
+        assert_eq!((a.stdout, a.exit_code), (format!("{i}\n"), Some(i)));
+        assert_eq!((b.stdout.as_str(), b.exit_code), ("b\n", Some(7)));
+    }
+    // A killed worker fails its exec (no hang); the next exec gets a new worker.
+    let r = tokio::time::timeout(
+        Duration::from_secs(4),
+        sb.exec("kill -KILL $PPID; sleep 5", ExecOpts::default()),
+    )
+    .await
+    .expect("exec hung after its worker died");
+    let msg = r.expect_err("exec must fail").to_string();
+    assert!(msg.contains("vanished"), "{msg}");
+    assert_eq!(sh(&*sb, "echo ok").await.stdout, "ok\n");
     let kill = format!("kill -KILL {server}; sleep 5");
     let kill = kill.as_str();
     let limit = Duration::from_secs(4);

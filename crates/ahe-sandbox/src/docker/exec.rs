@@ -21,7 +21,7 @@ use crate::{ExecOutput, Result, SandboxError};
 pub(crate) const OUTPUT_CAP: usize = 8 << 20;
 
 /// How long to keep reading output after a timeout kill.
-const DRAIN_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_secs(3);
 
 /// The environment variable that marks the processes of one exec.
 pub(crate) const EXEC_MARKER: &str = "AHE_EXEC_ID";
@@ -41,7 +41,7 @@ pub(crate) struct ExecRequest {
 }
 
 /// A fresh fixed-width marker value (fixed width: no marker is a prefix of another).
-fn new_marker() -> String {
+pub(crate) fn new_marker() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
@@ -52,11 +52,24 @@ fn new_marker() -> String {
 }
 
 /// Kills (SIGKILL) the processes of an exec when dropped while armed (a cancelled exec).
-struct KillGuard {
+pub(crate) struct KillGuard {
     docker: Docker,
     container: String,
     marker: String,
-    armed: bool,
+    /// Whether dropping kills.
+    pub armed: bool,
+}
+
+impl KillGuard {
+    /// An armed guard for the exec marked `marker`.
+    pub fn new(docker: &Docker, container: &str, marker: &str) -> KillGuard {
+        KillGuard {
+            docker: docker.clone(),
+            container: container.to_string(),
+            marker: marker.to_string(),
+            armed: true,
+        }
+    }
 }
 
 impl Drop for KillGuard {
@@ -78,20 +91,21 @@ impl Drop for KillGuard {
 
 /// Captured bytes of one stream, capped at [`OUTPUT_CAP`].
 #[derive(Default)]
-struct Capture {
+pub(crate) struct Capture {
     kept: Vec<u8>,
     dropped: u64,
 }
 
 impl Capture {
-    fn push(&mut self, data: &[u8]) {
+    /// Keeps what fits under the cap, counts the rest.
+    pub fn push(&mut self, data: &[u8]) {
         let room = OUTPUT_CAP.saturating_sub(self.kept.len()).min(data.len());
         self.kept.extend_from_slice(&data[..room]);
         self.dropped += (data.len() - room) as u64;
     }
 
     /// Lossy text, with a note when bytes were dropped.
-    fn text(self, name: &str) -> String {
+    pub fn text(self, name: &str) -> String {
         let mut s = String::from_utf8_lossy(&self.kept).into_owned();
         if self.dropped > 0 {
             s.push_str(&format!(
@@ -133,12 +147,7 @@ pub(crate) async fn run(docker: &Docker, container: &str, req: ExecRequest) -> R
         .create_exec(container, config)
         .await
         .map_err(|e| exec_err(container, e))?;
-    let mut guard = KillGuard {
-        docker: docker.clone(),
-        container: container.to_string(),
-        marker: marker.clone(),
-        armed: true,
-    };
+    let mut guard = KillGuard::new(docker, container, &marker);
     let opts = StartExecOptions {
         detach: false,
         tty: false,

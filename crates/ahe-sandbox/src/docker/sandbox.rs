@@ -6,23 +6,21 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
 use bollard::query_parameters::{
-    ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
-    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
+    CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
 
 use super::exec::{self, ExecRequest};
 use super::image::ImageInfo;
+use super::keeper::{Keeper, KEEPER};
 use super::{
     api_err, block_on_thread, files, hostname, pid_start_time, remove_container, status_of,
     LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK, LABEL_TRIAL, PIDS_LIMIT,
 };
 use crate::{dockerfile, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
-
-/// The keeper of a root image: creates the logs dirs and the workdir (`$1`), then idles.
-const KEEPER: &str =
-    "mkdir -p -m 777 /logs/verifier /logs/agent; mkdir -p \"$1\"; exec sleep infinity";
 
 /// Docker's smallest memory limit.
 const MIN_MEMORY: i64 = 6 << 20;
@@ -34,6 +32,7 @@ pub struct DockerSandbox {
     name: String,
     image: String,
     workdir: String,
+    keeper: Keeper,
     no_bash: AtomicBool,
     destroyed: AtomicBool,
 }
@@ -118,15 +117,11 @@ pub(crate) async fn create(
     for (k, v) in &spec.env {
         check_env(k, v)?;
     }
-    // A root image prepares its dirs in the keeper (no extra round trip); otherwise (USER
-    // set) they are copied in as root before the start.
-    let keeper: Vec<String> = if img.root_user {
-        ["sh", "-c", KEEPER, "ahe-keeper", &img.workdir]
-            .map(String::from)
-            .to_vec()
-    } else {
-        vec!["sleep".into(), "infinity".into()]
-    };
+    // The keeper prepares the dirs (as root; for a USER image they are copied in instead)
+    // and serves the fast exec path (see `keeper`).
+    let keeper: Vec<String> = ["sh", "-c", KEEPER, "ahe-keeper", &img.workdir]
+        .map(String::from)
+        .to_vec();
     let host_config = HostConfig {
         init: Some(true),
         // No network unless the task allows it (then the engine's default bridge).
@@ -144,12 +139,16 @@ pub(crate) async fn create(
     let body = ContainerCreateBody {
         image: Some(img.id.clone()),
         entrypoint: Some(vec![]),
-        cmd: Some(keeper.clone()),
+        cmd: Some(keeper),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         working_dir: Some(img.workdir.clone()),
         labels: Some(labels(spec)),
         tty: Some(false),
-        open_stdin: Some(false),
+        open_stdin: Some(true),
+        stdin_once: Some(false),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
         host_config: Some(host_config),
         ..Default::default()
     };
@@ -160,15 +159,28 @@ pub(crate) async fn create(
         .await
         .map_err(|e| api_err(&format!("creating container for {}", spec.task), e))?;
     // From here on, dropping `sb` (an error below) removes the container.
-    let sb = DockerSandbox {
+    let mut sb = DockerSandbox {
         docker: docker.clone(),
         id: created.id,
         name,
         image: img.id.clone(),
         workdir: img.workdir.clone(),
+        keeper: Keeper::disabled(),
         no_bash: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
     };
+    // Attach before the start so the keeper's greeting is not lost.
+    let attach = AttachContainerOptionsBuilder::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(true)
+        .stream(true)
+        .logs(false)
+        .build();
+    match docker.attach_container(&sb.id, Some(attach)).await {
+        Ok(a) => sb.keeper = Keeper::new(a.input, a.output),
+        Err(e) => tracing::warn!("docker: attach failed ({e}); every exec uses docker exec"),
+    }
     if !img.root_user {
         let mut dirs = vec![("/logs/verifier", 0o777), ("/logs/agent", 0o777)];
         if !img.has_workdir {
@@ -202,6 +214,11 @@ impl DockerSandbox {
     /// The container name (`ahe-<trial>-...`).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many execs ran through the keeper (the fast path) rather than `docker exec`.
+    pub fn fast_execs(&self) -> u64 {
+        self.keeper.served()
     }
 
     /// The image id the container runs.
@@ -285,39 +302,29 @@ impl Sandbox for DockerSandbox {
             check_env(k, v)?;
             env.push(format!("{k}={v}"));
         }
-        let shell = if self.no_bash.load(Ordering::Relaxed) {
-            "sh"
-        } else {
-            "bash"
-        };
-        let mut req = ExecRequest {
+        let no_bash = self.no_bash.load(Ordering::Relaxed);
+        let request = |shell: &str, stdin: Option<Vec<u8>>| ExecRequest {
             argv: vec![shell.into(), "-c".into(), command.to_string()],
-            cwd,
-            env,
-            stdin: opts.stdin,
+            cwd: cwd.clone(),
+            env: env.clone(),
+            stdin,
             timeout: opts.timeout,
         };
-        let retry =
-            (shell == "bash").then(|| (req.cwd.clone(), req.env.clone(), req.stdin.clone()));
+        if no_bash {
+            return exec::run(&self.docker, &self.id, request("sh", opts.stdin)).await;
+        }
+        let req = request("bash", opts.stdin.clone());
+        if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
+            return r;
+        }
         match exec::run(&self.docker, &self.id, req).await {
             Err(SandboxError::Backend(m))
                 if m.contains(exec::NOT_FOUND) && m.contains("\"bash\"") =>
             {
-                // An image without bash: fall back to sh from now on.
-                tracing::warn!(
-                    "docker: {} has no bash; running commands with sh",
-                    self.image
-                );
+                // An image without bash: run commands with sh from now on.
+                tracing::warn!("docker: {} has no bash; commands run with sh", self.image);
                 self.no_bash.store(true, Ordering::Relaxed);
-                let (cwd, env, stdin) = retry.unwrap_or_default();
-                req = ExecRequest {
-                    argv: vec!["sh".into(), "-c".into(), command.to_string()],
-                    cwd,
-                    env,
-                    stdin,
-                    timeout: opts.timeout,
-                };
-                exec::run(&self.docker, &self.id, req).await
+                exec::run(&self.docker, &self.id, request("sh", opts.stdin)).await
             }
             r => r,
         }
@@ -378,7 +385,9 @@ impl Sandbox for DockerSandbox {
         if self.destroyed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        remove_container(&self.docker, &self.id).await.map(|_| ())
+        let r = remove_container(&self.docker, &self.id).await.map(|_| ());
+        self.keeper.close();
+        r
     }
 }
 

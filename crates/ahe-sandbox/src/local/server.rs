@@ -3,11 +3,15 @@
 //! `bwrap` runs [`SCRIPT`] (pure bash), which reads one request per line on its stdin:
 //! `worker <n>` forks worker `n`, `kill <pgid>` SIGKILLs a process group, `quit` ends the
 //! server, which ends the sandbox's pid namespace and every process in it. A worker is a
-//! persistent bash loop: it reads an exec id from its FIFO `w<n>.req`, starts the exec
-//! described by `w<n>.args` (cwd, stdin, stdout and stderr paths, variables, argv;
-//! NUL-separated) as its own process group (`set -m`; one fork per exec), and writes
-//! `pid <id> <pgid>` and `done <id> <status>` to its FIFO `w<n>.st`. The host lends idle
-//! workers to execs and asks for a new one when all are busy (concurrent execs).
+//! persistent bash loop that keeps one forked "spare" subshell waiting (its own process
+//! group, `set -m`), so no fork is on an exec's critical path: the spare reads `<id> <count>`
+//! from the FIFO `w<n>.req`, writes `pid <id> <pgid>` to the FIFO `w<n>.st`, and execs the
+//! exec described by the first `count` strings of `w<n>.args` (cwd, stdin, stdout and stderr
+//! paths, variables, argv; NUL-terminated; overwritten in place, never truncated, as ext4
+//! flushes a truncated file to disk on close). The worker waits for it, writes
+//! `done <pgid> <status>` (a spare killed while idle reports a pgid no exec was told about),
+//! and forks the next spare. The host lends idle workers to execs and asks for a new one
+//! when all are busy (concurrent execs).
 //!
 //! The exec's stdout and stderr are FIFOs of its worker, read by the host like pipes (capped,
 //! never written to disk); they are reused by the worker's next exec once both reached EOF,
@@ -20,6 +24,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::future::Future;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,9 +52,10 @@ const QUIT_TIMEOUT: Duration = Duration::from_secs(2);
 const DEATH_GRACE: Duration = Duration::from_millis(300);
 
 /// The server (`bash <exec dir>/server.sh <exec dir>`). The server and its workers ignore
-/// SIGTERM/SIGINT/SIGHUP (a `pkill bash` in the sandbox must not break it); the job resets
-/// them and closes the worker's FIFOs (fds 3, 4) so that only the worker holds them. A
-/// worker loads the `C.UTF-8` locale once so that exporting `LANG` in the job is cheap.
+/// SIGTERM/SIGINT/SIGHUP (a `pkill bash` in the sandbox must not break it); the spare resets
+/// them and closes the worker's FIFOs (fds 3, 4) before it execs. A worker loads the
+/// `C.UTF-8` locale once so that exporting `LANG` in the spare is cheap. When the host closes
+/// the request FIFO, the spare kills its worker.
 const SCRIPT: &str = r#"D=$1
 trap '' TERM INT HUP
 worker() {
@@ -57,23 +63,26 @@ worker() {
   set -m
   { LC_ALL=C.UTF-8; } 2>/dev/null
   unset -v LC_ALL
-  while read -r -u 4 id; do
-    if ! mapfile -d '' -t a <"$D/w$1.args" || ((${#a[@]} < 6)); then
-      echo "done $id 126" >&3
-      continue
-    fi
-    n=${a[4]}
+  w=$BASHPID
+  while :; do
     (
+      if ! read -r -u 4 id count; then
+        kill -KILL "$w"
+        exit
+      fi
+      echo "pid $id $BASHPID" >&3
       trap - TERM INT HUP
+      mapfile -d '' -t -n "$count" a <"$D/w$1.args" && ((${#a[@]} >= 6)) || exit 126
+      exec <"${a[1]}" >"${a[2]}" 2>"${a[3]}" 3>&- 4<&- || exit 1
       cd -- "${a[0]}" || exit 1
+      n=${a[4]}
       unset -v PWD OLDPWD SHLVL
       ((n == 0)) || export -- "${a[@]:5:n}"
       exec -- "${a[@]:5+n}"
-    ) <"${a[1]}" >"${a[2]}" 2>"${a[3]}" 3>&- 4<&- &
+    ) &
     p=$!
-    echo "pid $id $p" >&3
     wait "$p" 2>/dev/null
-    echo "done $id $?" >&3
+    echo "done $p $?" >&3
   done
 }
 echo ready
@@ -270,16 +279,23 @@ impl ExecServer {
             (Vec::new(), argv)
         };
         let n = exports.len().to_string();
-        let mut args = Vec::new();
         let head = [cwd, &stdin.inside, &out_path, &err_path, &n];
-        for a in head
+        let strings: Vec<&str> = head
             .into_iter()
             .chain(exports.iter().chain(&argv).map(String::as_str))
-        {
+            .collect();
+        let mut args = Vec::new();
+        for a in &strings {
             args.extend_from_slice(a.as_bytes());
             args.push(0);
         }
-        std::fs::write(self.dir.join(format!("w{}.args", w.n)), args)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(format!("w{}.args", w.n)))?
+            .write_all(&args)?;
+        let request = format!("{id} {}\n", strings.len());
         let mut poke = Poke(["out", "err"].map(|s| Some(self.dir.join(w.fifo(s)))));
         let (stop_tx, stop) = watch::channel(false);
         let out = capture(out_fifo, stop.clone());
@@ -289,6 +305,7 @@ impl ExecServer {
         let mut follow = tokio::spawn(follow(
             lent,
             id,
+            request,
             stdin,
             kill,
             self.dead.clone(),
@@ -393,7 +410,7 @@ impl ExecServer {
         }
     }
 
-    /// The error of an exec whose wrapper vanished without an exit status.
+    /// The error of an exec whose worker vanished without an exit status.
     async fn vanished(&self) -> SandboxError {
         let mut dead = self.dead.clone();
         let _ = tokio::time::timeout(DEATH_GRACE, dead.wait_for(|d| *d)).await;
@@ -401,7 +418,7 @@ impl ExecServer {
             return self.error("exited");
         }
         SandboxError::Backend(
-            "the exec's wrapper process in the sandbox vanished before reporting an exit \
+            "the exec's worker process in the sandbox vanished before reporting an exit \
              status (killed from inside the sandbox or by the out-of-memory killer?)"
                 .into(),
         )
@@ -497,7 +514,7 @@ fn backend(msg: &str) -> SandboxError {
     SandboxError::Backend(msg.to_string())
 }
 
-/// Sends exec `id` to the lent worker and follows its status lines: returns the exit status,
+/// Sends `request` (exec `id`) to the lent worker and follows its status lines: returns the exit status,
 /// or `None` when the worker vanished (or the server died) first; then the worker is
 /// dropped from the pool. Kills the exec's process group once `kill` fires or its sender is
 /// dropped (the exec was cancelled), and when the worker vanished. Returns the worker
@@ -505,6 +522,7 @@ fn backend(msg: &str) -> SandboxError {
 async fn follow(
     mut lent: Lent,
     id: u64,
+    request: String,
     _stdin: StdinFile,
     mut kill: watch::Receiver<bool>,
     mut dead: watch::Receiver<bool>,
@@ -519,19 +537,18 @@ async fn follow(
         return (None, lent);
     };
     let id = id.to_string();
-    let (mut pgid, mut want_kill, mut status) = (None, false, None);
-    if w.req.write_all(format!("{id}\n").as_bytes()).await.is_ok() {
+    let (mut pgid, mut want_kill, mut killed, mut status) = (None::<i32>, false, false, None);
+    if w.req.write_all(request.as_bytes()).await.is_ok() {
         loop {
             tokio::select! {
                 line = w.status.next_line() => {
                     let Ok(Some(line)) = line else { break };
-                    let mut f = line.split(' ');
-                    let (what, of, n) = (f.next(), f.next(), f.next().and_then(|n| n.parse().ok()));
-                    match what {
-                        _ if of != Some(id.as_str()) => {}
-                        Some("pid") => pgid = n,
-                        Some("done") => {
-                            status = n;
+                    let f: Vec<&str> = line.split(' ').collect();
+                    match (&f[..], pgid) {
+                        (["pid", of, p], None) if *of == id => pgid = p.parse().ok(),
+                        // A `done` of another pgid is a spare that died while idle.
+                        (["done", p, s], Some(g)) if *p == g.to_string() => {
+                            status = s.parse().ok();
                             break;
                         }
                         _ => {}
@@ -540,15 +557,14 @@ async fn follow(
                 r = kill.changed(), if !want_kill => want_kill = r.is_err() || *kill.borrow(),
                 _ = dead.wait_for(|d| *d) => break,
             }
-            if want_kill {
-                if let Some(p) = pgid.take() {
-                    send_kill(p);
-                }
+            if let (true, false, Some(p)) = (want_kill, killed, pgid) {
+                send_kill(p);
+                killed = true;
             }
         }
     }
     if status.is_none() {
-        if let Some(p) = pgid {
+        if let (false, Some(p)) = (killed, pgid) {
             send_kill(p);
         }
         lent.worker = None;

@@ -1,0 +1,461 @@
+//! The fast exec path: commands sent to a `bash` keeper over the container's attached
+//! stdin, their output read back from the attached stdout/stderr.
+//!
+//! `docker exec` costs a `runc exec` per command (≈80–100 ms on a 2-core VM); a fork in a
+//! bash that already runs in the container costs a few ms. The keeper (the container's main
+//! process under `docker-init`) prints `AHE-KEEPER bash` and then reads one request line
+//! per exec: it prints a start marker on both streams, runs `( cd DIR && export ... && exec
+//! bash -c CMD ) </dev/null` with the streams inherited, then prints an end marker (with the
+//! exit status) on both. Markers carry a random 128-bit token, so command output cannot fake
+//! them; anything between an end marker and the next start marker (output of background
+//! processes of earlier commands) is dropped. Every value is sent as a `$'\xHH'` string.
+//!
+//! The path is used only when the keeper is idle (else `docker exec`), never for stdin, and
+//! never again after anything unexpected (a cancelled exec, a keeper that did not answer,
+//! an image without bash): the caller then falls back to `docker exec` for good.
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bollard::container::LogOutput;
+use bollard::Docker;
+use futures_util::{Stream, StreamExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::Mutex;
+
+use super::exec::{
+    kill_marked, new_marker, Capture, ExecRequest, KillGuard, DRAIN_GRACE, EXEC_MARKER,
+};
+use crate::{ExecOutput, Result, SandboxError};
+
+/// The keeper script (`$1` = the workdir): prepares dirs, then serves requests with bash
+/// (restarted if something kills it), or idles when the image has no bash.
+pub(crate) const KEEPER: &str = "mkdir -p -m 777 /logs/verifier /logs/agent 2>/dev/null; \
+mkdir -p \"$1\" 2>/dev/null; cd \"$1\" 2>/dev/null; \
+if command -v bash >/dev/null 2>&1; then echo 'AHE-KEEPER bash'; \
+while :; do bash; [ $? -ge 128 ] || break; echo 'AHE-KEEPER restarted'; \
+echo 'AHE-KEEPER restarted' >&2; done; else echo 'AHE-KEEPER none'; fi; \
+while :; do sleep infinity; done";
+
+/// What the keeper prints when something killed its bash (and it started a new one).
+const RESTARTED: &[u8] = b"AHE-KEEPER restarted\n";
+
+/// How long the first exec waits for the keeper's greeting.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Output =
+    Pin<Box<dyn Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>>;
+type Input = Pin<Box<dyn AsyncWrite + Send>>;
+
+/// The attached streams of the keeper.
+struct Conn {
+    input: Input,
+    output: Output,
+    /// Whether the keeper said it serves requests with bash.
+    greeted: bool,
+    /// Set while an exec runs and left set when it ends abnormally.
+    broken: bool,
+}
+
+/// The keeper of one container (`None` inside when the fast path is off).
+pub(crate) struct Keeper {
+    conn: Mutex<Option<Conn>>,
+    served: AtomicU64,
+}
+
+impl Keeper {
+    /// A keeper over the attached streams of a container (attach before starting it).
+    pub fn new(input: Input, output: Output) -> Keeper {
+        Keeper {
+            conn: Mutex::new(Some(Conn {
+                input,
+                output,
+                greeted: false,
+                broken: false,
+            })),
+            served: AtomicU64::new(0),
+        }
+    }
+
+    /// A keeper that never serves (every exec uses `docker exec`).
+    pub fn disabled() -> Keeper {
+        Keeper {
+            conn: Mutex::new(None),
+            served: AtomicU64::new(0),
+        }
+    }
+
+    /// How many execs the fast path ran.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// Closes the attached streams.
+    pub fn close(&self) {
+        if let Ok(mut c) = self.conn.try_lock() {
+            *c = None;
+        }
+    }
+
+    /// Runs `req` through the keeper; `None` when the fast path cannot take it (busy,
+    /// disabled, stdin, an earlier failure), in which case nothing was run.
+    pub async fn try_exec(
+        &self,
+        docker: &Docker,
+        container: &str,
+        req: &ExecRequest,
+    ) -> Option<Result<ExecOutput>> {
+        if req.stdin.is_some() || req.argv.len() != 3 {
+            return None;
+        }
+        let mut guard = self.conn.try_lock().ok()?;
+        let conn = guard.as_mut()?;
+        if conn.broken {
+            return None;
+        }
+        let (token, marker) = (hex_token(), new_marker());
+        let line = request_line(req, &token, &marker)?;
+        // Stays set unless the exec ends cleanly (a dropped future leaves it set).
+        conn.broken = true;
+        match run(conn, docker, container, req, &line, &token, &marker).await {
+            Step::Skip => {
+                *guard = None;
+                None
+            }
+            Step::Done(r) => {
+                self.served.fetch_add(1, Ordering::Relaxed);
+                Some(r)
+            }
+            Step::Lost(r) => {
+                *guard = None;
+                Some(r)
+            }
+        }
+    }
+}
+
+/// How a fast-path exec ended.
+enum Step {
+    /// Nothing ran (the keeper has no bash or did not answer): fall back.
+    Skip,
+    /// The exec ran (the connection's `broken` flag says whether it is still usable).
+    Done(Result<ExecOutput>),
+    /// The attach stream ended.
+    Lost(Result<ExecOutput>),
+}
+
+/// Sends one request and reads its output.
+async fn run(
+    conn: &mut Conn,
+    docker: &Docker,
+    container: &str,
+    req: &ExecRequest,
+    line: &str,
+    token: &str,
+    marker: &str,
+) -> Step {
+    if !conn.greeted {
+        if !greet(conn).await {
+            return Step::Skip;
+        }
+        conn.greeted = true;
+    }
+    let start = Instant::now();
+    if conn.input.write_all(line.as_bytes()).await.is_err() || conn.input.flush().await.is_err() {
+        return Step::Skip;
+    }
+    let mut kill_guard = KillGuard::new(docker, container, marker);
+    let (mut out, mut err) = (Parser::new(token, true), Parser::new(token, false));
+    let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut timed_out = false;
+    let mut grace_end: Option<tokio::time::Instant> = None;
+    while !(out.done() && err.done()) {
+        let item = match grace_end.or(deadline) {
+            Some(at) => match tokio::time::timeout_at(at, conn.output.next()).await {
+                Ok(i) => i,
+                Err(_) if timed_out => break,
+                Err(_) => {
+                    timed_out = true;
+                    if let Err(e) = kill_marked(docker, container, marker).await {
+                        tracing::warn!("docker: killing a timed-out exec failed: {e}");
+                    }
+                    grace_end = Some(tokio::time::Instant::now() + DRAIN_GRACE);
+                    continue;
+                }
+            },
+            None => conn.output.next().await,
+        };
+        match item {
+            Some(Ok(LogOutput::StdOut { message })) | Some(Ok(LogOutput::Console { message })) => {
+                out.feed(&message)
+            }
+            Some(Ok(LogOutput::StdErr { message })) => err.feed(&message),
+            Some(Ok(LogOutput::StdIn { .. })) => {}
+            Some(Err(_)) | None => {
+                kill_guard.armed = false;
+                return Step::Lost(Err(SandboxError::Backend(
+                    "the container's keeper stream ended (was the container removed?)".into(),
+                )));
+            }
+        }
+        if out.restarted || err.restarted {
+            // The command killed the keeper's bash: end it, and use docker exec from now on.
+            let _ = kill_marked(docker, container, marker).await;
+            kill_guard.armed = false;
+            let mut stderr = err.cap.text("stderr");
+            stderr.push_str("\n[ahe: the command killed the sandbox's command shell]");
+            return Step::Done(Ok(ExecOutput {
+                exit_code: None,
+                stdout: out.cap.text("stdout"),
+                stderr,
+                timed_out: false,
+                duration_ms: start.elapsed().as_millis() as u64,
+            }));
+        }
+    }
+    kill_guard.armed = false;
+    let finished = out.done() && err.done();
+    conn.broken = !finished;
+    let status = out.status.take().unwrap_or_default();
+    if finished && status == "nocwd" {
+        return Step::Done(Err(SandboxError::Backend(format!(
+            "working directory {} does not exist",
+            req.cwd
+        ))));
+    }
+    let exit_code = if timed_out {
+        None
+    } else {
+        match status.parse::<i32>() {
+            Ok(c) => Some(c),
+            Err(_) => {
+                conn.broken = true;
+                return Step::Done(Err(SandboxError::Backend(format!(
+                    "the keeper reported an unreadable status {status:?}"
+                ))));
+            }
+        }
+    };
+    Step::Done(Ok(ExecOutput {
+        exit_code,
+        stdout: out.cap.text("stdout"),
+        stderr: err.cap.text("stderr"),
+        timed_out,
+        duration_ms: start.elapsed().as_millis() as u64,
+    }))
+}
+
+/// Reads until the keeper's greeting; `false` when it has no bash or does not answer.
+async fn greet(conn: &mut Conn) -> bool {
+    let mut seen = Vec::new();
+    let end = tokio::time::Instant::now() + HELLO_TIMEOUT;
+    loop {
+        match tokio::time::timeout_at(end, conn.output.next()).await {
+            Ok(Some(Ok(LogOutput::StdOut { message }))) => {
+                seen.extend_from_slice(&message);
+                if find(&seen, b"AHE-KEEPER bash\n").is_some() {
+                    return true;
+                }
+                if find(&seen, b"AHE-KEEPER none\n").is_some() {
+                    return false;
+                }
+            }
+            Ok(Some(Ok(_))) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// A random 128-bit hex token.
+fn hex_token() -> String {
+    let mut b = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok();
+    if !ok {
+        // Unpredictable enough without /dev/urandom: std's randomly seeded hasher.
+        use std::hash::{BuildHasher, Hasher};
+        for chunk in b.chunks_mut(8) {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(Instant::now().elapsed().as_nanos());
+            chunk.copy_from_slice(&h.finish().to_le_bytes());
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `s` as a bash `$'...'` word with every byte outside a safe set as `\xHH`.
+fn quote(s: &str) -> String {
+    let mut out = String::from("$'");
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"_-./:=,+@%".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// The request line of one exec (`None` if a value holds a NUL byte).
+fn request_line(req: &ExecRequest, token: &str, marker: &str) -> Option<String> {
+    let values = req.env.iter().chain([&req.cwd, &req.argv[2]]);
+    if values.clone().any(|v| v.contains('\0')) {
+        return None;
+    }
+    let cwd = quote(&req.cwd);
+    let mut exports = String::new();
+    for kv in &req.env {
+        exports.push_str(&quote(kv));
+        exports.push(' ');
+    }
+    Some(format!(
+        "printf '\\nAHE-START {token}\\n'; printf '\\nAHE-START {token}\\n' >&2; \
+         if [ -d {cwd} ]; then ( cd -- {cwd} && export {exports}{EXEC_MARKER}={marker} && \
+         exec {} -c {} ) </dev/null; s=$?; else s=nocwd; fi; \
+         printf '\\nAHE-END {token} %s\\n' \"$s\"; printf '\\nAHE-END {token}\\n' >&2\n",
+        quote(&req.argv[0]),
+        quote(&req.argv[2]),
+    ))
+}
+
+/// The first index of `pat` in `hay`.
+fn find(hay: &[u8], pat: &[u8]) -> Option<usize> {
+    hay.windows(pat.len()).position(|w| w == pat)
+}
+
+/// Splits one stream into: junk before the start marker, the command's output (capped),
+/// the end marker (and, on stdout, the status after it).
+struct Parser {
+    start: Vec<u8>,
+    end: Vec<u8>,
+    with_status: bool,
+    phase: Phase,
+    pending: Vec<u8>,
+    cap: Capture,
+    status: Option<String>,
+    /// Whether the keeper announced a restart (its bash was killed).
+    restarted: bool,
+}
+
+#[derive(PartialEq)]
+enum Phase {
+    BeforeStart,
+    Body,
+    Status,
+    Done,
+}
+
+impl Parser {
+    fn new(token: &str, with_status: bool) -> Parser {
+        Parser {
+            start: format!("AHE-START {token}\n").into_bytes(),
+            end: if with_status {
+                format!("\nAHE-END {token} ").into_bytes()
+            } else {
+                format!("\nAHE-END {token}\n").into_bytes()
+            },
+            with_status,
+            phase: Phase::BeforeStart,
+            pending: Vec::new(),
+            cap: Capture::default(),
+            status: None,
+            restarted: false,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        self.pending.extend_from_slice(data);
+        if !self.restarted && self.phase != Phase::Done {
+            self.restarted = find(&self.pending, RESTARTED).is_some();
+        }
+        loop {
+            match self.phase {
+                Phase::BeforeStart => match find(&self.pending, &self.start) {
+                    Some(i) => {
+                        self.pending.drain(..i + self.start.len());
+                        self.phase = Phase::Body;
+                    }
+                    None => {
+                        let keep = self.start.len() - 1;
+                        let cut = self.pending.len().saturating_sub(keep);
+                        self.pending.drain(..cut);
+                        return;
+                    }
+                },
+                Phase::Body => match find(&self.pending, &self.end) {
+                    Some(i) => {
+                        self.cap.push(&self.pending[..i]);
+                        self.pending.drain(..i + self.end.len());
+                        self.phase = if self.with_status {
+                            Phase::Status
+                        } else {
+                            Phase::Done
+                        };
+                    }
+                    None => {
+                        let keep = self.end.len() - 1;
+                        let cut = self.pending.len().saturating_sub(keep);
+                        self.cap.push(&self.pending[..cut]);
+                        self.pending.drain(..cut);
+                        return;
+                    }
+                },
+                Phase::Status => match self.pending.iter().position(|b| *b == b'\n') {
+                    Some(i) => {
+                        let s = String::from_utf8_lossy(&self.pending[..i]).into_owned();
+                        self.status = Some(s);
+                        self.pending.clear();
+                        self.phase = Phase::Done;
+                    }
+                    None => return,
+                },
+                Phase::Done => {
+                    self.pending.clear();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_escapes_everything_special() {
+        assert_eq!(quote("ab c'd\n"), "$'ab\\x20c\\x27d\\x0a'");
+        assert_eq!(quote("é"), "$'\\xc3\\xa9'");
+    }
+
+    #[test]
+    fn parser_drops_junk_and_finds_markers_across_chunks() {
+        let t = "0123abcd";
+        let mut p = Parser::new(t, true);
+        let stream =
+            format!("late junk\nAHE-START {t}\nhello\nworld\nAHE-END {t} 7\ntrailing junk");
+        for chunk in stream.as_bytes().chunks(3) {
+            p.feed(chunk);
+        }
+        assert!(p.done());
+        assert_eq!(p.status.as_deref(), Some("7"));
+        assert_eq!(p.cap.text("stdout"), "hello\nworld");
+        let mut e = Parser::new(t, false);
+        e.feed(format!("\nAHE-START {t}\n\nAHE-END {t}\n").as_bytes());
+        assert!(e.done());
+        assert_eq!(e.cap.text("stderr"), "");
+        // A fake marker with another token is output.
+        let mut f = Parser::new(t, true);
+        f.feed(format!("AHE-START {t}\n\nAHE-END ffff 0\n").as_bytes());
+        assert!(!f.done());
+    }
+}
