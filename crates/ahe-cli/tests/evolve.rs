@@ -259,13 +259,13 @@ fn three_iterations_flip_verdict_rollback_best_and_hide_the_holdout() {
 }
 
 /// (iteration, task) → per-trial statuses, plus pass@1 per iteration and the verdicts.
-fn outcome(
-    run: &Path,
-) -> (
+type Outcome = (
     Vec<(u32, String, Vec<String>)>,
     Vec<f64>,
     Vec<Vec<(String, String)>>,
-) {
+);
+
+fn outcome(run: &Path) -> Outcome {
     let mut trials = Vec::new();
     let mut p = Vec::new();
     let mut v = Vec::new();

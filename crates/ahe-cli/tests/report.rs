@@ -37,8 +37,17 @@ struct Demo {
 fn demo() -> &'static Demo {
     static DEMO: OnceLock<Demo> = OnceLock::new();
     DEMO.get_or_init(|| {
-        let runs = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("report-tests-{}", std::process::id()));
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // Runs of earlier test processes that are gone are removed.
+        for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("report-tests-") {
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let runs = tmp.join(format!("report-tests-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&runs);
         let o = ahe(&[
             "evolve",

@@ -4,17 +4,20 @@
 //! `environment/` is built once per content hash (`ahe-task:<hash>`, files + modes + the ids
 //! of the local `FROM` images) and reused across trials and runs. Nothing is ever pulled.
 //!
-//! Containers run a `sleep infinity` keeper (which first creates `/logs/{verifier,agent}`)
-//! under `docker-init` (so removal is instant), with no network unless the task allows it,
-//! cpu/memory(+swap)/pids limits, and labels naming the run, trial, task, host and the pid
-//! of the ahe process; [`reap`] removes the containers of dead ahe processes (called on
-//! every [`DockerBackend::connect`]).
+//! Containers run a keeper under `docker-init` (so removal is instant): it creates
+//! `/logs/{verifier,agent}` and then serves commands with `bash` over the attached stdin
+//! (see `keeper.rs`), or sleeps when the image has no bash. No network unless the task
+//! allows it; cpu/memory(+swap)/pids limits; labels naming the run, trial, task, host and
+//! the pid of the ahe process; [`reap`] removes the containers of dead ahe processes
+//! (called on every [`DockerBackend::connect`]).
 //!
-//! Execs are `bash -c` through `create_exec`/`start_exec`; every exec carries a unique
+//! Execs run `bash -c` through the keeper (a fork in the container, ≈10 ms) when it is
+//! idle, else (stdin given, a concurrent exec, no bash, after any keeper trouble) through
+//! `create_exec`/`start_exec` (a `runc exec`, ≈100 ms here). Every exec carries a unique
 //! `AHE_EXEC_ID` in its environment, and a timeout (or dropping the exec future) kills every
 //! process inside the container that still carries it, so nothing of the command survives.
-//! Unlike the local backend, background processes that redirect their output survive the
-//! exec that started them (the container lives until `destroy`).
+//! Unlike the local backend, background processes survive the exec that started them (the
+//! container lives until `destroy`); their later output is dropped.
 //!
 //! Limitations: a command killed by a signal reports `128 + N` (the engine cannot tell it
 //! from `exit 128+N`); the timeout kill needs `sh` and `grep` in the image (and misses a

@@ -708,11 +708,41 @@ async fn keeper_fast_path_and_its_fallbacks() {
     );
     let fast = sb.fast_execs();
     assert!(fast >= 4, "{fast}");
+    // What bash cannot take as a request goes through docker exec (same results).
+    let o = sb
+        .exec(
+            "env | grep '^A-B='",
+            ExecOpts {
+                env: BTreeMap::from([("A-B".to_string(), "1".to_string())]),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.stdout, "A-B=1\n");
+    let long = format!("echo ok # {}", "x".repeat(40 << 10));
+    assert_eq!(sh(&sb, &long).await.stdout, "ok\n");
+    assert_eq!(sb.fast_execs(), fast);
     // Output a background process writes after its exec ended is not another exec's.
     sh(&sb, "(sleep 0.3; echo LATE; echo LATE >&2) &").await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     let o = sh(&sb, "echo next").await;
     assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("next\n", ""));
+    // ... and a background process writing a lot between execs never blocks on it.
+    sh(
+        &sb,
+        "(head -c 5000000 /dev/zero | tr '\\0' x; echo; echo done > /tmp/bg) &",
+    )
+    .await;
+    let mut bg = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        bg = sh(&sb, "cat /tmp/bg 2>/dev/null").await.stdout;
+        if !bg.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(bg, "done\n");
     // Two execs at once: one takes the keeper, the other docker exec.
     let (a, c) = tokio::join!(sh(&sb, "sleep 0.5; echo a"), sh(&sb, "sleep 0.5; echo c"));
     assert_eq!((a.stdout.as_str(), c.stdout.as_str()), ("a\n", "c\n"));

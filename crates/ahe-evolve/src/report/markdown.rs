@@ -236,7 +236,7 @@ fn iteration(s: &mut String, run: &RunReport, it: &IterationReport, pages: bool)
     let t = it.iteration;
     let _ = writeln!(
         s,
-        "\n## Iteration {t}{}{}\n",
+        "\n<a id=\"iteration-{t}\"></a>\n\n## Iteration {t}{}{}\n",
         if it.is_final {
             " — final evaluation"
         } else {

@@ -17,14 +17,15 @@
 use std::fmt::Write as _;
 use std::io::Read;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::container::LogOutput;
 use bollard::Docker;
 use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::Mutex;
+use tokio::sync::{mpsc, Mutex};
 
 use super::exec::{
     kill_marked, new_marker, Capture, ExecRequest, KillGuard, DRAIN_GRACE, EXEC_MARKER,
@@ -53,11 +54,40 @@ type Input = Pin<Box<dyn AsyncWrite + Send>>;
 /// The attached streams of the keeper.
 struct Conn {
     input: Input,
-    output: Output,
+    /// Output frames, forwarded by the reader task while `active`.
+    frames: mpsc::Receiver<LogOutput>,
+    /// Whether an exec is listening (else the reader drops frames, so background writers
+    /// never block on a full stream).
+    active: Arc<AtomicBool>,
+    reader: tokio::task::JoinHandle<()>,
     /// Whether the keeper said it serves requests with bash.
     greeted: bool,
     /// Set while an exec runs and left set when it ends abnormally.
     broken: bool,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Reads the attach stream for the life of the container (ends with it).
+async fn read_frames(mut output: Output, tx: mpsc::Sender<LogOutput>, active: Arc<AtomicBool>) {
+    while let Some(Ok(frame)) = output.next().await {
+        if active.load(Ordering::SeqCst) && tx.send(frame).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Clears `active` when an exec ends (or its future is dropped).
+struct Listening(Arc<AtomicBool>);
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 /// The keeper of one container (`None` inside when the fast path is off).
@@ -69,10 +99,16 @@ pub(crate) struct Keeper {
 impl Keeper {
     /// A keeper over the attached streams of a container (attach before starting it).
     pub fn new(input: Input, output: Output) -> Keeper {
+        // Active until the first exec has read the greeting.
+        let active = Arc::new(AtomicBool::new(true));
+        let (tx, frames) = mpsc::channel(64);
+        let reader = tokio::spawn(read_frames(output, tx, active.clone()));
         Keeper {
             conn: Mutex::new(Some(Conn {
                 input,
-                output,
+                frames,
+                active,
+                reader,
                 greeted: false,
                 broken: false,
             })),
@@ -157,6 +193,8 @@ async fn run(
     token: &str,
     marker: &str,
 ) -> Step {
+    conn.active.store(true, Ordering::SeqCst);
+    let _listening = Listening(conn.active.clone());
     if !conn.greeted {
         if !greet(conn).await {
             return Step::Skip;
@@ -174,7 +212,7 @@ async fn run(
     let mut grace_end: Option<tokio::time::Instant> = None;
     while !(out.done() && err.done()) {
         let item = match grace_end.or(deadline) {
-            Some(at) => match tokio::time::timeout_at(at, conn.output.next()).await {
+            Some(at) => match tokio::time::timeout_at(at, conn.frames.recv()).await {
                 Ok(i) => i,
                 Err(_) if timed_out => break,
                 Err(_) => {
@@ -186,15 +224,15 @@ async fn run(
                     continue;
                 }
             },
-            None => conn.output.next().await,
+            None => conn.frames.recv().await,
         };
         match item {
-            Some(Ok(LogOutput::StdOut { message })) | Some(Ok(LogOutput::Console { message })) => {
+            Some(LogOutput::StdOut { message }) | Some(LogOutput::Console { message }) => {
                 out.feed(&message)
             }
-            Some(Ok(LogOutput::StdErr { message })) => err.feed(&message),
-            Some(Ok(LogOutput::StdIn { .. })) => {}
-            Some(Err(_)) | None => {
+            Some(LogOutput::StdErr { message }) => err.feed(&message),
+            Some(LogOutput::StdIn { .. }) => {}
+            None => {
                 kill_guard.armed = false;
                 return Step::Lost(Err(SandboxError::Backend(
                     "the container's keeper stream ended (was the container removed?)".into(),
@@ -253,8 +291,8 @@ async fn greet(conn: &mut Conn) -> bool {
     let mut seen = Vec::new();
     let end = tokio::time::Instant::now() + HELLO_TIMEOUT;
     loop {
-        match tokio::time::timeout_at(end, conn.output.next()).await {
-            Ok(Some(Ok(LogOutput::StdOut { message }))) => {
+        match tokio::time::timeout_at(end, conn.frames.recv()).await {
+            Ok(Some(LogOutput::StdOut { message })) => {
                 seen.extend_from_slice(&message);
                 if find(&seen, b"AHE-KEEPER bash\n").is_some() {
                     return true;
@@ -263,7 +301,7 @@ async fn greet(conn: &mut Conn) -> bool {
                     return false;
                 }
             }
-            Ok(Some(Ok(_))) => {}
+            Ok(Some(_)) => {}
             _ => return false,
         }
     }
@@ -287,24 +325,48 @@ fn hex_token() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// `s` as a bash `$'...'` word with every byte outside a safe set as `\xHH`.
+/// Requests longer than this go through `docker exec` (bash reads its input byte by byte).
+const MAX_REQUEST: usize = 32 << 10;
+
+/// `s` as a bash `$'...'` word: backslash, `'` and bytes outside printable ASCII escaped.
 fn quote(s: &str) -> String {
-    let mut out = String::from("$'");
+    let mut out = String::with_capacity(s.len() + 3);
+    out.push_str("$'");
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"_-./:=,+@%".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "\\x{b:02x}");
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'\'' => out.push_str("\\'"),
+            0x20..=0x7e => out.push(b as char),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
         }
     }
     out.push('\'');
     out
 }
 
-/// The request line of one exec (`None` if a value holds a NUL byte).
+/// Whether `name` can be `export`ed by bash.
+fn shell_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The request line of one exec (`None` when it must go through `docker exec`: a NUL
+/// byte, a variable name bash cannot export, or a very long request).
 fn request_line(req: &ExecRequest, token: &str, marker: &str) -> Option<String> {
     let values = req.env.iter().chain([&req.cwd, &req.argv[2]]);
     if values.clone().any(|v| v.contains('\0')) {
+        return None;
+    }
+    if !req
+        .env
+        .iter()
+        .all(|kv| shell_name(kv.split('=').next().unwrap_or_default()))
+    {
         return None;
     }
     let cwd = quote(&req.cwd);
@@ -313,14 +375,15 @@ fn request_line(req: &ExecRequest, token: &str, marker: &str) -> Option<String> 
         exports.push_str(&quote(kv));
         exports.push(' ');
     }
-    Some(format!(
+    let line = format!(
         "printf '\\nAHE-START {token}\\n'; printf '\\nAHE-START {token}\\n' >&2; \
          if [ -d {cwd} ]; then ( cd -- {cwd} && export {exports}{EXEC_MARKER}={marker} && \
          exec {} -c {} ) </dev/null; s=$?; else s=nocwd; fi; \
          printf '\\nAHE-END {token} %s\\n' \"$s\"; printf '\\nAHE-END {token}\\n' >&2\n",
         quote(&req.argv[0]),
         quote(&req.argv[2]),
-    ))
+    );
+    (line.len() <= MAX_REQUEST).then_some(line)
 }
 
 /// The first index of `pat` in `hay`.
@@ -433,8 +496,9 @@ mod tests {
 
     #[test]
     fn quoting_escapes_everything_special() {
-        assert_eq!(quote("ab c'd\n"), "$'ab\\x20c\\x27d\\x0a'");
+        assert_eq!(quote("a b'c\\d\n$x\"`"), "$'a b\\'c\\\\d\\x0a$x\"`'");
         assert_eq!(quote("é"), "$'\\xc3\\xa9'");
+        assert!(shell_name("_A1") && !shell_name("1A") && !shell_name("A-B") && !shell_name(""));
     }
 
     #[test]
