@@ -70,7 +70,6 @@ worker() {
         kill -KILL "$w"
         exit
       fi
-      t1=$EPOCHREALTIME
       echo "pid $id $BASHPID" >&3
       trap - TERM INT HUP
       mapfile -d '' -t -n "$count" a <"$D/w$1.args" && ((${#a[@]} >= 6)) || exit 126
@@ -79,15 +78,11 @@ worker() {
       n=${a[4]}
       unset -v PWD OLDPWD SHLVL
       ((n == 0)) || export -- "${a[@]:5:n}"
-      echo "T spare-read $t1 pre-exec $EPOCHREALTIME" >>/tmp/ahe-trace.log
       exec -- "${a[@]:5+n}"
     ) &
     p=$!
     wait "$p" 2>/dev/null
-    r=$?
-    t2=$EPOCHREALTIME
-    echo "done $p $r" >&3
-    echo "T waited $t2" >>/tmp/ahe-trace.log
+    echo "done $p $?" >&3
   done
 }
 echo ready
@@ -543,13 +538,6 @@ async fn follow(
     };
     let id = id.to_string();
     let (mut pgid, mut want_kill, mut killed, mut status) = (None::<i32>, false, false, None);
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-    };
-    let sent = now();
     if w.req.write_all(request.as_bytes()).await.is_ok() {
         loop {
             tokio::select! {
@@ -560,7 +548,6 @@ async fn follow(
                         (["pid", of, p], None) if *of == id => pgid = p.parse().ok(),
                         // A `done` of another pgid is a spare that died while idle.
                         (["done", p, s], Some(g)) if *p == g.to_string() => {
-                            if std::env::var_os("AHE_TRACE").is_some() { eprintln!("H sent {sent:.6} done-read {:.6}", now()); }
                             status = s.parse().ok();
                             break;
                         }
