@@ -98,7 +98,7 @@ fn gone_within(id: &str, secs: u64) -> bool {
     false
 }
 
-/// Ids of the containers of a run and task.
+/// Ids of this process's containers of a run and task.
 fn containers_with_task(run: &str, task: &str) -> Vec<String> {
     let o = std::process::Command::new("docker")
         .args([
@@ -108,6 +108,8 @@ fn containers_with_task(run: &str, task: &str) -> Vec<String> {
             &format!("label=ahe.run={run}"),
             "--filter",
             &format!("label=ahe.task={task}"),
+            "--filter",
+            &format!("label=ahe.pid={}", std::process::id()),
         ])
         .output()
         .unwrap();
@@ -246,6 +248,7 @@ async fn put_get_round_trip() {
 
     // A dir's contents go into dest (created); an existing dest keeps its mode.
     sb.put(src.path(), "/tests").await.unwrap();
+    assert_eq!(sb.fast_execs(), 1, "a small put goes through the keeper");
     let o = sh(
         &sb,
         "/tests/test.sh && cat /tests/data/nested/a.txt && stat -c %a /tests/test.sh",
@@ -272,6 +275,7 @@ async fn put_get_round_trip() {
     sb.get("/logs/verifier", &out.path().join("verifier"))
         .await
         .unwrap();
+    let after_get = sb.fast_execs();
     let v = out.path().join("verifier");
     assert_eq!(
         std::fs::read_to_string(v.join("reward.txt")).unwrap(),
@@ -305,8 +309,19 @@ async fn put_get_round_trip() {
         std::fs::read_to_string(out.path().join("tests/data/nested/a.txt")).unwrap(),
         "alpha"
     );
+    assert!(after_get >= 4, "{after_get}");
     let err = sb.get("/nope", &out.path().join("x")).await.unwrap_err();
     assert!(err.to_string().contains("no such file"), "{err}");
+    // Larger trees (through the engine's archive API rather than the keeper) too.
+    let big = context(&[("big/blob.txt", &"0123456789abcdef".repeat(8 << 10))]);
+    sb.put(big.path(), "/big").await.unwrap();
+    sb.get("/big", &out.path().join("big")).await.unwrap();
+    assert_eq!(
+        std::fs::read(out.path().join("big/big/blob.txt"))
+            .unwrap()
+            .len(),
+        128 << 10
+    );
     // An empty dir creates dest.
     let empty = tempfile::tempdir().unwrap();
     sb.put(empty.path(), "/made/by/put").await.unwrap();
@@ -734,15 +749,21 @@ async fn keeper_fast_path_and_its_fallbacks() {
         "(head -c 5000000 /dev/zero | tr '\\0' x; echo; echo done > /tmp/bg) &",
     )
     .await;
+    // (Output written while an exec runs is mixed into it, as in a terminal.)
     let mut bg = String::new();
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         bg = sh(&sb, "cat /tmp/bg 2>/dev/null").await.stdout;
-        if !bg.is_empty() {
+        if bg.ends_with("done\n") {
             break;
         }
     }
-    assert_eq!(bg, "done\n");
+    assert!(
+        bg.ends_with("done\n"),
+        "{}",
+        &bg[bg.len().saturating_sub(100)..]
+    );
+    assert_eq!(sh(&sb, "echo clean").await.stdout, "clean\n");
     // Two execs at once: one takes the keeper, the other docker exec.
     let (a, c) = tokio::join!(sh(&sb, "sleep 0.5; echo a"), sh(&sb, "sleep 0.5; echo c"));
     assert_eq!((a.stdout.as_str(), c.stdout.as_str()), ("a\n", "c\n"));

@@ -104,6 +104,11 @@ impl Capture {
         self.dropped += (data.len() - room) as u64;
     }
 
+    /// The kept bytes and how many were dropped.
+    pub fn into_parts(self) -> (Vec<u8>, u64) {
+        (self.kept, self.dropped)
+    }
+
     /// Lossy text, with a note when bytes were dropped.
     pub fn text(self, name: &str) -> String {
         let mut s = String::from_utf8_lossy(&self.kept).into_owned();

@@ -7,8 +7,11 @@
 //! per exec: it prints a start marker on both streams, runs `( cd DIR && export ... && exec
 //! bash -c CMD ) </dev/null` with the streams inherited, then prints an end marker (with the
 //! exit status) on both. Markers carry a random 128-bit token, so command output cannot fake
-//! them; anything between an end marker and the next start marker (output of background
-//! processes of earlier commands) is dropped. Every value is sent as a `$'\xHH'` string.
+//! them, and are single lines (bash line-buffers stdout, so a marker line is one write that
+//! other writers cannot split). Output of background processes of earlier commands is
+//! dropped between execs (a reader task drains the stream, so they never block on it) and
+//! mixed into an exec's output while it runs, as in a terminal. Values are sent as `$'...'`
+//! strings with backslash, quote and non-printable bytes escaped.
 //!
 //! The path is used only when the keeper is idle (else `docker exec`), never for stdin, and
 //! never again after anything unexpected (a cancelled exec, a keeper that did not answer,
@@ -144,6 +147,17 @@ impl Keeper {
         container: &str,
         req: &ExecRequest,
     ) -> Option<Result<ExecOutput>> {
+        let raw = self.try_exec_raw(docker, container, req).await?;
+        Some(raw.map(RawOutput::into_output))
+    }
+
+    /// [`Keeper::try_exec`] with the output as bytes (for binary data such as archives).
+    pub async fn try_exec_raw(
+        &self,
+        docker: &Docker,
+        container: &str,
+        req: &ExecRequest,
+    ) -> Option<Result<RawOutput>> {
         if req.stdin.is_some() || req.argv.len() != 3 {
             return None;
         }
@@ -178,9 +192,42 @@ enum Step {
     /// Nothing ran (the keeper has no bash or did not answer): fall back.
     Skip,
     /// The exec ran (the connection's `broken` flag says whether it is still usable).
-    Done(Result<ExecOutput>),
+    Done(Result<RawOutput>),
     /// The attach stream ended.
-    Lost(Result<ExecOutput>),
+    Lost(Result<RawOutput>),
+}
+
+/// The outcome of a fast-path exec, output as captured bytes.
+pub(crate) struct RawOutput {
+    /// Exit status (`None` after a timeout or when the keeper's shell was killed).
+    pub exit_code: Option<i32>,
+    /// Captured stdout.
+    pub stdout: Capture,
+    /// Captured stderr.
+    pub stderr: Capture,
+    /// Whether the timeout fired.
+    pub timed_out: bool,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// Why the command ended abnormally, if it did (appended to stderr).
+    pub note: Option<&'static str>,
+}
+
+impl RawOutput {
+    /// As the trait's output (lossy text).
+    pub fn into_output(self) -> ExecOutput {
+        let mut stderr = self.stderr.text("stderr");
+        if let Some(n) = self.note {
+            stderr.push_str(&format!("\n[ahe: {n}]"));
+        }
+        ExecOutput {
+            exit_code: self.exit_code,
+            stdout: self.stdout.text("stdout"),
+            stderr,
+            timed_out: self.timed_out,
+            duration_ms: self.duration_ms,
+        }
+    }
 }
 
 /// Sends one request and reads its output.
@@ -243,14 +290,13 @@ async fn run(
             // The command killed the keeper's bash: end it, and use docker exec from now on.
             let _ = kill_marked(docker, container, marker).await;
             kill_guard.armed = false;
-            let mut stderr = err.cap.text("stderr");
-            stderr.push_str("\n[ahe: the command killed the sandbox's command shell]");
-            return Step::Done(Ok(ExecOutput {
+            return Step::Done(Ok(RawOutput {
                 exit_code: None,
-                stdout: out.cap.text("stdout"),
-                stderr,
+                stdout: out.cap,
+                stderr: err.cap,
                 timed_out: false,
                 duration_ms: start.elapsed().as_millis() as u64,
+                note: Some("the command killed the sandbox's command shell"),
             }));
         }
     }
@@ -277,12 +323,13 @@ async fn run(
             }
         }
     };
-    Step::Done(Ok(ExecOutput {
+    Step::Done(Ok(RawOutput {
         exit_code,
-        stdout: out.cap.text("stdout"),
-        stderr: err.cap.text("stderr"),
+        stdout: out.cap,
+        stderr: err.cap,
         timed_out,
         duration_ms: start.elapsed().as_millis() as u64,
+        note: None,
     }))
 }
 
@@ -329,7 +376,7 @@ fn hex_token() -> String {
 const MAX_REQUEST: usize = 32 << 10;
 
 /// `s` as a bash `$'...'` word: backslash, `'` and bytes outside printable ASCII escaped.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 3);
     out.push_str("$'");
     for b in s.bytes() {
@@ -376,10 +423,10 @@ fn request_line(req: &ExecRequest, token: &str, marker: &str) -> Option<String> 
         exports.push(' ');
     }
     let line = format!(
-        "printf '\\nAHE-START {token}\\n'; printf '\\nAHE-START {token}\\n' >&2; \
+        "printf 'AHE-START {token}\\n'; printf 'AHE-START {token}\\n' >&2; \
          if [ -d {cwd} ]; then ( cd -- {cwd} && export {exports}{EXEC_MARKER}={marker} && \
          exec {} -c {} ) </dev/null; s=$?; else s=nocwd; fi; \
-         printf '\\nAHE-END {token} %s\\n' \"$s\"; printf '\\nAHE-END {token}\\n' >&2\n",
+         printf 'AHE-END {token} %s\\n' \"$s\"; printf 'AHE-END {token}\\n' >&2\n",
         quote(&req.argv[0]),
         quote(&req.argv[2]),
     );
@@ -418,9 +465,9 @@ impl Parser {
         Parser {
             start: format!("AHE-START {token}\n").into_bytes(),
             end: if with_status {
-                format!("\nAHE-END {token} ").into_bytes()
+                format!("AHE-END {token} ").into_bytes()
             } else {
-                format!("\nAHE-END {token}\n").into_bytes()
+                format!("AHE-END {token}\n").into_bytes()
             },
             with_status,
             phase: Phase::BeforeStart,
@@ -505,21 +552,20 @@ mod tests {
     fn parser_drops_junk_and_finds_markers_across_chunks() {
         let t = "0123abcd";
         let mut p = Parser::new(t, true);
-        let stream =
-            format!("late junk\nAHE-START {t}\nhello\nworld\nAHE-END {t} 7\ntrailing junk");
+        let stream = format!("late junkAHE-START {t}\nhello\nworld\nAHE-END {t} 7\ntrailing junk");
         for chunk in stream.as_bytes().chunks(3) {
             p.feed(chunk);
         }
         assert!(p.done());
         assert_eq!(p.status.as_deref(), Some("7"));
-        assert_eq!(p.cap.text("stdout"), "hello\nworld");
+        assert_eq!(p.cap.text("stdout"), "hello\nworld\n");
         let mut e = Parser::new(t, false);
-        e.feed(format!("\nAHE-START {t}\n\nAHE-END {t}\n").as_bytes());
+        e.feed(format!("AHE-START {t}\nAHE-END {t}\n").as_bytes());
         assert!(e.done());
         assert_eq!(e.cap.text("stderr"), "");
         // A fake marker with another token is output.
         let mut f = Parser::new(t, true);
-        f.feed(format!("AHE-START {t}\n\nAHE-END ffff 0\n").as_bytes());
+        f.feed(format!("AHE-START {t}\nAHE-END ffff 0\n").as_bytes());
         assert!(!f.done());
     }
 }

@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 use super::exec::{self, ExecRequest};
 use super::image::ImageInfo;
 use super::keeper::{Keeper, KEEPER};
+use super::transfer::Transfer;
 use super::{
     api_err, block_on_thread, files, hostname, pid_start_time, remove_container, status_of,
     LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK, LABEL_TRIAL, PIDS_LIMIT,
@@ -33,7 +34,9 @@ pub struct DockerSandbox {
     image: String,
     workdir: String,
     keeper: Keeper,
+    root_user: bool,
     no_bash: AtomicBool,
+    no_tar: AtomicBool,
     destroyed: AtomicBool,
 }
 
@@ -166,7 +169,9 @@ pub(crate) async fn create(
         image: img.id.clone(),
         workdir: img.workdir.clone(),
         keeper: Keeper::disabled(),
+        root_user: img.root_user,
         no_bash: AtomicBool::new(false),
+        no_tar: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
     };
     // Attach before the start so the keeper's greeting is not lost.
@@ -243,6 +248,37 @@ impl DockerSandbox {
             .upload_to_container(&self.id, Some(opts), bollard::body_full(tar.into()))
             .await
             .map_err(|e| api_err(&format!("copying into {path}"), e))
+    }
+
+    /// The keeper transport for put/get.
+    fn transfer(&self) -> Transfer<'_> {
+        Transfer {
+            keeper: &self.keeper,
+            docker: &self.docker,
+            container: &self.id,
+            unavailable: &self.no_tar,
+        }
+    }
+
+    /// A tar of `path` through the archive API.
+    async fn download(&self, path: &str) -> Result<Vec<u8>> {
+        let opts = DownloadFromContainerOptionsBuilder::default()
+            .path(path)
+            .build();
+        let mut stream = self.docker.download_from_container(&self.id, Some(opts));
+        let mut data = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(b) => data.extend_from_slice(&b),
+                Err(e) if status_of(&e) == Some(404) => {
+                    return Err(SandboxError::Backend(format!(
+                        "get: {path}: no such file or directory in the sandbox"
+                    )))
+                }
+                Err(e) => return Err(api_err(&format!("get: {path}"), e)),
+            }
+        }
+        Ok(data)
     }
 
     /// Whether `path` is an existing directory inside the container.
@@ -351,28 +387,20 @@ impl Sandbox for DockerSandbox {
             };
             blocking(move || files::file_archive(&src_path, &target)).await?
         };
+        // Through the keeper when it can (as root, like the archive API), else the API.
+        if self.root_user && self.transfer().put(&tar).await {
+            return Ok(());
+        }
         self.upload("/", tar).await
     }
 
     async fn get(&self, src: &str, dest: &Path) -> Result<()> {
         self.check_live()?;
         let src_abs = self.abs(src);
-        let opts = DownloadFromContainerOptionsBuilder::default()
-            .path(&src_abs)
-            .build();
-        let mut stream = self.docker.download_from_container(&self.id, Some(opts));
-        let mut data = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(b) => data.extend_from_slice(&b),
-                Err(e) if status_of(&e) == Some(404) => {
-                    return Err(SandboxError::Backend(format!(
-                        "get: {src_abs}: no such file or directory in the sandbox"
-                    )))
-                }
-                Err(e) => return Err(api_err(&format!("get: {src_abs}"), e)),
-            }
-        }
+        let data = match self.transfer().get(&src_abs).await {
+            Some(d) => d,
+            None => self.download(&src_abs).await?,
+        };
         let dest = dest.to_path_buf();
         blocking(move || files::unpack(&data, &src_abs, &dest)).await
     }
