@@ -190,6 +190,7 @@ pub async fn run_checks(
             results.insert(name, checks);
         }
     }
+    opts.backend.drain().await;
     // A run that panicked still counts, as a failure.
     for task in tasks {
         let got = results.entry(task.name.clone()).or_default();

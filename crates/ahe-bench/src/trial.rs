@@ -247,6 +247,7 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
         memory_mb: task.environment.memory_mb,
         allow_internet: task.environment.allow_internet,
         env: Default::default(),
+        build_timeout_sec: task.environment.build_timeout_sec,
     };
     let sandbox = match env.backend.create(&spec).await {
         Ok(s) => s,

@@ -33,6 +33,7 @@ mod exec;
 mod files;
 mod image;
 mod keeper;
+mod lifecycle;
 mod sandbox;
 mod transfer;
 
@@ -47,6 +48,8 @@ use bollard::Docker;
 use crate::{Backend, Result, Sandbox, SandboxError, SandboxSpec};
 use image::ImageCache;
 pub use image::TASK_REPO;
+pub use lifecycle::NETNS_RUN_LABEL;
+use lifecycle::{NetnsPool, Removals};
 pub use sandbox::DockerSandbox;
 
 /// Working directory when the image sets none.
@@ -89,6 +92,8 @@ pub struct DockerBackend {
     images: Arc<ImageCache>,
     build_timeout: Duration,
     reaped: usize,
+    netns: Option<Arc<NetnsPool>>,
+    removals: Arc<Removals>,
 }
 
 impl std::fmt::Debug for DockerBackend {
@@ -182,7 +187,10 @@ impl DockerBackend {
                 .await
                 .unwrap_or_else(|_| Err(no_engine(&addr, "timed out")))
         })?;
+        let shared_netns = std::env::var("AHE_DOCKER_SHARED_NETNS").map_or(true, |v| v != "0");
         Ok(DockerBackend {
+            netns: shared_netns.then(|| NetnsPool::new(docker.clone())),
+            removals: Removals::new(docker.clone()),
             docker,
             address,
             host_cpus,
@@ -190,6 +198,23 @@ impl DockerBackend {
             build_timeout: DEFAULT_BUILD_TIMEOUT,
             reaped,
         })
+    }
+
+    /// Gives every network-less container a fresh network namespace instead of a leased
+    /// one (slower start; see `lifecycle.rs`).
+    pub fn with_fresh_netns(mut self) -> DockerBackend {
+        self.netns = None;
+        self
+    }
+
+    /// How many network-namespace holder containers exist.
+    pub fn netns_holders(&self) -> usize {
+        self.netns.as_ref().map_or(0, |p| p.holders())
+    }
+
+    /// How many destroyed containers are still being removed.
+    pub fn removals_in_flight(&self) -> usize {
+        self.removals.in_flight()
     }
 
     /// How many containers of dead ahe processes [`DockerBackend::connect`] removed.
@@ -246,7 +271,13 @@ impl DockerBackend {
             .images
             .resolve(&self.docker, spec, self.build_timeout)
             .await?;
-        sandbox::create(&self.docker, spec, &img, self.host_cpus).await
+        let shared = sandbox::Shared {
+            docker: &self.docker,
+            host_cpus: self.host_cpus,
+            netns: self.netns.as_ref(),
+            removals: &self.removals,
+        };
+        sandbox::create(&shared, spec, &img).await
     }
 }
 
@@ -258,6 +289,10 @@ impl Backend for DockerBackend {
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>> {
         Ok(Box::new(self.create_docker(spec).await?))
+    }
+
+    async fn drain(&self) {
+        self.removals.drain().await;
     }
 }
 

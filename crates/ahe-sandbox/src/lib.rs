@@ -31,6 +31,9 @@ pub struct SandboxSpec {
     pub allow_internet: bool,
     /// Extra environment variables for every exec.
     pub env: BTreeMap<String, String>,
+    /// Time limit of building the environment (the backend's default when unset).
+    #[serde(default)]
+    pub build_timeout_sec: Option<f64>,
 }
 
 /// Options of one exec.
@@ -89,7 +92,8 @@ pub trait Sandbox: Send + Sync {
     async fn get(&self, src: &str, dest: &Path) -> Result<()>;
     /// The working directory commands start in (the Dockerfile's last WORKDIR).
     fn workdir(&self) -> &str;
-    /// Tears the sandbox down; idempotent.
+    /// Tears the sandbox down (nothing runs in it afterwards may be relied on; the backend
+    /// may finish removing it in the background, see [`Backend::drain`]); idempotent.
     async fn destroy(&self) -> Result<()>;
 }
 
@@ -100,4 +104,6 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
     /// Creates and sets up a sandbox for one trial.
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>>;
+    /// Waits until the teardown of every destroyed sandbox has finished.
+    async fn drain(&self) {}
 }

@@ -225,8 +225,10 @@ async fn exec_exit_codes_env_cwd_and_stdin() {
 
     sb.destroy().await.unwrap();
     sb.destroy().await.unwrap();
-    assert!(inspect(sb.id()).is_none());
     assert!(sb.exec("true", ExecOpts::default()).await.is_err());
+    b.drain().await;
+    assert_eq!(b.removals_in_flight(), 0);
+    assert!(inspect(sb.id()).is_none());
 }
 
 #[tokio::test]
@@ -378,10 +380,27 @@ async fn no_network_unless_allowed() {
         o.stderr.contains("unreachable") || o.stderr.contains("Error"),
         "{o:?}"
     );
+    // The namespace is a leased holder's, itself without network.
+    let mode = inspect(sb.id()).unwrap()["HostConfig"]["NetworkMode"].clone();
+    let holder = mode.as_str().unwrap().strip_prefix("container:").unwrap();
+    assert_eq!(
+        inspect(holder).unwrap()["HostConfig"]["NetworkMode"],
+        "none"
+    );
+    sb.destroy().await.unwrap();
+
+    // With fresh namespaces (AHE_DOCKER_SHARED_NETNS=0): network mode none.
+    let fresh = b.clone().with_fresh_netns();
+    let sb = fresh
+        .create_docker(&spec("offline", ctx.path()))
+        .await
+        .unwrap();
     assert_eq!(
         inspect(sb.id()).unwrap()["HostConfig"]["NetworkMode"],
         "none"
     );
+    let o = sh(&sb, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").await;
+    assert_eq!(o.stdout, "lo\n");
     sb.destroy().await.unwrap();
 
     let mut s = spec("online", ctx.path());
@@ -394,6 +413,61 @@ async fn no_network_unless_allowed() {
     .await;
     assert!(o.stdout.lines().any(|l| l.starts_with("eth")), "{o:?}");
     sb.destroy().await.unwrap();
+}
+
+/// Trials never share a network namespace while both live; a holder is reused only after
+/// its trial's container is gone, and holders go with the backend.
+#[tokio::test]
+async fn network_holders_are_leased_one_trial_at_a_time() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let holder_of = |sb: &DockerSandbox| {
+        let mode = inspect(sb.id()).unwrap()["HostConfig"]["NetworkMode"].clone();
+        mode.as_str()
+            .unwrap()
+            .trim_start_matches("container:")
+            .to_string()
+    };
+    let one = b.create_docker(&spec("ns-one", ctx.path())).await.unwrap();
+    let two = b.create_docker(&spec("ns-two", ctx.path())).await.unwrap();
+    assert_ne!(holder_of(&one), holder_of(&two));
+    assert_eq!(b.netns_holders(), 2);
+    // A server on one's loopback is not reachable from two.
+    let serve = "python3 -c 'import socket,time; s=socket.socket(); \
+                 s.bind((\"127.0.0.1\", 7777)); s.listen(); time.sleep(60)' & sleep 0.5";
+    sh(&one, serve).await;
+    let probe = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 7777), 2)'";
+    assert_eq!(sh(&one, probe).await.exit_code, Some(0));
+    assert_ne!(sh(&two, probe).await.exit_code, Some(0));
+    // After one is removed, its holder serves the next trial, whose loopback is free again.
+    let first_holder = holder_of(&one);
+    one.destroy().await.unwrap();
+    b.drain().await;
+    let three = b
+        .create_docker(&spec("ns-three", ctx.path()))
+        .await
+        .unwrap();
+    assert_eq!(holder_of(&three), first_holder);
+    assert_eq!(b.netns_holders(), 2);
+    assert_ne!(sh(&three, probe).await.exit_code, Some(0));
+    // A dead holder is discarded and replaced without failing the trial.
+    three.destroy().await.unwrap();
+    b.drain().await;
+    let killed = std::process::Command::new("docker")
+        .args(["rm", "-f", &first_holder])
+        .output()
+        .unwrap();
+    assert!(killed.status.success());
+    let four = b.create_docker(&spec("ns-four", ctx.path())).await.unwrap();
+    assert_ne!(holder_of(&four), first_holder);
+    let holders = vec![holder_of(&two), holder_of(&four)];
+    two.destroy().await.unwrap();
+    four.destroy().await.unwrap();
+    b.drain().await;
+    drop(b);
+    for h in holders {
+        assert!(inspect(&h).is_none(), "holder {h} outlived its backend");
+    }
 }
 
 #[tokio::test]
@@ -516,6 +590,18 @@ async fn image_errors_are_setup_errors() {
         "{msg}"
     );
 
+    // The task's build_timeout_sec applies (the build is cut short and says so).
+    let slow = context(&[(
+        "Dockerfile",
+        "FROM ahe-base:bookworm\nRUN sleep 30 # slow-build-marker\n",
+    )]);
+    let mut s = spec("slow", slow.path());
+    s.build_timeout_sec = Some(2.0);
+    let t0 = Instant::now();
+    let err = b.create_docker(&s).await.unwrap_err();
+    assert!(err.to_string().contains("timed out after"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+
     let missing_base = context(&[("Dockerfile", "FROM ahe-nonexistent:v0\n")]);
     let err = b
         .create_docker(&spec("nobase", missing_base.path()))
@@ -562,6 +648,7 @@ async fn labels_teardown_and_drop() {
     // Removal is fast thanks to the init process.
     let t0 = Instant::now();
     sb.destroy().await.unwrap();
+    b.drain().await;
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
     assert!(inspect(sb.id()).is_none());
 

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
 use bollard::query_parameters::{
@@ -16,6 +17,7 @@ use futures_util::StreamExt;
 use super::exec::{self, ExecRequest};
 use super::image::ImageInfo;
 use super::keeper::{Keeper, KEEPER};
+use super::lifecycle::{NetnsLease, NetnsPool, Removals};
 use super::transfer::Transfer;
 use super::{
     api_err, block_on_thread, files, hostname, pid_start_time, remove_container, status_of,
@@ -38,6 +40,8 @@ pub struct DockerSandbox {
     no_bash: AtomicBool,
     no_tar: AtomicBool,
     destroyed: AtomicBool,
+    removals: Arc<Removals>,
+    netns: Mutex<Option<NetnsLease>>,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -102,13 +106,41 @@ fn labels(spec: &SandboxSpec) -> HashMap<String, String> {
     l
 }
 
-/// Creates, prepares and starts the container of one trial.
+/// Engine-wide state a container needs besides its spec.
+pub(crate) struct Shared<'a> {
+    /// The engine.
+    pub docker: &'a Docker,
+    /// Host CPUs (caps the cpu limit).
+    pub host_cpus: Option<f64>,
+    /// Network-namespace holders, unless fresh namespaces were asked for.
+    pub netns: Option<&'a Arc<NetnsPool>>,
+    /// Background removals.
+    pub removals: &'a Arc<Removals>,
+}
+
+/// Creates, prepares and starts the container of one trial (once more with another
+/// network holder when a leased holder turns out dead).
 pub(crate) async fn create(
-    docker: &Docker,
+    shared: &Shared<'_>,
     spec: &SandboxSpec,
     img: &ImageInfo,
-    host_cpus: Option<f64>,
 ) -> Result<DockerSandbox> {
+    match create_once(shared, spec, img).await {
+        Err((e, true)) => {
+            tracing::warn!("docker: {e}; retrying with a new network holder");
+            create_once(shared, spec, img).await.map_err(|(e, _)| e)
+        }
+        r => r.map_err(|(e, _)| e),
+    }
+}
+
+/// One attempt of [`create`]; the flag tells whether a discarded network holder was involved.
+async fn create_once(
+    shared: &Shared<'_>,
+    spec: &SandboxSpec,
+    img: &ImageInfo,
+) -> std::result::Result<DockerSandbox, (SandboxError, bool)> {
+    let (docker, host_cpus) = (shared.docker, shared.host_cpus);
     let nano_cpus = spec.cpus.filter(|c| *c > 0.0).map(|c| {
         let c = host_cpus.map_or(c, |h| c.min(h)).max(0.01);
         (c * 1e9) as i64
@@ -118,17 +150,27 @@ pub(crate) async fn create(
         .filter(|m| *m > 0)
         .map(|m| ((m as i64).saturating_mul(1 << 20)).max(MIN_MEMORY));
     for (k, v) in &spec.env {
-        check_env(k, v)?;
+        check_env(k, v).map_err(|e| (e, false))?;
     }
     // The keeper prepares the dirs (as root; for a USER image they are copied in instead)
     // and serves the fast exec path (see `keeper`).
     let keeper: Vec<String> = ["sh", "-c", KEEPER, "ahe-keeper", &img.workdir]
         .map(String::from)
         .to_vec();
+    // No network unless the task allows it (then the engine's default bridge): a leased
+    // loopback-only namespace, or a fresh one.
+    let lease = match (spec.allow_internet, shared.netns) {
+        (false, Some(pool)) => Some(pool.lease(&img.id).await.map_err(|e| (e, false))?),
+        _ => None,
+    };
+    let network_mode = match (&lease, spec.allow_internet) {
+        (Some(l), _) => Some(l.network_mode()),
+        (None, false) => Some("none".to_string()),
+        (None, true) => None,
+    };
     let host_config = HostConfig {
         init: Some(true),
-        // No network unless the task allows it (then the engine's default bridge).
-        network_mode: (!spec.allow_internet).then(|| "none".to_string()),
+        network_mode,
         nano_cpus,
         memory,
         memory_swap: memory,
@@ -157,10 +199,17 @@ pub(crate) async fn create(
     };
     let name = container_name(spec);
     let opts = CreateContainerOptionsBuilder::default().name(&name).build();
-    let created = docker
-        .create_container(Some(opts), body)
-        .await
-        .map_err(|e| api_err(&format!("creating container for {}", spec.task), e))?;
+    let created = match docker.create_container(Some(opts), body).await {
+        Ok(c) => c,
+        Err(e) => {
+            let holder = lease.is_some();
+            if let Some(l) = lease {
+                l.discard().await;
+            }
+            let e = api_err(&format!("creating container for {}", spec.task), e);
+            return Err((e, holder));
+        }
+    };
     // From here on, dropping `sb` (an error below) removes the container.
     let mut sb = DockerSandbox {
         docker: docker.clone(),
@@ -173,6 +222,8 @@ pub(crate) async fn create(
         no_bash: AtomicBool::new(false),
         no_tar: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
+        removals: shared.removals.clone(),
+        netns: Mutex::new(lease),
     };
     // Attach before the start so the keeper's greeting is not lost.
     let attach = AttachContainerOptionsBuilder::default()
@@ -191,12 +242,24 @@ pub(crate) async fn create(
         if !img.has_workdir {
             dirs.push((sb.workdir.as_str(), 0o755));
         }
-        sb.upload("/", files::dirs_archive(&dirs)?).await?;
+        let tar = files::dirs_archive(&dirs).map_err(|e| (e, false))?;
+        sb.upload("/", tar).await.map_err(|e| (e, false))?;
     }
-    docker
-        .start_container(&sb.id, None)
-        .await
-        .map_err(|e| api_err(&format!("starting container {}", sb.name), e))?;
+    if let Err(e) = docker.start_container(&sb.id, None).await {
+        // A holder that died would fail every trial: drop it from the pool.
+        sb.destroyed.store(true, Ordering::SeqCst);
+        let _ = remove_container(docker, &sb.id).await;
+        let lease = sb.netns.lock().unwrap().take();
+        let holder = lease.is_some();
+        if let Some(l) = lease {
+            tracing::warn!("docker: start failed; discarding network holder {}", l.id());
+            l.discard().await;
+        }
+        return Err((
+            api_err(&format!("starting container {}", sb.name), e),
+            holder,
+        ));
+    }
     Ok(sb)
 }
 
@@ -409,20 +472,23 @@ impl Sandbox for DockerSandbox {
         &self.workdir
     }
 
+    /// Stops serving execs and hands the container to a background removal (the backend's
+    /// `drain` waits for it).
     async fn destroy(&self) -> Result<()> {
         if self.destroyed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let r = remove_container(&self.docker, &self.id).await.map(|_| ());
         self.keeper.close();
-        r
+        let lease = self.netns.lock().unwrap().take();
+        self.removals.spawn(self.id.clone(), lease);
+        Ok(())
     }
 }
 
 impl Drop for DockerSandbox {
     /// Removes the container unless `destroy` did. This blocks (on a helper thread) rather
     /// than spawning a task, so the removal also happens when the runtime is shutting down
-    /// (an interrupted run, a panicking trial).
+    /// (an interrupted run, a panicking trial). Its network holder goes back to the pool after.
     fn drop(&mut self) {
         if !self.destroyed.swap(true, Ordering::SeqCst) {
             let (docker, id) = (self.docker.clone(), self.id.clone());
