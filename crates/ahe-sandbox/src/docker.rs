@@ -7,9 +7,11 @@
 //! Containers run a keeper under `docker-init` (so removal is instant): it creates
 //! `/logs/{verifier,agent}` and then serves commands with `bash` over the attached stdin
 //! (see `keeper.rs`), or sleeps when the image has no bash. No network unless the task
-//! allows it; cpu/memory(+swap)/pids limits; labels naming the run, trial, task, host and
-//! the pid of the ahe process; [`reap`] removes the containers of dead ahe processes
-//! (called on every [`DockerBackend::connect`]).
+//! allows it (a loopback-only namespace leased from a holder container, one trial at a
+//! time; see `lifecycle.rs`); cpu/memory(+swap)/pids limits; labels naming the run, trial,
+//! task, host and the pid of the ahe process; [`reap`] removes the containers of dead ahe
+//! processes (called on every [`DockerBackend::connect`]). `destroy` hands the container
+//! to a background removal; [`Backend::drain`] waits for those.
 //!
 //! Execs run `bash -c` through the keeper (a fork in the container, ≈10 ms) when it is
 //! idle, else (stdin given, a concurrent exec, no bash, after any keeper trouble) through
@@ -25,9 +27,9 @@
 //!
 //! Limitations: a command killed by a signal reports `128 + N` (the engine cannot tell it
 //! from `exit 128+N`); the timeout kill needs `sh` and `grep` in the image (and misses a
-//! process that clears its environment); `.dockerignore` is not honoured (the whole
-//! `environment/` is the build context); `get` holds the archive in memory; images without
-//! `bash` run commands with `sh`.
+//! process that clears its environment); `get` holds the archive in memory; images without
+//! `bash` run commands with `sh`. `.dockerignore` is honoured for the context sent and its
+//! hash (patterns anchored at the context root, `*`, `**`, `!` exceptions).
 
 mod exec;
 mod files;
