@@ -382,6 +382,29 @@ pub(crate) async fn remove_container(docker: &Docker, id: &str) -> Result<bool> 
     }
 }
 
+/// Removes containers now, blocking on a helper thread (for `Drop`: also works while the
+/// runtime shuts down); failures and timeouts (30 s) are logged with `what`.
+pub(crate) fn remove_blocking(docker: &Docker, ids: Vec<String>, what: &'static str) {
+    if ids.is_empty() {
+        return;
+    }
+    let docker = docker.clone();
+    block_on_thread(async move {
+        let limit = Duration::from_secs(30);
+        let removals = ids.iter().map(|id| remove_container(&docker, id));
+        match tokio::time::timeout(limit, futures_util::future::join_all(removals)).await {
+            Ok(results) => {
+                for (id, r) in ids.iter().zip(results) {
+                    if let Err(e) = r {
+                        tracing::warn!("docker: removing {what} {id}: {e}");
+                    }
+                }
+            }
+            Err(_) => tracing::warn!("docker: removing {what} {ids:?} timed out"),
+        }
+    });
+}
+
 /// Runs `fut` on the current runtime, or on a helper thread when there is none (for `Drop`).
 pub(crate) fn spawn_detached<F>(fut: F)
 where

@@ -25,7 +25,7 @@ use bollard::Docker;
 use tokio::sync::Notify;
 
 use super::{
-    api_err, block_on_thread, hostname, pid_start_time, remove_container, spawn_detached,
+    api_err, hostname, pid_start_time, remove_blocking, remove_container, spawn_detached,
     LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK,
 };
 use crate::Result;
@@ -137,18 +137,7 @@ impl Drop for NetnsPool {
     /// Removes every holder (blocking, on a helper thread).
     fn drop(&mut self) {
         let ids = std::mem::take(&mut *self.all.lock().unwrap());
-        if ids.is_empty() {
-            return;
-        }
-        let docker = self.docker.clone();
-        block_on_thread(async move {
-            let removals = ids.iter().map(|id| remove_container(&docker, id));
-            for r in futures_util::future::join_all(removals).await {
-                if let Err(e) = r {
-                    tracing::warn!("docker: removing a network-namespace holder: {e}");
-                }
-            }
-        });
+        remove_blocking(&self.docker, ids, "network-namespace holder");
     }
 }
 
@@ -251,12 +240,7 @@ impl RemovalGuard {
 impl Drop for RemovalGuard {
     fn drop(&mut self) {
         if !self.finished {
-            let (docker, id) = (self.removals.docker.clone(), self.id.clone());
-            block_on_thread(async move {
-                if let Err(e) = remove_container(&docker, &id).await {
-                    tracing::warn!("docker: {e}");
-                }
-            });
+            remove_blocking(&self.removals.docker, vec![self.id.clone()], "container");
         }
         self.removals.pending.lock().unwrap().remove(&self.id);
         self.removals.done.notify_waiters();

@@ -20,7 +20,7 @@ use super::keeper::{Keeper, KEEPER};
 use super::lifecycle::{NetnsLease, NetnsPool, Removals};
 use super::transfer::Transfer;
 use super::{
-    api_err, block_on_thread, files, hostname, pid_start_time, remove_container, status_of,
+    api_err, files, hostname, pid_start_time, remove_blocking, remove_container, status_of,
     LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK, LABEL_TRIAL, PIDS_LIMIT,
 };
 use crate::{dockerfile, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
@@ -491,15 +491,7 @@ impl Drop for DockerSandbox {
     /// (an interrupted run, a panicking trial). Its network holder goes back to the pool after.
     fn drop(&mut self) {
         if !self.destroyed.swap(true, Ordering::SeqCst) {
-            let (docker, id) = (self.docker.clone(), self.id.clone());
-            block_on_thread(async move {
-                let limit = std::time::Duration::from_secs(30);
-                match tokio::time::timeout(limit, remove_container(&docker, &id)).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::warn!("docker: removing dropped container {id}: {e}"),
-                    Err(_) => tracing::warn!("docker: removing dropped container {id} timed out"),
-                }
-            });
+            remove_blocking(&self.docker, vec![self.id.clone()], "dropped container");
         }
     }
 }
