@@ -17,6 +17,14 @@ command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || need_apt+=(python3-pytest)
+# scripts/bench-scale.sh reads the peak RSS of `ahe` from GNU time.
+[ -x /usr/bin/time ] || need_apt+=(time)
+# The embedded `local` model provider builds llama.cpp (llama-cpp-sys-2): cmake, a C++
+# compiler and libclang for bindgen. scripts/fetch-model.sh needs pip to fetch the model.
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
+dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""

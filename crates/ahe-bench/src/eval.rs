@@ -71,27 +71,42 @@ pub async fn run_eval(
     let sem = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
     // Attempts outermost: each task's first trial starts before any second one.
-    let done: std::collections::HashSet<(String, u32)> = opts
+    let done: std::collections::HashSet<(&str, u32)> = opts
         .prior
         .iter()
-        .map(|r| (r.task.clone(), r.attempt))
+        .map(|r| (r.task.as_str(), r.attempt))
         .collect();
-    let jobs: Vec<(Task, u32)> = (1..=opts.k)
-        .flat_map(|a| tasks.iter().map(move |t| (t.clone(), a)))
-        .filter(|(t, a)| !done.contains(&(t.name.clone(), *a)))
+    let shared: Vec<Arc<Task>> = tasks.iter().cloned().map(Arc::new).collect();
+    let jobs: Vec<(&Arc<Task>, u32)> = (1..=opts.k)
+        .flat_map(|a| shared.iter().map(move |t| (t, a)))
+        .filter(|(t, a)| !done.contains(&(t.name.as_str(), *a)))
         .collect();
     progress(Progress::Start { total: jobs.len() });
+    let mut results: Vec<TrialResult> = opts
+        .prior
+        .iter()
+        .filter(|r| tasks.iter().any(|t| t.name == r.task) && r.attempt <= opts.k)
+        .cloned()
+        .collect();
+    // A trial is spawned only once it holds a permit, so at most `concurrency` trials (and
+    // their futures) exist at a time; each finished one leaves only its small result.
     for (task, attempt) in jobs {
-        let sem = sem.clone();
+        let permit = tokio::select! {
+            p = sem.clone().acquire_owned() => p?,
+            _ = opts.cancel.cancelled() => break,
+        };
+        while let Some(j) = set.try_join_next() {
+            if let Ok(Some(r)) = j {
+                results.push(r);
+            }
+        }
         let env = env.clone();
+        let task = task.clone();
         let dir = trial_dir(&opts.out_dir, &task.name, attempt);
         let cancel = opts.cancel.clone();
         let progress = progress.clone();
         set.spawn(async move {
-            let _permit = tokio::select! {
-                p = sem.acquire_owned() => p.ok()?,
-                _ = cancel.cancelled() => return None,
-            };
+            let _permit = permit;
             let r = tokio::select! {
                 r = run_trial(&env, &task, attempt, &dir) => r,
                 _ = cancel.cancelled() => return None,
@@ -102,17 +117,13 @@ pub async fn run_eval(
             Some(r)
         });
     }
-    let mut results: Vec<TrialResult> = opts
-        .prior
-        .iter()
-        .filter(|r| tasks.iter().any(|t| t.name == r.task) && r.attempt <= opts.k)
-        .cloned()
-        .collect();
     while let Some(j) = set.join_next().await {
         if let Ok(Some(r)) = j {
             results.push(r);
         }
     }
+    // Sandboxes may finish their teardown in the background: part of the run's wall time.
+    env.backend.drain().await;
     if opts.cancel.is_cancelled() {
         anyhow::bail!(
             "interrupted: {} of {} trials finished (kept under {})",
@@ -176,4 +187,141 @@ pub fn table(s: &Scores) -> String {
         s.pass_at_1, s.pass_at_1_ci[0], s.pass_at_1_ci[1], s.n_tasks, s.k
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use ahe_sandbox::{Backend, ExecOpts, ExecOutput, Sandbox, SandboxSpec};
+
+    use super::*;
+    use crate::trial::{Agent, AgentContext, AgentEnd, AgentOutcome};
+
+    /// A sandbox that does nothing; its verifier always writes reward 1.
+    struct Fake;
+
+    #[async_trait::async_trait]
+    impl Sandbox for Fake {
+        async fn exec(&self, _: &str, _: ExecOpts) -> ahe_sandbox::Result<ExecOutput> {
+            Ok(ExecOutput {
+                exit_code: Some(0),
+                ..Default::default()
+            })
+        }
+        async fn put(&self, _: &Path, _: &str) -> ahe_sandbox::Result<()> {
+            Ok(())
+        }
+        async fn get(&self, _: &str, dest: &Path) -> ahe_sandbox::Result<()> {
+            std::fs::create_dir_all(dest)?;
+            std::fs::write(dest.join("reward.txt"), "1\n")?;
+            Ok(())
+        }
+        fn workdir(&self) -> &str {
+            "/app"
+        }
+        async fn destroy(&self) -> ahe_sandbox::Result<()> {
+            Ok(())
+        }
+    }
+
+    struct FakeBackend;
+
+    #[async_trait::async_trait]
+    impl Backend for FakeBackend {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        async fn create(&self, _: &SandboxSpec) -> ahe_sandbox::Result<Box<dyn Sandbox>> {
+            Ok(Box::new(Fake))
+        }
+    }
+
+    /// Counts how many agents run at once and records the order trials start in.
+    #[derive(Default)]
+    struct Counting {
+        running: AtomicUsize,
+        max: AtomicUsize,
+        started: Mutex<Vec<(String, u32)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Agent for Counting {
+        async fn run(&self, ctx: AgentContext<'_>) -> AgentOutcome {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max.fetch_max(now, Ordering::SeqCst);
+            let attempt = ctx.trial_dir.file_name().unwrap().to_string_lossy();
+            let attempt: u32 = attempt.parse().unwrap();
+            self.started
+                .lock()
+                .unwrap()
+                .push((ctx.task.name.clone(), attempt));
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            AgentOutcome::ended(AgentEnd::Finished, None)
+        }
+    }
+
+    fn tasks(root: &Path, n: usize) -> Vec<Task> {
+        for i in 0..n {
+            let d = root.join(format!("t{i}"));
+            std::fs::create_dir_all(d.join("tests")).unwrap();
+            std::fs::write(d.join("instruction.md"), "Do nothing.\n").unwrap();
+            std::fs::write(d.join("task.toml"), "[environment]\ndocker_image = \"x\"\n").unwrap();
+            std::fs::write(d.join("tests/test.sh"), "#!/bin/bash\n").unwrap();
+        }
+        let (tasks, errors) = crate::load_benchmark(root).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        tasks
+    }
+
+    #[tokio::test]
+    async fn runs_every_trial_within_the_concurrency_attempts_outermost() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tasks = tasks(&tmp.path().join("bench"), 5);
+        let agent = Arc::new(Counting::default());
+        let env = TrialEnv {
+            backend: Arc::new(FakeBackend),
+            agent: agent.clone(),
+            run: "test".into(),
+            default_agent_timeout: Duration::from_secs(10),
+            infra_retries: 0,
+        };
+        let opts = EvalOptions {
+            k: 4,
+            concurrency: 3,
+            out_dir: tmp.path().join("out"),
+            cancel: CancellationToken::new(),
+            prior: Vec::new(),
+        };
+        let done = Arc::new(AtomicUsize::new(0));
+        let d2 = done.clone();
+        let progress = Arc::new(move |p: Progress| {
+            if let Progress::TrialDone { .. } = p {
+                d2.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let s = run_eval(env, &tasks, &opts, progress).await.unwrap();
+        assert_eq!(s.statuses.get("pass"), Some(&20), "{:?}", s.statuses);
+        assert_eq!(done.load(Ordering::SeqCst), 20);
+        let max = agent.max.load(Ordering::SeqCst);
+        assert!((1..=3).contains(&max), "{max} agents ran at once");
+        let started = agent.started.lock().unwrap().clone();
+        assert_eq!(started.len(), 20);
+        // No attempt starts before every earlier attempt of every task has started.
+        for (i, (_, a)) in started.iter().enumerate() {
+            let earlier = started[..i].iter().filter(|(_, b)| b < a).count();
+            assert_eq!(earlier, 5 * (*a as usize - 1), "{started:?}");
+        }
+        for t in &tasks {
+            for a in 1..=4 {
+                assert!(trial_dir(&opts.out_dir, &t.name, a)
+                    .join("result.json")
+                    .is_file());
+            }
+        }
+    }
 }

@@ -328,24 +328,26 @@ enum VerifyError {
     Reward(String),
 }
 
+/// The verifier's one command (POSIX sh; each exec and each process costs per trial, so the
+/// usual case forks only `test.sh`): whatever the agent left at `/logs/verifier` must not
+/// count as a reward, so a non-directory, a symlink or a non-empty directory there is
+/// removed first (a failed removal is ignored: it may be a mount point), then `test.sh` runs
+/// in the task's WORKDIR.
+const VERIFY_COMMAND: &str = "V=/logs/verifier; \
+    if [ -h $V ] || [ ! -d $V ]; then rm -rf $V; fi; \
+    for f in $V/* $V/.[!.]* $V/..?*; do \
+    if [ -e \"$f\" ] || [ -h \"$f\" ]; then rm -rf $V; break; fi; done; \
+    [ -d $V ] || mkdir -p $V; \
+    [ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
+    /tests/test.sh > $V/stdout.txt 2>&1";
+
 /// Copies `tests/` in, runs `test.sh`, copies `/logs/verifier` out, and parses the reward.
 async fn verify(task: &Task, sb: &dyn Sandbox, dir: &Path) -> Result<f64, VerifyError> {
     let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
-    // Whatever the agent left in /logs/verifier must not count as a reward.
-    sb.exec(
-        "rm -rf /logs/verifier && mkdir -p /logs/verifier",
-        ExecOpts {
-            cwd: Some("/".into()),
-            timeout: Some(Duration::from_secs(30)),
-            ..Default::default()
-        },
-    )
-    .await
-    .map_err(infra)?;
     sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
     let out = sb
         .exec(
-            "chmod +x /tests/test.sh; /tests/test.sh > /logs/verifier/stdout.txt 2>&1",
+            VERIFY_COMMAND,
             ExecOpts {
                 timeout: Some(Duration::from_secs_f64(task.verifier_timeout_sec)),
                 ..Default::default()
@@ -398,6 +400,77 @@ pub fn parse_reward(dir: &Path) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs [`VERIFY_COMMAND`] with `/logs` and `/tests` moved under `root`, under `sh`.
+    fn run_verify_command(root: &Path) -> std::process::Output {
+        let cmd = VERIFY_COMMAND
+            .replace("/logs/", &format!("{}/logs/", root.display()))
+            .replace("/tests/", &format!("{}/tests/", root.display()));
+        std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn verify_command_drops_what_the_agent_left_and_runs_test_sh() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let v = root.join("logs/verifier");
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        // Not executable: the command makes it so.
+        std::fs::write(
+            root.join("tests/test.sh"),
+            format!("#!/bin/sh\necho ran\necho 0.5 > {}/r2.txt\n", v.display()),
+        )
+        .unwrap();
+        type Make<'a> = &'a dyn Fn(&Path);
+        let leftovers: [(&str, Make); 6] = [
+            ("absent", &|_| {}),
+            ("empty dir", &|v| std::fs::create_dir_all(v).unwrap()),
+            ("files", &|v| {
+                std::fs::create_dir_all(v.join("sub")).unwrap();
+                std::fs::write(v.join("reward.txt"), "1").unwrap();
+                std::fs::write(v.join(".hidden"), "1").unwrap();
+            }),
+            ("a file", &|v| std::fs::write(v, "1").unwrap()),
+            ("a symlink", &|v| {
+                let elsewhere = v.with_file_name("elsewhere");
+                std::fs::create_dir_all(&elsewhere).unwrap();
+                std::fs::write(elsewhere.join("reward.txt"), "1").unwrap();
+                std::os::unix::fs::symlink(&elsewhere, v).unwrap();
+            }),
+            ("a symlink to an empty dir", &|v| {
+                let empty = v.with_file_name("empty");
+                std::fs::create_dir_all(&empty).unwrap();
+                std::os::unix::fs::symlink(&empty, v).unwrap();
+            }),
+        ];
+        for (name, make) in leftovers {
+            let _ = std::fs::remove_dir_all(root.join("logs"));
+            std::fs::create_dir_all(root.join("logs")).unwrap();
+            make(&v);
+            let out = run_verify_command(root);
+            assert!(out.status.success(), "{name}: {out:?}");
+            let meta = std::fs::symlink_metadata(&v).unwrap();
+            assert!(meta.is_dir(), "{name}: not a plain dir");
+            let mut files: Vec<String> = std::fs::read_dir(&v)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            files.sort();
+            assert_eq!(files, ["r2.txt", "stdout.txt"], "{name}");
+            assert_eq!(
+                std::fs::read_to_string(v.join("stdout.txt")).unwrap(),
+                "ran\n"
+            );
+            let mode = std::fs::metadata(root.join("tests/test.sh"))
+                .unwrap()
+                .permissions();
+            assert!(mode.mode() & 0o100 != 0, "{name}: test.sh not executable");
+        }
+    }
 
     #[test]
     fn reward_parsing() {

@@ -1,9 +1,10 @@
 //! Benchmark of the post-rollout pipeline on a synthetic iteration: Clean (every trial's
-//! `trace.clean.json`), Scores, exercised files, Attribute.
+//! `trace.clean.json`), Scores, exercised files, Attribute, and `ahe report` of the run.
 //!
 //! `cargo run --release -p ahe-evolve --example bench_pipeline -- [TASKS [TRIALS [TURNS]]]`
 //! (defaults 89 × 2 × 300, the size of a Terminal-Bench 2 iteration with long trials).
 //! Generating the trials is not timed; the target is a total of at most 2 s on 2 cores.
+//! The per-trial report pages are timed apart (not in the total). Prints `FIGURE` lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
@@ -13,6 +14,7 @@ use std::time::Instant;
 use ahe_bench::trial::{write_result, Timings};
 use ahe_bench::{AgentEnd, Scores, TrialResult, TrialStatus};
 use ahe_evolve::manifest::{Change, ChangeKind, Component, Manifest};
+use ahe_evolve::report::{generate, ReportOptions};
 use ahe_evolve::{attribute, clean};
 use serde_json::json;
 
@@ -260,7 +262,10 @@ fn main() {
     let trials = args.get(1).copied().unwrap_or(2) as u32;
     let turns = args.get(2).copied().unwrap_or(300) as u32;
     let tmp = tempfile::tempdir().expect("temp dir");
-    let root = tmp.path().join("trials");
+    // A run directory with this one iteration, so that `ahe report` can run on it too.
+    let run_dir = tmp.path().join("run");
+    let iter_dir = run_dir.join("iterations").join("001");
+    let root = iter_dir.join("trials");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     let t0 = Instant::now();
@@ -302,7 +307,8 @@ fn main() {
     let t = Instant::now();
     let results = clean::load_results(&root).expect("results");
     let cur = ahe_bench::scores::compute(trials, &results, 0.0);
-    time("scores (result.json → Scores)", t);
+    ahe_bench::eval::write_scores(&iter_dir, &cur).expect("scores.json");
+    time("scores (result.json → scores.json)", t);
 
     let prev = prev_scores(tasks, trials);
     let visible: BTreeSet<String> = cur.tasks.keys().cloned().collect();
@@ -331,8 +337,15 @@ fn main() {
     let m = manifest(tasks);
     let t = Instant::now();
     let ev = attribute::attribute(2, Some(&m), &prev, &cur, &visible, &summary.exercised);
-    attribute::write(tmp.path(), &ev).expect("write");
+    attribute::write(&iter_dir, &ev).expect("write");
     time("attribute (+ change_evaluation.json)", t);
+
+    let t = Instant::now();
+    let g = generate(&run_dir, &ReportOptions { trial_pages: false }).expect("report");
+    time("report (report.html + report.md + charts)", t);
+    let t = Instant::now();
+    let pages = generate(&run_dir, &ReportOptions { trial_pages: true }).expect("report");
+    let pages_s = t.elapsed().as_secs_f64();
 
     let clean_bytes = dir_bytes(&root, clean::CLEAN_FILE);
     let ci = ev.stats.delta_ci.unwrap_or_default();
@@ -367,4 +380,18 @@ fn main() {
             c / cores as f64
         );
     }
+    println!(
+        "not in the total: report with {} trial pages {pages_s:.3} s (html {} KB)",
+        pages.trial_pages,
+        std::fs::metadata(&g.html).map_or(0, |m| m.len() / 1024)
+    );
+    for (name, s, _) in &phases {
+        let key = name.split_whitespace().next().unwrap_or("phase");
+        println!("FIGURE pipeline_{key}_s {s:.3}");
+    }
+    println!("FIGURE pipeline_s {total:.3}");
+    if let Some(c) = total_cpu {
+        println!("FIGURE pipeline_cpu_s {c:.3}");
+    }
+    println!("FIGURE pipeline_trial_pages_s {pages_s:.3}");
 }

@@ -109,12 +109,26 @@ pub struct AgentConfig {
     /// Agent timeout for tasks whose task.toml sets none.
     #[serde(default = "default_agent_timeout")]
     pub default_timeout_sec: f64,
+    /// Caps the code agent's turns below the harness's own `max_turns` (quick runs with a
+    /// slow local model); the harness files are not changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
 }
 
 impl Default for AgentConfig {
     fn default() -> Self {
         AgentConfig {
             default_timeout_sec: default_agent_timeout(),
+            max_turns: None,
+        }
+    }
+}
+
+impl AgentConfig {
+    /// Applies `max_turns` to a loaded harness.
+    pub fn cap(&self, h: &mut ahe_harness::Harness) {
+        if let Some(m) = self.max_turns {
+            h.agent.limits.max_turns = h.agent.limits.max_turns.min(m);
         }
     }
 }
@@ -211,6 +225,9 @@ impl RunConfig {
         }
         if self.sandbox.concurrency == 0 {
             bail!("sandbox.concurrency: must be at least 1");
+        }
+        if self.agent.max_turns == Some(0) {
+            bail!("agent.max_turns: must be at least 1");
         }
         if self.agent.default_timeout_sec.is_nan() || self.agent.default_timeout_sec <= 0.0 {
             bail!("agent.default_timeout_sec: must be positive");
@@ -399,6 +416,29 @@ mod tests {
         let ev = c.model("evolve");
         assert_eq!((ev.provider.as_str(), ev.model.as_str()), ("openai", "m2"));
         assert_eq!(ev.price_input_per_mtok, 3.0);
+    }
+
+    #[test]
+    fn quickstart_config_loads_and_caps_turns() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let c = RunConfig::load(&root.join("quickstart.toml")).unwrap();
+        assert_eq!((c.k, c.iterations), (2, 2));
+        assert_eq!(c.sandbox.backend, "auto");
+        for r in ROLES {
+            assert_eq!(c.model(r).provider, "local", "{r}");
+        }
+        let mut h = ahe_harness::load(&root.join("../harness-seed")).unwrap();
+        assert_eq!(h.agent.limits.max_turns, 100);
+        c.agent.cap(&mut h);
+        assert_eq!(h.agent.limits.max_turns, c.agent.max_turns.unwrap());
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "z.toml",
+            "[benchmark]\npath = \"x\"\n[agent]\nmax_turns = 0\n",
+        );
+        let e = RunConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("agent.max_turns"), "{e}");
     }
 
     #[test]

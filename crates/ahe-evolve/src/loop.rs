@@ -229,7 +229,7 @@ impl Run {
         if !self.repo.changed_files(evaluated)?.is_empty() {
             self.repo.reset_worktree(evaluated)?;
         }
-        let harness = ahe_harness::load(self.repo.dir()).map_err(|p| {
+        let mut harness = ahe_harness::load(self.repo.dir()).map_err(|p| {
             anyhow::anyhow!(
                 "the evaluated harness does not validate: {}",
                 p.iter()
@@ -264,6 +264,7 @@ impl Run {
         let cb: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
             let _ = tx.send(p);
         });
+        self.cfg.agent.cap(&mut harness);
         let spec = crate::RolloutSpec {
             harness: Arc::new(harness),
             model_cfg: self.cfg.model("code_agent"),
@@ -450,12 +451,13 @@ impl Run {
         let Some(task) = self.tasks.iter().find(|x| self.visible.contains(&x.name)) else {
             return Ok(());
         };
-        let harness = match ahe_harness::load(self.repo.dir()) {
+        let mut harness = match ahe_harness::load(self.repo.dir()) {
             Ok(h) => h,
             Err(_) => return Ok(()),
         };
         let out = dir.join("evolve/preflight");
         let _ = std::fs::remove_dir_all(&out);
+        self.cfg.agent.cap(&mut harness);
         let spec = crate::RolloutSpec {
             harness: Arc::new(harness),
             model_cfg: self.cfg.model("code_agent"),

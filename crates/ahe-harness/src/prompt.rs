@@ -78,14 +78,19 @@ pub fn render(template: &str, vars: &PromptVars) -> Result<String, String> {
 
 /// The protocol section appended to the system prompt for the JSON-in-text protocol.
 pub fn json_protocol(tools: &[ToolView]) -> String {
-    let example = tools
+    let schema = tools
         .first()
-        .map(|t| example_args(&serde_json::from_str(&t.schema).unwrap_or(Value::Null)))
-        .unwrap_or_else(|| "{}".into());
+        .map(|t| serde_json::from_str(&t.schema).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    let (task, args) = ahe_model::local::example_turn(&schema);
     env()
         .render_str(
             JSON_PROTOCOL,
-            context! { tools => tools, example_args => example },
+            context! {
+                tools => tools,
+                example_task => task,
+                example_args => ahe_model::local::format_value(&args),
+            },
         )
         .unwrap_or_default()
 }
@@ -108,32 +113,6 @@ pub fn json_observation(name: &str, observation: &str) -> String {
             context! { name => name, observation => observation },
         )
         .unwrap_or_default()
-}
-
-/// Example arguments built from a schema's required properties.
-fn example_args(schema: &Value) -> String {
-    let mut m = serde_json::Map::new();
-    let props = schema.get("properties").and_then(Value::as_object);
-    let req: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for k in req {
-        let ty = props
-            .and_then(|p| p.get(k))
-            .and_then(|p| p.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("string");
-        let v = match (k, ty) {
-            ("command", _) => Value::from("ls -la"),
-            (_, "integer") | (_, "number") => Value::from(1),
-            (_, "boolean") => Value::from(false),
-            _ => Value::from("..."),
-        };
-        m.insert(k.to_string(), v);
-    }
-    Value::Object(m).to_string()
 }
 
 /// Sample variables for checking that templates render.

@@ -122,7 +122,17 @@ pub enum Event<'a> {
 /// Appends events to `trace.jsonl` (and a readable line to `agent.log`), flushing each.
 pub struct TraceWriter {
     start: Instant,
-    out: Mutex<Option<(BufWriter<File>, BufWriter<File>)>>,
+    out: Mutex<Option<Files>>,
+}
+
+/// The open files of a [`TraceWriter`].
+struct Files {
+    /// `trace.jsonl`.
+    trace: BufWriter<File>,
+    /// `agent.log`.
+    log: BufWriter<File>,
+    /// The buffer a trace line is serialized into (reused).
+    buf: Vec<u8>,
 }
 
 #[derive(Serialize)]
@@ -146,7 +156,11 @@ impl TraceWriter {
         };
         Ok(TraceWriter {
             start: Instant::now(),
-            out: Mutex::new(Some((open("trace.jsonl")?, open("agent.log")?))),
+            out: Mutex::new(Some(Files {
+                trace: open("trace.jsonl")?,
+                log: open("agent.log")?,
+                buf: Vec::new(),
+            })),
         })
     }
 
@@ -161,7 +175,7 @@ impl TraceWriter {
     /// Records one event.
     pub fn emit(&self, event: &Event<'_>) {
         let mut g = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((trace, log)) = g.as_mut() else {
+        let Some(Files { trace, log, buf }) = g.as_mut() else {
             return;
         };
         let line = Line {
@@ -169,8 +183,11 @@ impl TraceWriter {
             ts: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             event,
         };
-        if let Ok(s) = serde_json::to_string(&line) {
-            let _ = writeln!(trace, "{s}");
+        // Serialized into a reused buffer, then written whole: a line is never half written.
+        buf.clear();
+        if serde_json::to_writer(&mut *buf, &line).is_ok() {
+            buf.push(b'\n');
+            let _ = trace.write_all(buf);
             let _ = trace.flush();
         }
         let _ = writeln!(log, "{}", human(event));
@@ -178,13 +195,18 @@ impl TraceWriter {
     }
 }
 
+/// The first `n` characters of `s` on one line (newlines shown as `⏎`), `…` when cut; reads
+/// only what it keeps (tool outputs can be long).
 fn clip(s: &str, n: usize) -> String {
-    let one = s.replace('\n', "⏎");
-    if one.chars().count() <= n {
-        one
-    } else {
-        format!("{}…", one.chars().take(n).collect::<String>())
+    let mut out = String::with_capacity(s.len().min(n + 8));
+    for (i, c) in s.chars().enumerate() {
+        if i == n {
+            out.push('…');
+            break;
+        }
+        out.push(if c == '\n' { '⏎' } else { c });
     }
+    out
 }
 
 fn human(e: &Event<'_>) -> String {
@@ -262,5 +284,55 @@ fn human(e: &Event<'_>) -> String {
             "[{agent}] end={end} turns={turns} tokens={} cost=${cost_usd:.4}",
             usage.total()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_keeps_n_chars_on_one_line() {
+        assert_eq!(clip("a\nb", 3), "a⏎b");
+        assert_eq!(clip("a\nbc", 3), "a⏎b…");
+        assert_eq!(clip("héllo wörld", 5), "héllo…");
+        assert_eq!(clip("", 5), "");
+    }
+
+    #[test]
+    fn every_event_is_one_json_line_and_one_log_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = TraceWriter::open(tmp.path()).unwrap();
+        let long = "line \"quoted\"\n".repeat(1000);
+        let args = serde_json::json!({"command": "ls"});
+        for turn in 1..=3 {
+            w.emit(&Event::ToolCall {
+                agent: "main",
+                turn,
+                id: "c1",
+                name: "run_shell",
+                args: &args,
+                output: &long,
+                ok: true,
+                exit_code: Some(0),
+                truncated: false,
+                error: None,
+                duration_ms: 5,
+            });
+        }
+        let trace = std::fs::read_to_string(tmp.path().join("trace.jsonl")).unwrap();
+        let lines: Vec<&str> = trace.lines().collect();
+        assert_eq!(lines.len(), 3);
+        for (i, l) in lines.iter().enumerate() {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["event"], "tool_call");
+            assert_eq!(v["turn"], i as u64 + 1);
+            assert_eq!(v["output"].as_str(), Some(long.as_str()));
+        }
+        let log = std::fs::read_to_string(tmp.path().join("agent.log")).unwrap();
+        assert_eq!(log.lines().count(), 3);
+        assert!(log
+            .lines()
+            .all(|l| l.ends_with('…') && l.chars().count() < 400));
     }
 }

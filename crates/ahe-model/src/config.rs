@@ -67,9 +67,24 @@ pub struct ModelConfig {
     /// Mock script file (for `mock:script`).
     #[serde(default)]
     pub script: Option<PathBuf>,
-    /// Local model file (for `local`).
+    /// Local model: a GGUF file, or a directory holding one (default `~/.cache/ahe/models`).
     #[serde(default)]
     pub path: Option<PathBuf>,
+    /// Local model: context of one conversation in tokens (default: the model's, at most 8192).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u32>,
+    /// Local model: CPU threads per decoding conversation (default: cores / local_concurrency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Local model: conversations decoded at once (default 1); other requests wait in its queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_concurrency: Option<usize>,
+    /// Local model: conversations whose KV cache is kept per decoding slot (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_slots: Option<usize>,
+    /// Sampling seed (local model, used when temperature > 0; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     /// Record/replay cache of responses: `off`, `record` or `replay`.
     #[serde(default)]
     pub cache: CacheMode,
@@ -155,6 +170,11 @@ impl Default for ModelConfig {
             backoff_max_ms: default_backoff_max_ms(),
             script: None,
             path: None,
+            context_tokens: None,
+            threads: None,
+            local_concurrency: None,
+            kv_slots: None,
+            seed: None,
             cache: CacheMode::Off,
             cache_dir: None,
         }
@@ -274,6 +294,18 @@ impl ModelConfig {
                     "{name}: must be a finite number >= 0 (USD per 1M tokens)"
                 ));
             }
+        }
+        for (name, v) in [
+            ("threads", self.threads),
+            ("local_concurrency", self.local_concurrency),
+            ("kv_slots", self.kv_slots),
+        ] {
+            if v == Some(0) {
+                errs.push(format!("{name}: must be >= 1 when set"));
+            }
+        }
+        if matches!(self.context_tokens, Some(n) if n < 256) {
+            errs.push("context_tokens: must be >= 256 when set".to_string());
         }
         if self.concurrency == 0 {
             errs.push("concurrency: must be >= 1".to_string());

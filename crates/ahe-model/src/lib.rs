@@ -1,5 +1,6 @@
 //! Model access for ahe: provider-neutral chat types, OpenAI-compatible and Anthropic
-//! HTTP providers, a deterministic mock, a record/replay cache, and a client adding
+//! HTTP providers, an in-process GGUF model (`local`), a deterministic mock, a
+//! record/replay cache, and a client adding
 //! concurrency limits, retries, timeouts, cost, per-role accounting and a shared budget.
 
 #![warn(missing_docs)]
@@ -10,6 +11,7 @@ pub mod cache;
 pub mod client;
 pub mod config;
 mod http;
+pub mod local;
 pub mod mock;
 pub mod openai;
 #[cfg(feature = "test-server")]
@@ -49,9 +51,12 @@ pub fn build_client_with(cfg: &ModelConfig, opts: &ClientOptions) -> anyhow::Res
         "openai" => Arc::new(OpenAiProvider::new(cfg)?),
         "anthropic" => Arc::new(AnthropicProvider::new(cfg)?),
         "mock" => Arc::new(MockProvider::from_config(cfg)?),
-        other @ "local" => {
-            anyhow::bail!("provider `{other}` is not available in this build yet")
-        }
+        #[cfg(feature = "local-model")]
+        "local" => Arc::new(local::LocalProvider::new(cfg)?),
+        #[cfg(not(feature = "local-model"))]
+        "local" => anyhow::bail!(
+            "provider `local` is not in this build (cargo feature `local-model` of ahe-model is off)"
+        ),
         other => anyhow::bail!("provider: `{other}` is not one of openai, anthropic, local, mock"),
     };
     if cfg.cache != CacheMode::Off {
@@ -94,9 +99,11 @@ mod tests {
         assert_eq!(c.describe(), "openai:gpt-4o");
         let c = build_client(&ModelConfig::from_spec("anthropic:claude-x").unwrap()).unwrap();
         assert_eq!(c.describe(), "anthropic:claude-x");
-        let e = build_client(&ModelConfig::from_spec("local").unwrap()).unwrap_err();
+        let d = tempfile::tempdir().unwrap();
+        let spec = format!("local:{}", d.path().display());
+        let e = build_client(&ModelConfig::from_spec(&spec).unwrap()).unwrap_err();
         assert!(
-            e.to_string().contains("not available in this build yet"),
+            e.to_string().contains("fetch-model.sh") || e.to_string().contains("local-model"),
             "{e}"
         );
         let bad = ModelConfig {

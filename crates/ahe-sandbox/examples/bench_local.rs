@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use ahe_sandbox::local::LocalBackend;
 use ahe_sandbox::{Backend, ExecOpts, SandboxSpec};
 
-/// Mean, p50, p95 and max of durations, in milliseconds.
-fn stats(name: &str, mut v: Vec<Duration>) {
+/// Prints mean, p50, p95 and max of durations in milliseconds; returns the mean.
+fn stats(name: &str, mut v: Vec<Duration>) -> f64 {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let mean = v.iter().map(|d| ms(*d)).sum::<f64>() / v.len() as f64;
@@ -23,6 +23,7 @@ fn stats(name: &str, mut v: Vec<Duration>) {
         pct(0.95),
         ms(*v.last().unwrap())
     );
+    mean
 }
 
 /// Writes the build context and the tests dir.
@@ -44,7 +45,9 @@ fn fixtures(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Measures one mode; `figure` prefixes its `FIGURE <figure>_trial_ms|_exec_ms` lines.
 async fn bench(
+    figure: &str,
     backend: &LocalBackend,
     root: &Path,
     trials: usize,
@@ -96,8 +99,12 @@ async fn bench(
         " get verifier",
         " destroy",
     ];
-    for (name, v) in names.iter().zip(phases) {
-        stats(name, v);
+    let mut trial_ms = 0.0;
+    for (i, (name, v)) in names.iter().zip(phases).enumerate() {
+        let mean = stats(name, v);
+        if i == 0 {
+            trial_ms = mean;
+        }
     }
 
     let sb = backend.create(&spec).await?;
@@ -110,8 +117,10 @@ async fn bench(
             v.push(t.elapsed());
         }
     }
-    stats("exec `true`", v);
+    let exec_ms = stats("exec `true`", v);
     sb.destroy().await?;
+    println!("FIGURE {figure}_trial_ms {trial_ms:.2}");
+    println!("FIGURE {figure}_exec_ms {exec_ms:.2}");
     Ok(())
 }
 
@@ -129,11 +138,25 @@ async fn main() -> anyhow::Result<()> {
     fixtures(root.path())?;
     if LocalBackend::bubblewrap_available() {
         println!("bubblewrap ({trials} trials, {execs} execs):");
-        bench(&LocalBackend::bubblewrap(), root.path(), trials, execs).await?;
+        bench(
+            "local",
+            &LocalBackend::bubblewrap(),
+            root.path(),
+            trials,
+            execs,
+        )
+        .await?;
     } else {
         println!("bubblewrap: not available, skipped");
     }
     println!("plain ({trials} trials, {execs} execs):");
-    bench(&LocalBackend::plain(), root.path(), trials, execs).await?;
+    bench(
+        "local_plain",
+        &LocalBackend::plain(),
+        root.path(),
+        trials,
+        execs,
+    )
+    .await?;
     Ok(())
 }

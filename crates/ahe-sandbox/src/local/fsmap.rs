@@ -253,6 +253,8 @@ pub(crate) fn copy_tree(src: &Path, dst: &Path, follow_top: bool) -> io::Result<
             Ok(d) if d.file_type().is_symlink() => fs::remove_file(dst)?,
             _ => {}
         }
+        // No fork may hold the file open for writing when a sandbox executes it.
+        let _write = super::process::writing();
         fs::copy(src, dst)?;
     }
     Ok(())

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::process::Stdio;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -15,6 +16,23 @@ pub(crate) const OUTPUT_CAP: usize = 8 << 20;
 
 /// How long to keep reading output after the command ended (for background writers).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// Orders this process's forks against host-side writes of sandbox files. Between fork and
+/// exec a child holds a copy of every open fd, and a file that any process holds open for
+/// writing cannot be executed (ETXTBSY, "Text file busy"): a `tests/test.sh` being copied in
+/// while another trial spawns its `bwrap` would fail to run. Writers share it; a spawn
+/// holds it alone (a spawn returns once the child has exec'd).
+static FORK_LOCK: RwLock<()> = RwLock::new(());
+
+/// Held while a sandbox file is written on the host: no child is forked meanwhile.
+pub(crate) fn writing() -> RwLockReadGuard<'static, ()> {
+    FORK_LOCK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held while a child process is spawned: no sandbox file is open for writing meanwhile.
+pub(crate) fn spawning() -> RwLockWriteGuard<'static, ()> {
+    FORK_LOCK.write().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Kills a process group with SIGKILL when dropped while armed (e.g. a cancelled exec).
 struct GroupGuard {
@@ -113,7 +131,11 @@ pub(crate) async fn run(
         } else {
             Stdio::null()
         });
-    let mut child = cmd.spawn().map_err(|e| {
+    let spawned = {
+        let _fork = spawning();
+        cmd.spawn()
+    };
+    let mut child = spawned.map_err(|e| {
         let prog = cmd.as_std().get_program().to_string_lossy().into_owned();
         SandboxError::Backend(format!("cannot spawn {prog}: {e}"))
     })?;
@@ -205,4 +227,34 @@ pub(crate) fn tail(s: &str, max: usize) -> &str {
         i += 1;
     }
     &s[i..]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn no_spawn_while_a_sandbox_file_is_being_written() {
+        let spawned = Arc::new(AtomicBool::new(false));
+        let write = writing();
+        // Writers share the lock.
+        let other_writer = std::thread::spawn(|| drop(writing()));
+        other_writer.join().unwrap();
+        let s = spawned.clone();
+        let spawner = std::thread::spawn(move || {
+            let _fork = spawning();
+            s.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            !spawned.load(Ordering::SeqCst),
+            "a spawn ran during a write"
+        );
+        drop(write);
+        spawner.join().unwrap();
+        assert!(spawned.load(Ordering::SeqCst));
+    }
 }

@@ -205,7 +205,11 @@ impl ExecServer {
             .stderr(std::fs::File::create(&log)?)
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| {
+        let spawned = {
+            let _fork = super::process::spawning();
+            cmd.spawn()
+        };
+        let mut child = spawned.map_err(|e| {
             let prog = cmd.as_std().get_program().to_string_lossy().into_owned();
             SandboxError::Backend(format!("cannot spawn {prog}: {e}"))
         })?;

@@ -47,12 +47,14 @@ pub(crate) fn copy_step(
                     .any(|x| name.ends_with(x))
             {
                 fsmap::ensure_dir(&top_dir, &dest_host).map_err(io)?;
-                let st = std::process::Command::new("tar")
-                    .arg("-xf")
-                    .arg(&src)
-                    .arg("-C")
-                    .arg(&dest_host)
-                    .status()
+                let mut tar = std::process::Command::new("tar");
+                tar.arg("-xf").arg(&src).arg("-C").arg(&dest_host);
+                let child = {
+                    let _fork = super::process::spawning();
+                    tar.spawn()
+                };
+                let st = child
+                    .and_then(|mut c| c.wait())
                     .map_err(|e| format!("tar: {e}"))?;
                 if !st.success() {
                     return Err(format!("extracting {name} failed ({st})"));

@@ -1,0 +1,643 @@
+//! The llama.cpp engine behind the `local` provider.
+//!
+//! One [`Engine`] per (model file, settings) per process, shared by every client that asks
+//! for it: `concurrency` worker threads each own a llama context whose KV cache holds
+//! `kv_slots` conversations. Requests wait in one queue; a worker renders the conversation
+//! with the model's chat template, finds the cached conversation sharing the longest token
+//! prefix with it, drops the cache after that prefix and decodes only the new tokens.
+//! Sampling is greedy at temperature 0 (seeded otherwise) under the action grammar and a
+//! DRY-style repetition penalty (`repeat`), with the
+//! usual fast path: the unconstrained best token is checked against the grammar first, and
+//! the grammar is applied to the whole vocabulary only when it is rejected.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::DecodeError;
+use tokio::sync::oneshot;
+
+use super::{grammar, interpret, render_conversation, repeat, LocalSettings};
+use crate::config::ModelConfig;
+use crate::types::{ChatRequest, ChatResponse, ModelError, Provider, Usage};
+
+/// Tokens decoded per llama_decode call while reading a prompt.
+const N_BATCH: usize = 512;
+/// Largest default context of one conversation.
+const MAX_DEFAULT_CTX: u32 = 8192;
+/// Candidates checked against the grammar before the whole vocabulary is.
+const TOP_K: usize = 64;
+/// Shortest shared prefix worth copying from another conversation's cache.
+const MIN_SHARED: usize = 32;
+/// Output cap when neither the request nor the config sets one.
+const DEFAULT_MAX_TOKENS: u32 = 512;
+
+/// One generation request, already rendered to chat turns.
+#[derive(Debug, Clone)]
+pub struct GenRequest {
+    /// (role, text) turns for the chat template.
+    pub turns: Vec<(String, String)>,
+    /// GBNF grammar the reply must match (root rule `root`), if any.
+    pub grammar: Option<String>,
+    /// Sampling temperature (0 = greedy).
+    pub temperature: f32,
+    /// Seed of the sampler when temperature > 0.
+    pub seed: u32,
+    /// Output token cap.
+    pub max_tokens: u32,
+    /// Reuse the KV cache of a shared prefix (off only to measure what reuse saves).
+    pub reuse_prefix: bool,
+}
+
+/// What one generation produced, with its token counts and timings.
+#[derive(Debug, Clone)]
+pub struct GenOutput {
+    /// The reply text.
+    pub text: String,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Of the prompt tokens, how many came from the KV cache.
+    pub cached_tokens: u32,
+    /// Generated tokens (the end-of-turn token not counted).
+    pub output_tokens: u32,
+    /// Whether the reply was cut off by the token cap or the context.
+    pub cut_off: bool,
+    /// Time spent decoding the new prompt tokens, in ms.
+    pub prefill_ms: f64,
+    /// Time spent generating, in ms.
+    pub decode_ms: f64,
+}
+
+type Reply = oneshot::Sender<Result<GenOutput, ModelError>>;
+
+struct Job {
+    req: GenRequest,
+    reply: Reply,
+}
+
+/// A loaded model with its worker threads and request queue.
+pub struct Engine {
+    tx: Mutex<mpsc::Sender<Job>>,
+    ctx_tokens: u32,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("path", &self.path).finish()
+    }
+}
+
+fn backend() -> anyhow::Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp logs to stderr by default; route it into tracing (target llama-cpp-2).
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("llama.cpp backend: {e}"))
+}
+
+/// The model of a file, loaded once per process and kept for its lifetime.
+fn model(path: &PathBuf) -> anyhow::Result<&'static LlamaModel> {
+    static MODELS: OnceLock<Mutex<HashMap<PathBuf, &'static LlamaModel>>> = OnceLock::new();
+    let mut models = MODELS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = models.get(path) {
+        return Ok(m);
+    }
+    let m = LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
+        .map_err(|e| anyhow::anyhow!("local model: cannot load {}: {e}", path.display()))?;
+    let m: &'static LlamaModel = Box::leak(Box::new(m));
+    models.insert(path.clone(), m);
+    Ok(m)
+}
+
+impl Engine {
+    /// The engine of these settings, started on first use and shared afterwards.
+    pub fn shared(s: &LocalSettings) -> anyhow::Result<Arc<Engine>> {
+        static ENGINES: OnceLock<Mutex<HashMap<LocalSettings, Arc<Engine>>>> = OnceLock::new();
+        let mut engines = ENGINES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = engines.get(s) {
+            return Ok(e.clone());
+        }
+        let e = Arc::new(Engine::start(s)?);
+        engines.insert(s.clone(), e.clone());
+        Ok(e)
+    }
+
+    fn start(s: &LocalSettings) -> anyhow::Result<Engine> {
+        let model = model(&s.path)?;
+        let train = model.n_ctx_train().max(256);
+        let ctx_tokens = match s.context_tokens {
+            0 => train.min(MAX_DEFAULT_CTX),
+            n => n,
+        };
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = match s.threads {
+            0 => (cores / s.concurrency).max(1),
+            n => n,
+        };
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..s.concurrency {
+            let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+            let rx = rx.clone();
+            let (slots, path) = (s.kv_slots, s.path.clone());
+            std::thread::Builder::new()
+                .name(format!("ahe-local-{i}"))
+                .spawn(move || {
+                    let mut w = match Worker::new(model, ctx_tokens, slots, threads) {
+                        Ok(w) => {
+                            let _ = ready_tx.send(Ok(()));
+                            w
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(format!("{}: {e}", path.display())));
+                            return;
+                        }
+                    };
+                    w.serve(&rx);
+                })?;
+            ready_rx
+                .recv()
+                .map_err(|_| anyhow::anyhow!("local model worker died while starting"))?
+                .map_err(|e| anyhow::anyhow!("local model: cannot create a context for {e}"))?;
+        }
+        tracing::info!(
+            path = %s.path.display(),
+            ctx_tokens,
+            threads,
+            concurrency = s.concurrency,
+            kv_slots = s.kv_slots,
+            "local model ready"
+        );
+        Ok(Engine {
+            tx: Mutex::new(tx),
+            ctx_tokens,
+            path: s.path.clone(),
+        })
+    }
+
+    /// Context of one conversation, in tokens.
+    pub fn context_tokens(&self) -> u32 {
+        self.ctx_tokens
+    }
+
+    fn submit(&self, req: GenRequest) -> oneshot::Receiver<Result<GenOutput, ModelError>> {
+        let (reply, rx) = oneshot::channel();
+        let sent = self
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Job { req, reply });
+        if let Err(mpsc::SendError(job)) = sent {
+            let _ = job.reply.send(Err(ModelError::Permanent(
+                "local model workers have stopped".into(),
+            )));
+        }
+        rx
+    }
+
+    /// Queues a request and waits for its reply (dropping the future cancels it).
+    pub async fn generate(&self, req: GenRequest) -> Result<GenOutput, ModelError> {
+        self.submit(req).await.unwrap_or_else(|_| {
+            Err(ModelError::Transient {
+                message: "local model worker dropped the request".into(),
+                retry_after_sec: None,
+            })
+        })
+    }
+
+    /// [`Engine::generate`] for callers outside an async runtime (benchmarks).
+    pub fn generate_blocking(&self, req: GenRequest) -> Result<GenOutput, ModelError> {
+        self.submit(req).blocking_recv().unwrap_or_else(|_| {
+            Err(ModelError::Transient {
+                message: "local model worker dropped the request".into(),
+                retry_after_sec: None,
+            })
+        })
+    }
+}
+
+/// One cached conversation of a worker's KV cache (its sequence id is its index).
+#[derive(Default)]
+struct Slot {
+    tokens: Vec<LlamaToken>,
+    prompt_len: usize,
+    last_used: u64,
+}
+
+struct Worker {
+    model: &'static LlamaModel,
+    ctx: LlamaContext<'static>,
+    template: LlamaChatTemplate,
+    slots: Vec<Slot>,
+    ctx_tokens: u32,
+    clock: u64,
+}
+
+impl Worker {
+    fn new(
+        model: &'static LlamaModel,
+        ctx_tokens: u32,
+        slots: usize,
+        threads: usize,
+    ) -> anyhow::Result<Worker> {
+        let n_ctx = ctx_tokens.saturating_mul(slots as u32);
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(N_BATCH as u32)
+            .with_n_ubatch(N_BATCH as u32)
+            .with_n_seq_max(slots as u32)
+            .with_kv_unified(false)
+            .with_n_threads(threads as i32)
+            .with_n_threads_batch(threads as i32);
+        let ctx = model.new_context(backend()?, params)?;
+        let template = model
+            .chat_template(None)
+            .or_else(|_| LlamaChatTemplate::new("chatml"))
+            .map_err(|e| anyhow::anyhow!("chat template: {e}"))?;
+        Ok(Worker {
+            model,
+            ctx,
+            template,
+            slots: (0..slots).map(|_| Slot::default()).collect(),
+            ctx_tokens,
+            clock: 0,
+        })
+    }
+
+    fn serve(&mut self, rx: &Mutex<mpsc::Receiver<Job>>) {
+        loop {
+            let job = match rx.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            };
+            if job.reply.is_closed() {
+                continue;
+            }
+            let res = catch_unwind(AssertUnwindSafe(|| self.run(&job.req, &job.reply)))
+                .unwrap_or_else(|_| {
+                    self.reset_all();
+                    Err(ModelError::Transient {
+                        message: "local model worker panicked; its cache was reset".into(),
+                        retry_after_sec: None,
+                    })
+                });
+            let _ = job.reply.send(res);
+        }
+    }
+
+    fn reset_all(&mut self) {
+        self.ctx.clear_kv_cache();
+        for s in &mut self.slots {
+            s.tokens.clear();
+        }
+    }
+
+    fn reset_slot(&mut self, i: usize) {
+        let _ = self.ctx.clear_kv_cache_seq(Some(i as u32), None, None);
+        self.slots[i].tokens.clear();
+        self.slots[i].prompt_len = 0;
+    }
+
+    /// The prompt tokens of a conversation (chat template with the assistant turn opened).
+    fn prompt_tokens(&self, turns: &[(String, String)]) -> Result<Vec<LlamaToken>, ModelError> {
+        let msgs = turns
+            .iter()
+            .map(|(r, c)| LlamaChatMessage::new(r.clone(), c.replace('\0', "")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ModelError::Permanent(format!("chat message: {e}")))?;
+        let text = self
+            .model
+            .apply_chat_template(&self.template, &msgs, true)
+            .map_err(|e| ModelError::Permanent(format!("chat template: {e}")))?;
+        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    /// Picks the slot for a prompt and readies its cache; returns the slot and how many of
+    /// its cached tokens the prompt shares. A slot whose whole previous prompt starts this
+    /// one continues its conversation. Otherwise the least recently used slot is taken, and
+    /// when another slot shares a prefix (e.g. the system prompt) that cache is copied into it.
+    fn choose_slot(&mut self, tokens: &[LlamaToken]) -> (usize, usize) {
+        let lcp = |s: &Slot| {
+            s.tokens
+                .iter()
+                .zip(tokens)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let shared: Vec<usize> = self.slots.iter().map(lcp).collect();
+        let continuing = (0..self.slots.len())
+            .filter(|&i| shared[i] > 0 && shared[i] >= self.slots[i].prompt_len)
+            .max_by_key(|&i| shared[i]);
+        if let Some(i) = continuing {
+            return (i, shared[i]);
+        }
+        let target = (0..self.slots.len())
+            .min_by_key(|&i| (!self.slots[i].tokens.is_empty(), self.slots[i].last_used))
+            .unwrap_or(0);
+        let src = (0..self.slots.len())
+            .max_by_key(|&i| shared[i])
+            .unwrap_or(0);
+        if shared[src] < MIN_SHARED || src == target {
+            return (target, shared[target]);
+        }
+        // Cross-stream copies are whole-buffer copies (cheap next to re-reading the prefix).
+        if self
+            .ctx
+            .copy_kv_cache_seq(src as i32, target as i32, None, None)
+            .is_err()
+        {
+            return (target, 0);
+        }
+        let n = shared[src];
+        self.slots[target].tokens = self.slots[src].tokens[..n].to_vec();
+        (target, n)
+    }
+
+    fn run(&mut self, req: &GenRequest, reply: &Reply) -> Result<GenOutput, ModelError> {
+        let tokens = self.prompt_tokens(&req.turns)?;
+        let n = tokens.len();
+        let ctx = self.ctx_tokens as usize;
+        let reserve = (req.max_tokens as usize).clamp(16, ctx / 4);
+        if n == 0 || n + reserve > ctx {
+            return Err(ModelError::ContextLength(format!(
+                "the prompt has {n} tokens; with {reserve} reserved for the reply it exceeds the local model's context of {ctx} tokens"
+            )));
+        }
+        let (slot, lcp) = self.choose_slot(&tokens);
+        let keep = if req.reuse_prefix { lcp.min(n - 1) } else { 0 };
+        self.clock += 1;
+        self.slots[slot].last_used = self.clock;
+        let seq = slot as i32;
+        if self
+            .ctx
+            .clear_kv_cache_seq(Some(slot as u32), Some(keep as u32), None)
+            != Ok(true)
+        {
+            self.reset_slot(slot);
+            return self.fail(slot, "cannot trim the KV cache".into());
+        }
+        self.slots[slot].tokens.truncate(keep);
+        self.slots[slot].prompt_len = 0;
+
+        let t0 = Instant::now();
+        let mut batch = LlamaBatch::new(N_BATCH, 1);
+        for start in (keep..n).step_by(N_BATCH) {
+            if reply.is_closed() {
+                return self.fail(slot, "request cancelled".into());
+            }
+            let end = (start + N_BATCH).min(n);
+            batch.clear();
+            for (i, t) in tokens[start..end].iter().enumerate() {
+                let pos = start + i;
+                batch
+                    .add(*t, pos as i32, &[seq], pos == n - 1)
+                    .map_err(|e| ModelError::Permanent(format!("batch: {e}")))?;
+            }
+            if let Err(e) = self.ctx.decode(&mut batch) {
+                return self.decode_failed(slot, e);
+            }
+            self.slots[slot]
+                .tokens
+                .extend_from_slice(&tokens[start..end]);
+        }
+        let prefill_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        self.slots[slot].prompt_len = n;
+
+        let mut grammar = match &req.grammar {
+            Some(g) => Some(LlamaSampler::grammar(self.model, g, "root").map_err(|e| {
+                ModelError::Permanent(format!("the action grammar does not compile: {e}"))
+            })?),
+            None => None,
+        };
+        let mut dist = (req.temperature > 0.0).then(|| {
+            LlamaSampler::chain_simple([
+                LlamaSampler::temp(req.temperature),
+                LlamaSampler::dist(req.seed),
+            ])
+        });
+        let t1 = Instant::now();
+        let model = self.model;
+        let vocab = model.vocab();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut out_tokens = 0u32;
+        let mut said: Vec<i32> = Vec::new();
+        let mut idx = batch.n_tokens() - 1;
+        let mut cut_off = false;
+        loop {
+            if out_tokens >= req.max_tokens || self.slots[slot].tokens.len() >= ctx {
+                cut_off = true;
+                break;
+            }
+            if out_tokens % 32 == 31 && reply.is_closed() {
+                return self.fail(slot, "request cancelled".into());
+            }
+            let tok = self.pick(idx, grammar.as_mut(), dist.as_mut(), &said)?;
+            if vocab.is_eog(tok) {
+                break;
+            }
+            bytes.extend(vocab.token_to_piece(tok, false, None));
+            out_tokens += 1;
+            said.push(tok.0);
+            let pos = self.slots[slot].tokens.len();
+            batch.clear();
+            batch
+                .add(tok, pos as i32, &[seq], true)
+                .map_err(|e| ModelError::Permanent(format!("batch: {e}")))?;
+            if let Err(e) = self.ctx.decode(&mut batch) {
+                return self.decode_failed(slot, e);
+            }
+            self.slots[slot].tokens.push(tok);
+            idx = 0;
+        }
+        Ok(GenOutput {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            prompt_tokens: n as u32,
+            cached_tokens: keep as u32,
+            output_tokens: out_tokens,
+            cut_off,
+            prefill_ms,
+            decode_ms: t1.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// The next token: greedy (or sampled) among those the grammar admits, after the
+    /// repetition penalty. Greedy steps check the single best token first, then the best
+    /// [`TOP_K`], and apply the grammar to the whole vocabulary only when those all fail.
+    fn pick(
+        &self,
+        idx: i32,
+        grammar: Option<&mut LlamaSampler>,
+        dist: Option<&mut LlamaSampler>,
+        said: &[i32],
+    ) -> Result<LlamaToken, ModelError> {
+        let mut logits = self.ctx.get_logits_ith(idx).to_vec();
+        for (t, p) in repeat::penalties(said) {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l -= p;
+            }
+        }
+        let none = || ModelError::Malformed("the grammar admits no token".into());
+        let tok = match (grammar, dist) {
+            (None, None) => best(&top(&logits, 1)).ok_or_else(none)?,
+            (Some(g), None) => {
+                let mut found = None;
+                for k in [1, TOP_K, logits.len()] {
+                    let mut arr = LlamaTokenDataArray::new(top(&logits, k), false);
+                    arr.apply_sampler(g);
+                    found = best(&arr.data);
+                    if found.is_some() {
+                        break;
+                    }
+                }
+                let t = found.ok_or_else(none)?;
+                if !self.model.vocab().is_eog(t) {
+                    g.accept(t);
+                }
+                t
+            }
+            (mut g, Some(d)) => {
+                let mut arr = LlamaTokenDataArray::new(top(&logits, logits.len()), false);
+                if let Some(g) = g.as_deref_mut() {
+                    arr.apply_sampler(g);
+                }
+                arr.apply_sampler(d);
+                let t = arr.selected_token().ok_or_else(none)?;
+                if let Some(g) = g {
+                    if !self.model.vocab().is_eog(t) {
+                        g.accept(t);
+                    }
+                }
+                t
+            }
+        };
+        Ok(tok)
+    }
+
+    fn decode_failed(&mut self, slot: usize, e: DecodeError) -> Result<GenOutput, ModelError> {
+        self.reset_slot(slot);
+        Err(match e {
+            DecodeError::NoKvCacheSlot => ModelError::ContextLength(format!(
+                "the local model's KV cache is full ({} tokens per conversation)",
+                self.ctx_tokens
+            )),
+            e => ModelError::Transient {
+                message: format!("llama.cpp decode failed: {e}"),
+                retry_after_sec: None,
+            },
+        })
+    }
+
+    fn fail(&mut self, slot: usize, message: String) -> Result<GenOutput, ModelError> {
+        self.reset_slot(slot);
+        Err(ModelError::Transient {
+            message,
+            retry_after_sec: None,
+        })
+    }
+}
+
+/// The `local` provider: renders requests for the shared [`Engine`] and reads its replies.
+pub struct LocalProvider {
+    engine: Arc<Engine>,
+    desc: String,
+    seed: u32,
+}
+
+impl LocalProvider {
+    /// Loads (or reuses) the model a `provider = "local"` config names.
+    pub fn new(cfg: &ModelConfig) -> anyhow::Result<LocalProvider> {
+        let settings = LocalSettings::from_config(cfg)?;
+        Ok(LocalProvider {
+            engine: Engine::shared(&settings)?,
+            desc: cfg.describe(),
+            seed: cfg.seed.unwrap_or(0) as u32,
+        })
+    }
+
+    /// The engine serving this provider.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The generation request for a chat request.
+    pub fn gen_request(&self, req: &ChatRequest) -> GenRequest {
+        GenRequest {
+            turns: render_conversation(req),
+            grammar: (!req.tools.is_empty())
+                .then(|| grammar::action_grammar(&req.tools, super::allows_answer(req))),
+            temperature: req.temperature.unwrap_or(0.0),
+            seed: self.seed,
+            max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            reuse_prefix: true,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for LocalProvider {
+    fn describe(&self) -> String {
+        self.desc.clone()
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let out = self.engine.generate(self.gen_request(req)).await?;
+        let usage = Usage {
+            input_tokens: out.prompt_tokens as u64,
+            cached_input_tokens: out.cached_tokens as u64,
+            output_tokens: out.output_tokens as u64,
+        };
+        Ok(interpret(req, &out.text, out.cut_off, usage))
+    }
+}
+
+/// The `k` candidates with the highest logits (all of them when `k` covers the vocabulary).
+fn top(logits: &[f32], k: usize) -> Vec<LlamaTokenData> {
+    let data = |(i, l): (usize, f32)| LlamaTokenData::new(LlamaToken(i as i32), l, 0.0);
+    if k >= logits.len() {
+        return logits.iter().copied().enumerate().map(data).collect();
+    }
+    if k == 1 {
+        let m = logits
+            .iter()
+            .copied()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |b, c| if c.1 > b.1 { c } else { b });
+        return vec![data(m)];
+    }
+    let mut v: Vec<(usize, f32)> = logits.iter().copied().enumerate().collect();
+    v.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+    v.truncate(k);
+    v.into_iter().map(data).collect()
+}
+
+/// The candidate with the highest finite logit (the grammar sets the rest to -inf).
+fn best(c: &[LlamaTokenData]) -> Option<LlamaToken> {
+    c.iter()
+        .filter(|d| d.logit().is_finite())
+        .max_by(|a, b| a.logit().total_cmp(&b.logit()))
+        .map(LlamaTokenData::id)
+}
