@@ -79,7 +79,12 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
     harness_args.extend(a.harness.iter().cloned());
     let mut harnesses = Vec::new();
     for h in &harness_args {
-        harnesses.push(load_harness(h)?);
+        let (mut harness, replay) = load_harness(h)?;
+        // `[agent] max_turns` of the config caps the turns as it does in `ahe evolve`.
+        if let Some(c) = &cfg {
+            c.agent.cap(&mut harness);
+        }
+        harnesses.push((harness, replay));
     }
     let (tasks, errors) = ahe_bench::load_benchmark(&a.benchmark).map_err(CliError::usage)?;
     if !errors.is_empty() {

@@ -218,3 +218,29 @@ fn copy_dir(src: &Path, dst: &Path) {
         }
     }
 }
+
+#[test]
+fn config_agent_max_turns_caps_the_eval_harness() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("cap.toml");
+    std::fs::write(
+        &cfg,
+        "[benchmark]\npath = \"benchmarks/smoke\"\n[agent]\nmax_turns = 1\n",
+    )
+    .unwrap();
+    let out = d.path().join("out");
+    let o = eval(
+        "mock:oracle",
+        &out,
+        &["--config", cfg.to_str().unwrap(), "--tasks", "config-port"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = out.join("trials/config-port/1");
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    // The oracle needs two turns (run the solution, then finish): capped at one.
+    assert_eq!(result["turns"], 1, "{result}");
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    let start: Value = serde_json::from_str(trace.lines().next().unwrap()).unwrap();
+    assert_eq!(start["limits"]["max_turns"], 1, "{start}");
+}
