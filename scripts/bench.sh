@@ -45,11 +45,10 @@ section() {
 }
 
 log "building release (ahe, the benchmark examples)"
-if ! cargo build --release -q -p ahe-cli --bin ahe >"$OUT/build.log" 2>&1 ||
-  ! cargo build --release -q -p ahe-sandbox --example bench_local --example bench_docker \
-    >>"$OUT/build.log" 2>&1 ||
-  ! cargo build --release -q -p ahe-evolve --example bench_pipeline >>"$OUT/build.log" 2>&1 ||
-  ! cargo build --release -q -p ahe-harness --example bench_trace >>"$OUT/build.log" 2>&1; then
+# One cargo invocation: features are unified once, so no crate is compiled twice.
+if ! cargo build --release -q -p ahe-cli -p ahe-sandbox -p ahe-evolve -p ahe-harness --bin ahe \
+  --example bench_local --example bench_docker --example bench_pipeline --example bench_trace \
+  >"$OUT/build.log" 2>&1; then
   echo "bench: the release build failed (see $OUT/build.log)" >&2
   tail -20 "$OUT/build.log" >&2
   exit 1
