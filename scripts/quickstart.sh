@@ -3,17 +3,38 @@
 # release binary, runs the evolve loop with configs/quickstart.toml (the local
 # SmolLM2-135M model for every role, smoke benchmark, k = 2, 2 iterations) and writes the
 # report. Needs no API key and no internet beyond the package registries.
+#
+# The Docker engine and its base image (debootstrap: mostly download and unpacking) are
+# prepared in the background while cargo compiles; `sandbox.backend = "auto"` falls back to
+# the local bubblewrap sandbox when they are not ready, and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 stamp() { echo "quickstart: $1 ($(($(date +%s) - start)) s)"; }
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
 
-bash scripts/setup.sh
-stamp "setup done"
+bash scripts/setup.sh --no-browser --no-base-image
+stamp "packages ready"
+docker_log=$(mktemp /tmp/ahe-quickstart-docker.XXXXXX.log)
+(bash scripts/start-dockerd.sh && bash scripts/build-base-image.sh) >"$docker_log" 2>&1 &
+prep=$!
+trap 'kill_tree "$prep"' INT TERM
 bash scripts/fetch-model.sh >/dev/null
 stamp "model ready"
 cargo build --release -p ahe-cli
 stamp "release build done"
+if wait "$prep"; then
+  stamp "docker engine and base image ready"
+else
+  echo "quickstart: warning: the Docker engine or base image is not ready (log: $docker_log);" >&2
+  tail -5 "$docker_log" >&2
+  echo "            the run uses the local sandbox instead" >&2
+fi
+trap - INT TERM
 bin="${CARGO_TARGET_DIR:-target}/release/ahe"
 name="quickstart-$(date +%Y%m%d-%H%M%S)"
 "$bin" evolve --config configs/quickstart.toml --name "$name"

@@ -1,17 +1,37 @@
 #!/usr/bin/env bash
 # Installs what ahe and its tests need on Debian (idempotent). Run as root or with sudo.
+#
+#   scripts/setup.sh [--no-browser] [--no-base-image]
+#
+# --no-browser     skips Chromium (only the report-rendering tests and screenshots need it)
+# --no-base-image  installs the Docker engine but leaves starting it and building the base
+#                  image to the caller (scripts/quickstart.sh does that while cargo builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+browser=1
+base_image=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-browser) browser=0 ;;
+    --no-base-image) base_image=0 ;;
+    *) echo "setup: unknown option '$arg' (use --no-browser, --no-base-image)" >&2; exit 2 ;;
+  esac
+done
 
 need_apt=()
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # Headless rendering of report.html (tests, scripts/report-screenshot.sh).
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+[ "$browser" = 0 ] || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The docker sandbox backend: the engine, and debootstrap for the offline base image.
-command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
-command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# These two keep their recommended packages (apparmor, cgroupfs-mount, iptables' friends;
+# the archive keyring); everything else is installed without (Chromium's would add ~150
+# desktop packages).
+with_recommends=()
+command -v dockerd >/dev/null 2>&1 || with_recommends+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || with_recommends+=(debootstrap)
 # Host tools the local-backend runs of the built-in benchmarks use (tasks run on the host's
 # read-only /usr inside bubblewrap): sqlite3, jq, and Debian's python3 with pytest.
 command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
@@ -26,12 +46,18 @@ command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 
-if [ ${#need_apt[@]} -gt 0 ]; then
+if [ $((${#need_apt[@]} + ${#with_recommends[@]})) -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "setup: installing ${need_apt[*]}"
+  echo "setup: installing ${need_apt[*]} ${with_recommends[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  if [ ${#need_apt[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      "${need_apt[@]}" >/dev/null
+  fi
+  if [ ${#with_recommends[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${with_recommends[@]}" >/dev/null
+  fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -46,7 +72,9 @@ if ! bwrap --ro-bind / / --unshare-all true 2>/dev/null; then
 fi
 # A running engine and the base image the benchmark tasks build FROM (no registry here).
 docker_note="docker: not ready"
-if bash scripts/start-dockerd.sh; then
+if [ "$base_image" = 0 ]; then
+  docker_note="docker engine and base image left to the caller"
+elif bash scripts/start-dockerd.sh; then
   if bash scripts/build-base-image.sh; then
     docker_note="docker $(docker version -f '{{.Server.Version}}' 2>/dev/null), ahe-base:bookworm"
   else
