@@ -588,7 +588,7 @@ impl LocalProvider {
         GenRequest {
             turns: render_conversation(req),
             grammar: (!req.tools.is_empty())
-                .then(|| grammar::action_grammar(&req.tools, super::allows_answer(req))),
+                .then(|| grammar::action_grammar(&req.tools, super::answer_admitted(req))),
             temperature: req.temperature.unwrap_or(0.0),
             seed: self.seed,
             max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),

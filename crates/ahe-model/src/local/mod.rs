@@ -164,6 +164,14 @@ pub fn allows_answer(req: &ChatRequest) -> bool {
     req.role != Role::Evolve
 }
 
+/// Whether the grammar of this reply admits the final answer: as [`allows_answer`], and only
+/// after the model's first reply, which must be an action (a tiny model otherwise "answers"
+/// a task it has not touched; measured: SmolLM2-135M did so on 8 of 8 smoke trials). The
+/// prompt's protocol section does not change, so the cached system prompt stays valid.
+pub fn answer_admitted(req: &ChatRequest) -> bool {
+    allows_answer(req) && req.assistant_turns() > 0
+}
+
 /// The protocol section this provider adds to the system prompt for the native protocol.
 pub fn protocol_section(tools: &[ToolSpec], allow_answer: bool) -> String {
     let first = tools.first();
@@ -437,5 +445,33 @@ mod tests {
             .ends_with(DEFAULT_MODEL_FILE));
         let e = resolve_model_path(Some(&d.path().join("nope.gguf"))).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn the_first_reply_must_be_an_action_and_the_evolve_agent_never_answers() {
+        let user = Message::User {
+            content: "Create hello.txt".into(),
+        };
+        let first = req(ToolProtocol::Native, vec![user.clone()]);
+        assert!(allows_answer(&first), "the prompt still explains the answer");
+        assert!(!answer_admitted(&first));
+        let g = grammar::action_grammar(&first.tools, answer_admitted(&first));
+        assert!(!g.contains("answer"), "{g}");
+        let later = req(
+            ToolProtocol::Native,
+            vec![
+                user,
+                Message::Assistant {
+                    content: Some("{\"tool\": \"run_shell\"}".into()),
+                    tool_calls: vec![],
+                },
+            ],
+        );
+        assert!(answer_admitted(&later));
+        let evolve = ChatRequest {
+            role: Role::Evolve,
+            ..later
+        };
+        assert!(!answer_admitted(&evolve));
     }
 }
