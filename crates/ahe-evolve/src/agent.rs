@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use ahe_harness::trace::{Event, TraceWriter};
-use ahe_model::{ChatRequest, Message, ModelClient, Role, ToolCall, ToolProtocol, ToolSpec, Usage};
+use ahe_model::{
+    ChatRequest, Message, ModelClient, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec, Usage,
+};
 use serde_json::Value;
 
 /// What a host tool answers.
@@ -50,6 +52,10 @@ pub struct HostLimits {
     pub max_turns: u32,
     /// Wall-time limit.
     pub timeout: Duration,
+    /// A note that makes the last turn a text answer: appended as a user message, and no
+    /// tool may be called on that turn. The debugger's report is its answer, so a run that
+    /// spent its turns on tool calls still reports.
+    pub last_turn_note: Option<&'static str>,
 }
 
 /// Runs a host agent until it answers without a tool call, a tool stops it, or a limit hits.
@@ -96,6 +102,17 @@ pub async fn run_host_agent(
             break "turn_limit";
         }
         out.turns += 1;
+        let last = limits
+            .last_turn_note
+            .filter(|_| out.turns == limits.max_turns);
+        if let Some(note) = last.filter(|_| out.turns > 1) {
+            trace.emit(&Event::Message {
+                agent: name,
+                role: "user",
+                content: note,
+            });
+            messages.push(Message::user(note));
+        }
         let req = ChatRequest {
             role,
             messages: messages.clone(),
@@ -103,6 +120,11 @@ pub async fn run_host_agent(
             protocol: ToolProtocol::Native,
             temperature: None,
             max_tokens: None,
+            tool_choice: if last.is_some() {
+                ToolChoice::None
+            } else {
+                ToolChoice::Auto
+            },
         };
         let t0 = Instant::now();
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -220,5 +242,109 @@ pub fn schema(props: &[(&str, &str)], optional: &[&str]) -> Value {
         .map(|(k, _)| *k)
         .filter(|k| !optional.contains(k))
         .collect();
-    serde_json::json!({"type": "object", "properties": p, "required": req})
+    let mut s = serde_json::json!({"type": "object", "properties": p, "required": req});
+    if props.is_empty() {
+        // A tool without arguments takes `{}` (a grammar-constrained model writes exactly that).
+        s["additionalProperties"] = Value::Bool(false);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ahe_model::testserver::{ScriptedReply, TestServer};
+    use ahe_model::{build_client, ModelConfig};
+
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl HostTool for Echo {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "echo".into(),
+                description: "Echoes its text.".into(),
+                input_schema: schema(&[("text", "string")], &[]),
+            }
+        }
+        async fn call(&self, args: &Value) -> ToolReply {
+            ToolReply::Text(arg_str(args, "text").unwrap_or("?").to_string())
+        }
+    }
+
+    async fn run(
+        note: Option<&'static str>,
+        replies: Vec<ScriptedReply>,
+    ) -> (HostOutcome, Vec<Value>) {
+        let server = TestServer::start(replies);
+        let cfg = ModelConfig {
+            provider: "openai".into(),
+            model: "test-model".into(),
+            base_url: Some(server.base_url()),
+            api_key_env: Some("AHE_T_HOST_AGENT_KEY".into()),
+            ..ModelConfig::default()
+        };
+        let model = build_client(&cfg).unwrap();
+        let tools: Vec<Box<dyn HostTool>> = vec![Box::new(Echo)];
+        let limits = HostLimits {
+            max_turns: 3,
+            timeout: Duration::from_secs(30),
+            last_turn_note: note,
+        };
+        let out = run_host_agent(
+            &model,
+            Role::Debugger,
+            "sys",
+            "task",
+            &tools,
+            limits,
+            &TraceWriter::sink(),
+        )
+        .await;
+        (out, server.bodies())
+    }
+
+    fn calls() -> Vec<ScriptedReply> {
+        (0..3)
+            .map(|_| ScriptedReply::tool_call("echo", r#"{"text": "again"}"#))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_last_turn_is_an_answer_when_a_note_is_set() {
+        let mut replies = calls();
+        replies[2] = ScriptedReply::text("## Failure summary\nIt looped.");
+        let (out, bodies) = run(Some("Last turn: report now."), replies).await;
+        assert_eq!(bodies.len(), 3);
+        for b in &bodies[..2] {
+            assert!(b.get("tool_choice").is_none(), "{b}");
+        }
+        let last = &bodies[2];
+        assert_eq!(last["tool_choice"], "none");
+        assert!(last["tools"].is_array(), "the tools stay described");
+        let msgs = last["messages"].as_array().unwrap();
+        let note = msgs.last().unwrap();
+        assert_eq!(
+            (note["role"].as_str(), note["content"].as_str()),
+            (Some("user"), Some("Last turn: report now."))
+        );
+        assert_eq!(out.turns, 3);
+        assert!(!out.stopped_by_tool);
+        assert_eq!(
+            out.final_text.as_deref(),
+            Some("## Failure summary\nIt looped.")
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_note_every_turn_may_call_tools() {
+        let (out, bodies) = run(None, calls()).await;
+        assert_eq!(bodies.len(), 3);
+        assert!(bodies.iter().all(|b| b.get("tool_choice").is_none()));
+        assert_eq!(
+            bodies[2]["messages"].as_array().unwrap().last().unwrap()["role"],
+            "tool"
+        );
+        assert_eq!(out.final_text, None);
+    }
 }

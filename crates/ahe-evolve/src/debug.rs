@@ -17,6 +17,7 @@ use crate::clean::{read_clean, CleanTrace};
 
 const SYSTEM: &str = include_str!("../templates/debugger_system.md");
 const USER: &str = include_str!("../templates/debugger_user.md");
+const LAST_TURN: &str = include_str!("../templates/debugger_last_turn.md");
 
 /// Settings of the debug phase.
 pub struct DebugSettings {
@@ -404,6 +405,7 @@ async fn analyze_task(
     let limits = HostLimits {
         max_turns: settings.max_turns,
         timeout: settings.timeout,
+        last_turn_note: Some(LAST_TURN),
     };
     let out = run_host_agent(model, Role::Debugger, &system, &user, &tools, limits, &tw).await;
     let llm = out

@@ -330,6 +330,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     let tw = TraceWriter::open(&evolve_dir)?;
     let limits = HostLimits {
         max_turns: inp.max_turns,
+        last_turn_note: None,
         timeout: inp.timeout,
     };
     let out = run_host_agent(

@@ -388,6 +388,7 @@ impl Runtime {
                 protocol: self.harness.agent.tool_protocol,
                 temperature: None,
                 max_tokens: None,
+                tool_choice: Default::default(),
             };
             let remaining = p.deadline.saturating_duration_since(Instant::now());
             let t0 = Instant::now();

@@ -108,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         protocol: ToolProtocol::Native,
         temperature: Some(0.0),
         max_tokens: Some(48),
+        tool_choice: Default::default(),
     };
     let listing: String = (1..=12)
         .map(|i| {

@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use crate::config::ModelConfig;
 use crate::http::{self, excerpt, Endpoint};
 use crate::types::{
-    ChatRequest, ChatResponse, Message, ModelError, Provider, ToolCall, ToolProtocol, Usage,
+    ChatRequest, ChatResponse, Message, ModelError, Provider, ToolCall, ToolChoice, ToolProtocol,
+    Usage,
 };
 
 /// Base URL used when neither the config nor `ANTHROPIC_BASE_URL` sets one.
@@ -171,6 +172,9 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
         body["tools"] = Value::Array(tools);
+        if req.tool_choice == ToolChoice::None {
+            body["tool_choice"] = json!({"type": "none"});
+        }
     }
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
@@ -337,6 +341,7 @@ mod tests {
             protocol: ToolProtocol::Native,
             temperature: Some(0.25),
             max_tokens: None,
+            tool_choice: Default::default(),
         };
         let b = request_body("claude-test", &req);
         assert_eq!(b["system"], "sys");
@@ -345,6 +350,15 @@ mod tests {
         assert_eq!(
             b["tools"],
             json!([{"name": "shell", "description": "d", "input_schema": {"type": "object"}}])
+        );
+        assert!(b.get("tool_choice").is_none());
+        let none = ChatRequest {
+            tool_choice: ToolChoice::None,
+            ..req.clone()
+        };
+        assert_eq!(
+            request_body("claude-test", &none)["tool_choice"],
+            json!({"type": "none"})
         );
         let msgs = b["messages"].as_array().unwrap();
         let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();

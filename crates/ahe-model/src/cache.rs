@@ -49,7 +49,7 @@ pub struct CacheEntry {
 
 /// The canonical JSON text a request is hashed over.
 pub fn canonical_request(provider: &str, model: &str, req: &ChatRequest) -> String {
-    let doc = json!({
+    let mut doc = json!({
         "v": KEY_VERSION,
         "provider": provider,
         "model": model,
@@ -59,6 +59,10 @@ pub fn canonical_request(provider: &str, model: &str, req: &ChatRequest) -> Stri
         "temperature": req.temperature,
         "max_tokens": req.max_tokens,
     });
+    // Only when set, so the keys of earlier recordings stay valid.
+    if !req.tool_choice.is_auto() {
+        doc["tool_choice"] = json!(req.tool_choice);
+    }
     let mut out = String::new();
     write_canonical(&doc, &mut out);
     out
@@ -301,6 +305,7 @@ mod tests {
             protocol: ToolProtocol::Native,
             temperature: Some(0.5),
             max_tokens: None,
+            tool_choice: Default::default(),
         }
     }
 

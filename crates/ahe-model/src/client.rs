@@ -394,6 +394,7 @@ mod tests {
             protocol: Default::default(),
             temperature: None,
             max_tokens: None,
+            tool_choice: Default::default(),
         }
     }
 

@@ -30,7 +30,8 @@ use serde_json::{json, Value};
 use crate::config::ModelConfig;
 use crate::openai::parse_arguments;
 use crate::types::{
-    ChatRequest, ChatResponse, ModelError, Provider, Role, ToolCall, ToolProtocol, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ModelError, Provider, Role, ToolCall, ToolChoice, ToolProtocol,
+    ToolSpec, Usage,
 };
 
 /// The command the oracle runs (the runner uploads the task's `solution/` to `/solution`).
@@ -248,6 +249,12 @@ impl MockProvider {
             MockMode::Oracle => (Some(DONE.to_string()), None),
             MockMode::Script(script) => script_answer(script, req, turn)?,
         };
+        // A turn that may not call a tool gets the entry's text (or "done"), as a real
+        // provider would answer.
+        let (content, call) = match req.tool_choice {
+            ToolChoice::None => (content.or_else(|| Some(DONE.to_string())), None),
+            ToolChoice::Auto => (content, call),
+        };
         Ok(build_response(req, turn, content, call))
     }
 }
@@ -406,6 +413,7 @@ mod tests {
             protocol: ToolProtocol::Native,
             temperature: None,
             max_tokens: None,
+            tool_choice: Default::default(),
         }
     }
 
@@ -429,6 +437,14 @@ mod tests {
         );
         let r = m.answer(&req(Role::Evolve, "sys", 0)).unwrap();
         assert_eq!(r.content.as_deref(), Some("done"));
+        // A turn that may not call a tool is answered in text.
+        let mut no_tools = req(Role::CodeAgent, "sys", 0);
+        no_tools.tool_choice = ToolChoice::None;
+        let r = m.answer(&no_tools).unwrap();
+        assert_eq!(
+            (r.content.as_deref(), r.tool_calls.len()),
+            (Some("done"), 0)
+        );
         let mut no_shell = req(Role::CodeAgent, "sys", 0);
         no_shell.tools.truncate(1);
         assert_eq!(m.answer(&no_shell).unwrap_err().class(), "permanent");

@@ -9,7 +9,8 @@ use crate::config::ModelConfig;
 pub use crate::http::parse_retry_after;
 use crate::http::{self, excerpt, Endpoint};
 use crate::types::{
-    ChatRequest, ChatResponse, Message, ModelError, Provider, ToolCall, ToolProtocol, Usage,
+    ChatRequest, ChatResponse, Message, ModelError, Provider, ToolCall, ToolChoice, ToolProtocol,
+    Usage,
 };
 
 /// Base URL used when neither the config nor `OPENAI_BASE_URL` sets one.
@@ -115,6 +116,9 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
             })
             .collect();
         body["tools"] = Value::Array(tools);
+        if req.tool_choice == ToolChoice::None {
+            body["tool_choice"] = json!("none");
+        }
     }
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
@@ -311,6 +315,7 @@ mod tests {
             protocol: ToolProtocol::Native,
             temperature: Some(0.5),
             max_tokens: Some(9),
+            tool_choice: Default::default(),
         };
         let b = request_body("m1", &req);
         assert_eq!(b["model"], "m1");
@@ -336,6 +341,12 @@ mod tests {
         );
         assert_eq!(b["max_tokens"], 9);
         assert_eq!(b["temperature"], 0.5);
+        assert!(b.get("tool_choice").is_none());
+        let none = ChatRequest {
+            tool_choice: ToolChoice::None,
+            ..req.clone()
+        };
+        assert_eq!(request_body("m1", &none)["tool_choice"], "none");
         let mut jt = req.clone();
         jt.protocol = ToolProtocol::JsonInText;
         jt.temperature = None;

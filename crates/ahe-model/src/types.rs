@@ -112,6 +112,26 @@ pub enum ToolProtocol {
     JsonInText,
 }
 
+/// Whether the model may call a tool this turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model calls a tool or answers, as it likes.
+    #[default]
+    Auto,
+    /// The model must answer in text; the tools stay described (the conversation may
+    /// hold earlier calls) but cannot be called (OpenAI `"none"`, Anthropic `{"type":
+    /// "none"}`, the local model's grammar admits only the answer).
+    None,
+}
+
+impl ToolChoice {
+    /// Whether this is the default, [`ToolChoice::Auto`].
+    pub fn is_auto(&self) -> bool {
+        *self == ToolChoice::Auto
+    }
+}
+
 /// One chat-completion request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
@@ -131,6 +151,9 @@ pub struct ChatRequest {
     /// Output token cap, if set.
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// Whether a tool may be called this turn.
+    #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
+    pub tool_choice: ToolChoice,
 }
 
 impl ChatRequest {

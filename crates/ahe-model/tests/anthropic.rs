@@ -43,6 +43,7 @@ fn req() -> ChatRequest {
         protocol: ToolProtocol::Native,
         temperature: None,
         max_tokens: None,
+        tool_choice: Default::default(),
     }
 }
 

@@ -34,6 +34,7 @@ fn req(text: &str) -> ChatRequest {
         protocol: ToolProtocol::Native,
         temperature: None,
         max_tokens: None,
+        tool_choice: Default::default(),
     }
 }
 

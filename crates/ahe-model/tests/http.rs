@@ -42,6 +42,7 @@ fn req(protocol: ToolProtocol) -> ChatRequest {
         protocol,
         temperature: None,
         max_tokens: None,
+        tool_choice: Default::default(),
     }
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use ahe_model::local::{self, grammar, parse_reply, LocalProvider, Reply};
 use ahe_model::{
-    build_client, ChatRequest, Message, ModelConfig, ModelError, Provider, Role, ToolProtocol,
-    ToolSpec,
+    build_client, ChatRequest, Message, ModelConfig, ModelError, Provider, Role, ToolChoice,
+    ToolProtocol, ToolSpec,
 };
 use serde_json::{json, Value};
 
@@ -110,6 +110,7 @@ fn request(tools: Vec<ToolSpec>, protocol: ToolProtocol, task: &str) -> ChatRequ
         protocol,
         temperature: Some(0.0),
         max_tokens: Some(80),
+        tool_choice: Default::default(),
     }
 }
 
@@ -257,4 +258,23 @@ fn one_model_serves_concurrent_clients_through_its_queue() {
         let r = r.unwrap();
         assert!(r.usage.output_tokens > 0);
     }
+}
+
+#[test]
+fn a_turn_that_may_not_call_a_tool_is_answered_in_text() {
+    let Some(path) = model_path() else { return };
+    let provider = LocalProvider::new(&config(path)).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // The debugger's last turn: its tools stay described, the reply must be its report.
+    let mut req = request(seed_tools(), ToolProtocol::Native, PROMPTS[2]);
+    req.role = Role::Debugger;
+    req.tool_choice = ToolChoice::None;
+    let r = rt.block_on(provider.chat(&req)).unwrap();
+    assert!(r.tool_calls.is_empty(), "{r:?}");
+    let text = r.content.unwrap_or_default();
+    assert!(!text.trim().is_empty(), "an empty answer");
+    assert!(
+        !text.contains("\"tool\""),
+        "an action in the answer: {text}"
+    );
 }

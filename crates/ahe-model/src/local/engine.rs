@@ -30,7 +30,7 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::DecodeError;
 use tokio::sync::oneshot;
 
-use super::{grammar, interpret, render_conversation, repeat, LocalSettings};
+use super::{interpret, render_conversation, repeat, LocalSettings};
 use crate::config::ModelConfig;
 use crate::types::{ChatRequest, ChatResponse, ModelError, Provider, Usage};
 
@@ -587,8 +587,7 @@ impl LocalProvider {
     pub fn gen_request(&self, req: &ChatRequest) -> GenRequest {
         GenRequest {
             turns: render_conversation(req),
-            grammar: (!req.tools.is_empty())
-                .then(|| grammar::action_grammar(&req.tools, super::answer_admitted(req))),
+            grammar: super::reply_grammar(req),
             temperature: req.temperature.unwrap_or(0.0),
             seed: self.seed,
             max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),

@@ -233,6 +233,9 @@ impl Gen {
     fn object(&mut self, s: &serde_json::Map<String, Value>, hint: &str, depth: usize) -> String {
         let props = match s.get("properties").and_then(Value::as_object) {
             Some(p) if !p.is_empty() => p,
+            _ if s.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                return lit("{}");
+            }
             _ => {
                 self.uses_value = true;
                 return "object".into();
@@ -365,6 +368,26 @@ mod tests {
             g.contains("t0-obj ::= \"{\" ( \"\\\"path\\\": \" string )? \"}\""),
             "{g}"
         );
+    }
+
+    #[test]
+    fn a_closed_object_without_properties_is_empty_and_an_open_one_is_any_object() {
+        let closed = ToolSpec {
+            name: "list_trials".into(),
+            description: "".into(),
+            input_schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        };
+        let g = action_grammar(std::slice::from_ref(&closed), false);
+        assert!(
+            g.contains("t0 ::= \"\\\"tool\\\": \\\"list_trials\\\", \\\"args\\\": \" \"{}\""),
+            "{g}"
+        );
+        assert!(!g.contains("value ::="), "{g}");
+        let open = ToolSpec {
+            input_schema: json!({"type": "object", "properties": {}}),
+            ..closed
+        };
+        assert!(action_grammar(&[open], false).contains("value ::="));
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub use grammar::{format_action, format_answer, format_value, parse_reply, Reply
 
 use crate::config::ModelConfig;
 use crate::types::{
-    ChatRequest, ChatResponse, Message, Role, ToolCall, ToolProtocol, ToolSpec, Usage,
+    ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec, Usage,
 };
 
 #[cfg(feature = "local-model")]
@@ -170,6 +170,19 @@ pub fn allows_answer(req: &ChatRequest) -> bool {
 /// prompt's protocol section does not change, so the cached system prompt stays valid.
 pub fn answer_admitted(req: &ChatRequest) -> bool {
     allows_answer(req) && req.assistant_turns() > 0
+}
+
+/// The grammar of one reply: none without tools; only the final answer when the request
+/// forbids tool calls ([`ToolChoice::None`]); else an action for one of the tools, or the
+/// answer when [`answer_admitted`].
+pub fn reply_grammar(req: &ChatRequest) -> Option<String> {
+    if req.tools.is_empty() {
+        return None;
+    }
+    Some(match req.tool_choice {
+        ToolChoice::None => grammar::action_grammar(&[], true),
+        ToolChoice::Auto => grammar::action_grammar(&req.tools, answer_admitted(req)),
+    })
 }
 
 /// The protocol section this provider adds to the system prompt for the native protocol.
@@ -319,6 +332,7 @@ mod tests {
             protocol,
             temperature: None,
             max_tokens: None,
+            tool_choice: Default::default(),
         }
     }
 
@@ -453,7 +467,10 @@ mod tests {
             content: "Create hello.txt".into(),
         };
         let first = req(ToolProtocol::Native, vec![user.clone()]);
-        assert!(allows_answer(&first), "the prompt still explains the answer");
+        assert!(
+            allows_answer(&first),
+            "the prompt still explains the answer"
+        );
         assert!(!answer_admitted(&first));
         let g = grammar::action_grammar(&first.tools, answer_admitted(&first));
         assert!(!g.contains("answer"), "{g}");
@@ -473,5 +490,17 @@ mod tests {
             ..later
         };
         assert!(!answer_admitted(&evolve));
+        let forced = ChatRequest {
+            tool_choice: ToolChoice::None,
+            ..first.clone()
+        };
+        let g = reply_grammar(&forced).unwrap();
+        assert!(g.contains("answer") && !g.contains("run_shell"), "{g}");
+        assert!(reply_grammar(&first).unwrap().contains("run_shell"));
+        let no_tools = ChatRequest {
+            tools: vec![],
+            ..first
+        };
+        assert_eq!(reply_grammar(&no_tools), None);
     }
 }
