@@ -450,6 +450,9 @@ fn evolve_prints_a_line_per_phase_and_trial_when_not_a_terminal() {
     assert!(e.contains("[iter 1/4 rollout] started"), "{e}");
     assert!(e.contains("[iter 2/4 evolve] started"), "{e}");
     assert!(e.contains("[iter 1/4 rollout] [8/8] "), "{e}");
+    // The last of the 4 is the evaluation of the final harness: it says so.
+    assert!(e.contains("[iter 4/4 final rollout] started"), "{e}");
+    assert!(!e.contains("[iter 3/4 final"), "{e}");
     assert!(e.contains(" passed · $0.0000 spent · eta "), "{e}");
     assert!(e.contains("[iter 2] note: auto-rollback"), "{e}");
 }

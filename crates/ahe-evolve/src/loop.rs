@@ -130,8 +130,13 @@ impl Run {
         }
         (self.progress)(Progress::Stage {
             label: format!(
-                "iter {t}/{} {}",
+                "iter {t}/{}{} {}",
                 self.cfg.iterations + 1,
+                if t > self.cfg.iterations {
+                    " final"
+                } else {
+                    ""
+                },
                 crate::report::model::phase_name(p)
             ),
             spent_usd: history::spent_usd(&self.dir, t),

@@ -278,3 +278,33 @@ fn a_turn_that_may_not_call_a_tool_is_answered_in_text() {
         "an action in the answer: {text}"
     );
 }
+
+#[test]
+fn repeats_of_a_request_are_different_samples_and_a_rerun_reproduces_them() {
+    let Some(path) = model_path() else { return };
+    let mut cfg = config(path);
+    cfg.seed = Some(11);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut req = request(
+        vec![],
+        ToolProtocol::Native,
+        "Write a short poem about the sea.",
+    );
+    req.temperature = Some(1.0);
+    req.max_tokens = Some(24);
+    let sample = |p: &LocalProvider| -> Vec<String> {
+        (0..3)
+            .map(|_| {
+                rt.block_on(p.chat(&req))
+                    .unwrap()
+                    .content
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    // The k trials of a task send identical first requests: each must be its own sample.
+    let first = sample(&LocalProvider::new(&cfg).unwrap());
+    assert!(first[0] != first[1] || first[1] != first[2], "{first:?}");
+    // A new provider (a rerun) asks the same requests in the same order: the same replies.
+    assert_eq!(first, sample(&LocalProvider::new(&cfg).unwrap()));
+}

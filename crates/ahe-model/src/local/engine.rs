@@ -565,6 +565,9 @@ pub struct LocalProvider {
     engine: Arc<Engine>,
     desc: String,
     seed: u32,
+    /// How often each conversation was asked so far (by its hash), so that repeats of an
+    /// identical request (the k trials of a task) are sampled with different seeds.
+    asked: Mutex<HashMap<[u8; 32], u32>>,
 }
 
 impl LocalProvider {
@@ -575,6 +578,7 @@ impl LocalProvider {
             engine: Engine::shared(&settings)?,
             desc: cfg.describe(),
             seed: cfg.seed.unwrap_or(0) as u32,
+            asked: Mutex::new(HashMap::new()),
         })
     }
 
@@ -584,12 +588,24 @@ impl LocalProvider {
     }
 
     /// The generation request for a chat request.
+    /// The n-th identical request gets seed [`super::sample_seed`]`(seed, its hash, n)`:
+    /// with temperature > 0 the k trials of a task are k different samples, and a rerun of
+    /// the same requests in the same order samples the same replies.
     pub fn gen_request(&self, req: &ChatRequest) -> GenRequest {
+        let turns = render_conversation(req);
+        let grammar = super::reply_grammar(req);
+        let hash = super::conversation_hash(&turns, grammar.as_deref());
+        let n = {
+            let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+            let n = asked.entry(hash).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
         GenRequest {
-            turns: render_conversation(req),
-            grammar: super::reply_grammar(req),
+            seed: super::sample_seed(self.seed, &hash, n),
+            turns,
+            grammar,
             temperature: req.temperature.unwrap_or(0.0),
-            seed: self.seed,
             max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             reuse_prefix: true,
         }

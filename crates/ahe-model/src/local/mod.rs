@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use minijinja::{context, Environment};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 pub use grammar::{format_action, format_answer, format_value, parse_reply, Reply};
 
@@ -183,6 +184,31 @@ pub fn reply_grammar(req: &ChatRequest) -> Option<String> {
         ToolChoice::None => grammar::action_grammar(&[], true),
         ToolChoice::Auto => grammar::action_grammar(&req.tools, answer_admitted(req)),
     })
+}
+
+/// SHA-256 of a rendered conversation and its grammar (what decides the reply).
+pub fn conversation_hash(turns: &[(String, String)], grammar: Option<&str>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for (role, text) in turns {
+        for part in [role.as_str(), text.as_str()] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+    }
+    h.update(grammar.unwrap_or("").as_bytes());
+    h.finalize().into()
+}
+
+/// The sampling seed of the `n`-th (0-based) request with this conversation hash: the
+/// configured seed mixed with the hash and `n`, so identical requests sample differently and
+/// a rerun reproduces them.
+pub fn sample_seed(seed: u32, hash: &[u8; 32], n: u32) -> u32 {
+    let mut h = Sha256::new();
+    h.update(seed.to_le_bytes());
+    h.update(hash);
+    h.update(n.to_le_bytes());
+    let d = h.finalize();
+    u32::from_le_bytes([d[0], d[1], d[2], d[3]])
 }
 
 /// The protocol section this provider adds to the system prompt for the native protocol.
@@ -459,6 +485,27 @@ mod tests {
             .ends_with(DEFAULT_MODEL_FILE));
         let e = resolve_model_path(Some(&d.path().join("nope.gguf"))).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn identical_requests_get_different_seeds_reproducibly() {
+        let turns = vec![("user".to_string(), "hi".to_string())];
+        let a = conversation_hash(&turns, None);
+        assert_eq!(a, conversation_hash(&turns, None));
+        assert_ne!(a, conversation_hash(&turns, Some("root ::= \"x\"")));
+        // Role and text boundaries count: ("us", "erhi") is another conversation.
+        let shifted = vec![("us".to_string(), "erhi".to_string())];
+        assert_ne!(a, conversation_hash(&shifted, None));
+        let seeds: Vec<u32> = (0..4).map(|n| sample_seed(7, &a, n)).collect();
+        for (i, s) in seeds.iter().enumerate() {
+            assert!(!seeds[..i].contains(s), "{seeds:?}");
+        }
+        assert_eq!(seeds[2], sample_seed(7, &a, 2));
+        assert_ne!(
+            seeds[0],
+            sample_seed(8, &a, 0),
+            "the configured seed counts"
+        );
     }
 
     #[test]
