@@ -566,7 +566,8 @@ pub struct LocalProvider {
     desc: String,
     seed: u32,
     /// How often each conversation was asked so far (by its hash), so that repeats of an
-    /// identical request (the k trials of a task) are sampled with different seeds.
+    /// identical request (the k trials of a task) are sampled with different seeds. Only
+    /// sampled requests (temperature > 0) are counted: greedy decoding uses no seed.
     asked: Mutex<HashMap<[u8; 32], u32>>,
 }
 
@@ -588,24 +589,28 @@ impl LocalProvider {
     }
 
     /// The generation request for a chat request.
-    /// The n-th identical request gets seed [`super::sample_seed`]`(seed, its hash, n)`:
-    /// with temperature > 0 the k trials of a task are k different samples, and a rerun of
-    /// the same requests in the same order samples the same replies.
+    ///
+    /// With temperature > 0 the n-th identical request gets seed
+    /// [`super::sample_seed`]`(seed, its hash, n)`: the k trials of a task are k different
+    /// samples, and a rerun of the same requests in the same order samples the same replies.
     pub fn gen_request(&self, req: &ChatRequest) -> GenRequest {
         let turns = render_conversation(req);
         let grammar = super::reply_grammar(req);
-        let hash = super::conversation_hash(&turns, grammar.as_deref());
-        let n = {
+        let temperature = req.temperature.unwrap_or(0.0);
+        let seed = if temperature > 0.0 {
+            let hash = super::conversation_hash(&turns, grammar.as_deref());
             let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
             let n = asked.entry(hash).or_insert(0);
             *n += 1;
-            *n - 1
+            super::sample_seed(self.seed, &hash, *n - 1)
+        } else {
+            self.seed
         };
         GenRequest {
-            seed: super::sample_seed(self.seed, &hash, n),
+            seed,
             turns,
             grammar,
-            temperature: req.temperature.unwrap_or(0.0),
+            temperature,
             max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             reuse_prefix: true,
         }
