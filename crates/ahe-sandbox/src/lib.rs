@@ -2,7 +2,10 @@
 
 pub mod docker;
 pub mod dockerfile;
+mod handover;
 pub mod local;
+
+pub use handover::{HandOver, KeptProcess, LeftoverPolicy};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -78,6 +81,15 @@ pub enum SandboxError {
     Io(#[from] std::io::Error),
 }
 
+/// What [`Sandbox::get`] left out: symbolic links, hard links and special files (FIFOs,
+/// sockets, devices) are never copied out of a sandbox nor followed on the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyOut {
+    /// One line per entry left out: its path inside the sandbox and what it was
+    /// (`/logs/verifier/reward.txt: symlink to /etc/passwd`).
+    pub skipped: Vec<String>,
+}
+
 /// Result alias for sandbox operations.
 pub type Result<T> = std::result::Result<T, SandboxError>;
 
@@ -88,10 +100,23 @@ pub trait Sandbox: Send + Sync {
     async fn exec(&self, command: &str, opts: ExecOpts) -> Result<ExecOutput>;
     /// Copies a host file or directory to `dest` (absolute path inside the sandbox).
     async fn put(&self, src: &Path, dest: &str) -> Result<()>;
-    /// Copies a file or directory at `src` (inside) to the host path `dest`.
-    async fn get(&self, src: &str, dest: &Path) -> Result<()>;
+    /// Copies a file or directory at `src` (inside) to the host path `dest`: regular files and
+    /// directories only, never following a link (what was left out is returned).
+    async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut>;
     /// The working directory commands start in (the Dockerfile's last WORKDIR).
     fn workdir(&self) -> &str;
+    /// Ends every process that commands run in this sandbox started (background jobs,
+    /// daemons, `setsid` escapees), except the backend's own and — under
+    /// [`LeftoverPolicy::KeepServers`] — processes serving a listening socket; used before
+    /// the verifier runs. The default runs [`handover::SCRIPT`] through `exec`.
+    async fn end_leftovers(&self, policy: LeftoverPolicy) -> Result<HandOver> {
+        handover::run(self, policy, self.infra_depth()).await
+    }
+    /// How many generations below the oldest child of the sandbox's PID 1 belong to the
+    /// backend (its exec server or keeper) and are spared by [`Sandbox::end_leftovers`].
+    fn infra_depth(&self) -> u32 {
+        1
+    }
     /// Tears the sandbox down (nothing runs in it afterwards may be relied on; the backend
     /// may finish removing it in the background, see [`Backend::drain`]); idempotent.
     async fn destroy(&self) -> Result<()>;

@@ -34,6 +34,7 @@
 
 mod cgroup;
 mod fsmap;
+mod owner;
 mod process;
 mod server;
 mod transfer;
@@ -48,9 +49,14 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use crate::dockerfile::{self, Dockerfile, Instruction, RunCommand, DEFAULT_PATH};
-use crate::{Backend, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
+use crate::{
+    Backend, CopyOut, ExecOpts, ExecOutput, HandOver, LeftoverPolicy, Result, Sandbox,
+    SandboxError, SandboxSpec,
+};
 use cgroup::Cgroup;
 use fsmap::{FsMap, Location, RoEntry};
+use owner::Owner;
+pub use owner::DEFAULT_SANDBOX_UID;
 use server::ExecServer;
 use transfer::{copy_step, get_blocking, put_blocking, read_only_msg};
 
@@ -67,6 +73,8 @@ struct HostLayout {
     bash: String,
     env: String,
     ro: Vec<RoEntry>,
+    /// The unprivileged identity sandboxes run as (when `ahe` is root).
+    owner: Option<Owner>,
 }
 
 /// The `local` backend.
@@ -98,6 +106,7 @@ impl LocalBackend {
             bash,
             env: which("env", "/usr/bin/env").to_string_lossy().into_owned(),
             ro: fsmap::scan_host_ro(),
+            owner: Owner::detect(),
         };
         if !isolated {
             let msg = "ahe: WARNING: the local sandbox backend runs in PLAIN mode: NO isolation \
@@ -139,6 +148,11 @@ impl LocalBackend {
                 .status()
                 .is_ok_and(|s| s.success())
         })
+    }
+
+    /// The unprivileged host uid sandbox processes run as (`None` when `ahe` is not root).
+    pub fn sandbox_uid(&self) -> Option<u32> {
+        self.layout.owner.map(|o| o.uid())
     }
 
     /// Whether sandboxes are isolated (bubblewrap) rather than plain.
@@ -189,6 +203,7 @@ impl LocalBackend {
             root: dir.join("fs"),
             writable,
             ro: self.layout.ro.clone(),
+            owner: self.layout.owner,
         };
         let mut sb = LocalSandbox {
             isolated: self.isolated,
@@ -225,7 +240,7 @@ impl LocalBackend {
         let server = async {
             match start {
                 Some((cmd, dir, log)) => {
-                    ExecServer::start(cmd, &layout.bash, &layout.env, dir, log)
+                    ExecServer::start(cmd, &layout.bash, &layout.env, dir, log, layout.owner)
                         .await
                         .map(Some)
                 }
@@ -400,6 +415,9 @@ impl LocalSandbox {
         }
         let tmp = self.fs.top_dir("tmp");
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777))?;
+        if let Some(o) = self.fs.owner {
+            o.chown_tree(&self.fs.root)?;
+        }
         Ok(())
     }
 
@@ -532,8 +550,15 @@ impl LocalSandbox {
             c.arg("--ro-bind").arg(dir).arg(server::EXEC_DIR);
         }
         c.args(["--remount-ro", "/"]);
+        if self.layout.owner.is_some() {
+            // Root-looking inside, an unprivileged uid outside, no capabilities either way.
+            c.args(["--uid", "0", "--gid", "0", "--cap-drop", "ALL"]);
+        }
         if let Some(cg) = &self.cgroup {
             cg.attach(&mut c);
+        }
+        if let Some(o) = &self.layout.owner {
+            o.drop_to(&mut c);
         }
         c
     }
@@ -574,6 +599,9 @@ impl LocalSandbox {
             .envs(full);
         if let Some(cg) = &self.cgroup {
             cg.attach(&mut c);
+        }
+        if let Some(o) = &self.layout.owner {
+            o.drop_to(&mut c);
         }
         Ok(c)
     }
@@ -677,7 +705,7 @@ impl Sandbox for LocalSandbox {
         blocking(move || put_blocking(&fs, &src, &dest)).await
     }
 
-    async fn get(&self, src: &str, dest: &Path) -> Result<()> {
+    async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut> {
         self.check_live()?;
         let (fs, src, dest) = (self.fs.clone(), src.to_string(), dest.to_path_buf());
         blocking(move || get_blocking(&fs, &src, &dest)).await
@@ -685,6 +713,16 @@ impl Sandbox for LocalSandbox {
 
     fn workdir(&self) -> &str {
         &self.workdir
+    }
+
+    /// Bubblewrap: the script runs in the sandbox's pid namespace, sparing the exec server,
+    /// its workers and their idle spares. Plain mode has no namespace to sweep (each exec's
+    /// process group is already killed when it ends); it does nothing there.
+    async fn end_leftovers(&self, policy: LeftoverPolicy) -> Result<HandOver> {
+        if self.server.is_none() {
+            return Ok(HandOver::default());
+        }
+        crate::handover::run(self, policy, 2).await
     }
 
     async fn destroy(&self) -> Result<()> {

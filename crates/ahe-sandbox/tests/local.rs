@@ -446,12 +446,18 @@ async fn put_and_get_files_and_dirs() {
     .await;
     assert!(sb.put(&f, "/app/etclink/ahe-evil").await.is_err());
     assert!(!Path::new("/etc/ahe-evil").exists());
-    // Absolute links resolve inside the sandbox, not on the host.
-    sb.get("/app/abs", &host.path().join("abs")).await.unwrap();
+    // Links are reported, never followed (inside or on the host).
+    let got = sb.get("/app/abs", &host.path().join("abs")).await.unwrap();
     assert_eq!(
-        std::fs::read_to_string(host.path().join("abs")).unwrap(),
-        "X"
+        got.skipped,
+        ["/app/abs: symlink to /tests/sub/x (not copied)"]
     );
+    assert!(std::fs::symlink_metadata(host.path().join("abs")).is_err());
+    let got = sb
+        .get("/app/etclink/hostname", &host.path().join("h2"))
+        .await
+        .unwrap();
+    assert_eq!(got.skipped, ["/app/etclink: symlink (not followed)"]);
     assert_eq!(
         sb.host_path("/app/one.txt"),
         Some(sb.dir().join("fs/app/one.txt"))

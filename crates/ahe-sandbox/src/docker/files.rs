@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-use crate::{Result, SandboxError};
+use crate::{CopyOut, Result, SandboxError};
 
 /// The relative form (for an archive uploaded to `/`) of an absolute, normalised path.
 pub(crate) fn rel_of(abs: &str) -> PathBuf {
@@ -123,11 +123,27 @@ fn check_no_link(base: &Path, target: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What a tar entry is, when it is neither a regular file nor a directory.
+fn special_kind(t: tar::EntryType) -> Option<&'static str> {
+    use tar::EntryType as E;
+    match t {
+        E::Regular | E::Continuous | E::Directory => None,
+        E::Symlink => Some("symlink"),
+        E::Link => Some("hard link"),
+        E::Char => Some("character device"),
+        E::Block => Some("block device"),
+        E::Fifo => Some("FIFO"),
+        _ => Some("special file"),
+    }
+}
+
 /// Unpacks a `GET /archive` tar: a dir's contents into `dest` (created), a file to `dest`
-/// (or into it when `dest` is an existing dir).
-pub(crate) fn unpack(data: &[u8], src: &str, dest: &Path) -> Result<()> {
+/// (or into it when `dest` is an existing dir). Only regular files and directories are
+/// written; links and special files are left out and named in the returned [`CopyOut`].
+pub(crate) fn unpack(data: &[u8], src: &str, dest: &Path) -> Result<CopyOut> {
     let mut ar = tar::Archive::new(data);
     let mut root_is_dir: Option<bool> = None;
+    let mut out = CopyOut::default();
     for entry in ar.entries()? {
         let mut entry = entry?;
         let path = entry.path()?.into_owned();
@@ -138,7 +154,21 @@ pub(crate) fn unpack(data: &[u8], src: &str, dest: &Path) -> Result<()> {
             )));
         };
         let Some(first) = comps.first() else { continue };
-        let is_dir = entry.header().entry_type().is_dir();
+        let kind = entry.header().entry_type();
+        let is_dir = kind.is_dir();
+        if let Some(what) = special_kind(kind) {
+            let inside: PathBuf = comps[1..].iter().fold(PathBuf::from(src), |a, c| a.join(c));
+            let link = entry
+                .link_name()
+                .ok()
+                .flatten()
+                .map(|l| format!(" to {}", l.display()))
+                .unwrap_or_default();
+            out.skipped
+                .push(format!("{}: {what}{link} (not copied)", inside.display()));
+            root_is_dir.get_or_insert(false);
+            continue;
+        }
         match root_is_dir {
             None => {
                 root_is_dir = Some(is_dir);
@@ -180,7 +210,7 @@ pub(crate) fn unpack(data: &[u8], src: &str, dest: &Path) -> Result<()> {
             "get: {src}: the engine returned an empty archive"
         )));
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -258,5 +288,48 @@ mod tests {
         let err = unpack(&data, "/d", &out.path().join("d")).unwrap_err();
         assert!(err.to_string().contains("unsafe path"), "{err}");
         assert!(!out.path().join("evil").exists());
+    }
+
+    #[test]
+    fn unpack_leaves_links_and_special_files_out() {
+        let canary = tempfile::tempdir().unwrap();
+        std::fs::write(canary.path().join("secret"), "host secret").unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_size(0);
+        b.append_data(&mut h, "verifier", std::io::empty()).unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        h.set_mode(0o777);
+        let target = canary.path().join("secret");
+        b.append_link(&mut h, "verifier/reward.txt", &target)
+            .unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Fifo);
+        h.set_size(0);
+        h.set_mode(0o644);
+        b.append_data(&mut h, "verifier/pipe", std::io::empty())
+            .unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(3);
+        h.set_mode(0o644);
+        b.append_data(&mut h, "verifier/stdout.txt", &b"ok\n"[..])
+            .unwrap();
+        let data = b.into_inner().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let dest = out.path().join("v");
+        let got = unpack(&data, "/logs/verifier", &dest).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("stdout.txt")).unwrap(),
+            "ok\n"
+        );
+        assert!(std::fs::symlink_metadata(dest.join("reward.txt")).is_err());
+        assert!(std::fs::symlink_metadata(dest.join("pipe")).is_err());
+        assert_eq!(got.skipped.len(), 2, "{got:?}");
+        assert!(got.skipped[0].starts_with("/logs/verifier/reward.txt: symlink to "));
+        assert!(got.skipped[1].contains("pipe: FIFO"), "{got:?}");
     }
 }

@@ -23,7 +23,9 @@ use super::{
     api_err, files, hostname, pid_start_time, remove_blocking, remove_container, status_of,
     LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK, LABEL_TRIAL, PIDS_LIMIT,
 };
-use crate::{dockerfile, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec};
+use crate::{
+    dockerfile, CopyOut, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec,
+};
 
 /// Docker's smallest memory limit.
 const MIN_MEMORY: i64 = 6 << 20;
@@ -457,7 +459,7 @@ impl Sandbox for DockerSandbox {
         self.upload("/", tar).await
     }
 
-    async fn get(&self, src: &str, dest: &Path) -> Result<()> {
+    async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut> {
         self.check_live()?;
         let src_abs = self.abs(src);
         let data = match self.transfer().get(&src_abs).await {

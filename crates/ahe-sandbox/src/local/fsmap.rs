@@ -81,6 +81,8 @@ pub(crate) struct FsMap {
     pub(crate) writable: BTreeSet<String>,
     /// Read-only host entries.
     pub(crate) ro: Vec<RoEntry>,
+    /// The unprivileged host identity the sandbox runs as (files copied in are given to it).
+    pub(crate) owner: Option<super::owner::Owner>,
 }
 
 impl FsMap {
@@ -95,7 +97,7 @@ impl FsMap {
     }
 
     /// Maps normalised components lexically (no symlink resolution).
-    fn lexical(&self, comps: &[String]) -> Location {
+    pub(crate) fn lexical(&self, comps: &[String]) -> Location {
         let Some(top) = comps.first() else {
             return Location::Outside;
         };
@@ -367,6 +369,7 @@ mod tests {
         FsMap {
             root: root.to_path_buf(),
             writable: ["app", "tmp"].iter().map(|s| s.to_string()).collect(),
+            owner: None,
             ro: vec![
                 RoEntry::Dir("etc".into()),
                 RoEntry::Symlink {

@@ -36,6 +36,7 @@ use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
+use super::owner::Owner;
 use super::process::{self, Captured};
 use crate::{ExecOutput, Result, SandboxError};
 
@@ -127,6 +128,7 @@ struct Lent {
     pool: Arc<StdMutex<Pool>>,
     dir: PathBuf,
     reuse: bool,
+    owner: Option<Owner>,
 }
 
 impl Lent {
@@ -139,7 +141,7 @@ impl Lent {
         let paths = ["out", "err"].map(|s| self.dir.join(w.fifo(s)));
         if !w.fifos {
             for p in &paths {
-                mkfifo(p)?;
+                mkfifo(p, self.owner)?;
             }
             w.fifos = true;
         }
@@ -176,6 +178,8 @@ pub(crate) struct ExecServer {
     env_bin: String,
     next: AtomicU64,
     pool: Arc<StdMutex<Pool>>,
+    /// The sandbox's host identity: FIFOs and stdin files are given to it.
+    owner: Option<Owner>,
 }
 
 impl std::fmt::Debug for ExecServer {
@@ -196,6 +200,7 @@ impl ExecServer {
         env_bin: &str,
         dir: PathBuf,
         log: PathBuf,
+        owner: Option<Owner>,
     ) -> Result<ExecServer> {
         std::fs::write(dir.join("server.sh"), SCRIPT)?;
         cmd.arg("--")
@@ -232,6 +237,7 @@ impl ExecServer {
             env_bin: env_bin.to_string(),
             next: AtomicU64::new(1),
             pool: Arc::default(),
+            owner,
         };
         // One worker right away, so the first exec does not wait for a fork.
         let first = server.new_worker();
@@ -265,7 +271,7 @@ impl ExecServer {
             ));
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let stdin = StdinFile::new(&self.dir, id, stdin)?;
+        let stdin = StdinFile::new(&self.dir, id, stdin, self.owner)?;
         let mut lent = self.lend()?;
         let [out_fifo, err_fifo] = lent.open_fifos()?;
         let w = lent
@@ -375,6 +381,7 @@ impl ExecServer {
             pool: self.pool.clone(),
             dir: self.dir.clone(),
             reuse: false,
+            owner: self.owner,
         })
     }
 
@@ -386,8 +393,8 @@ impl ExecServer {
             pool.created
         };
         let [req, st] = ["req", "st"].map(|e| self.dir.join(format!("w{n}.{e}")));
-        mkfifo(&req)?;
-        mkfifo(&st)?;
+        mkfifo(&req, self.owner)?;
+        mkfifo(&st, self.owner)?;
         // Read-write: the host's end counts as a reader too, so the open never blocks.
         let req = pipe::OpenOptions::new()
             .read_write(true)
@@ -623,7 +630,7 @@ struct StdinFile {
 }
 
 impl StdinFile {
-    fn new(dir: &Path, id: u64, data: Option<Vec<u8>>) -> Result<StdinFile> {
+    fn new(dir: &Path, id: u64, data: Option<Vec<u8>>, owner: Option<Owner>) -> Result<StdinFile> {
         let Some(data) = data else {
             return Ok(StdinFile {
                 host: None,
@@ -632,6 +639,9 @@ impl StdinFile {
         };
         let host = dir.join(format!("{id}.in"));
         std::fs::write(&host, data)?;
+        if let Some(o) = owner {
+            o.chown(&host)?;
+        }
         Ok(StdinFile {
             host: Some(host),
             inside: format!("{EXEC_DIR}/{id}.in"),
@@ -647,13 +657,16 @@ impl Drop for StdinFile {
     }
 }
 
-/// Creates a FIFO (mode 0600).
-fn mkfifo(path: &Path) -> Result<()> {
+/// Creates a FIFO (mode 0600), owned by the sandbox's identity when it has one.
+fn mkfifo(path: &Path, owner: Option<Owner>) -> Result<()> {
     let c = CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|e| backend(&format!("bad exec dir path: {e}")))?;
     // SAFETY: mkfifo(3) reads a valid NUL-terminated path.
     if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
         return Err(std::io::Error::last_os_error().into());
+    }
+    if let Some(o) = owner {
+        o.chown(path)?;
     }
     Ok(())
 }

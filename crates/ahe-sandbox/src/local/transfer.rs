@@ -2,8 +2,12 @@
 
 use std::path::Path;
 
+use std::io;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::PathBuf;
+
 use super::fsmap::{self, FsMap, Location};
-use crate::{Result, SandboxError};
+use crate::{CopyOut, Result, SandboxError};
 
 /// The error text for a write into a host read-only dir.
 pub(crate) fn read_only_msg(path: &str, top: &str) -> String {
@@ -29,7 +33,7 @@ pub(crate) fn copy_step(
         _ => return Err(read_only_msg(dest, if top.is_empty() { "/" } else { &top })),
     };
     let top_dir = fs.top_dir(&top);
-    let io = |e: std::io::Error| format!("{dest}: {e}");
+    let io = |e: io::Error| format!("{dest}: {e}");
     for pattern in sources {
         for src in fsmap::expand_source(ctx, pattern)? {
             let md = std::fs::metadata(&src).map_err(|e| format!("{}: {e}", src.display()))?;
@@ -74,6 +78,9 @@ pub(crate) fn copy_step(
             }
         }
     }
+    if let Some(o) = fs.owner {
+        o.chown_copied(&top_dir, &dest_host).map_err(io)?;
+    }
     Ok(())
 }
 
@@ -103,15 +110,25 @@ pub(crate) fn put_blocking(fs: &FsMap, src: &Path, dest: &str) -> Result<()> {
             host
         };
         fsmap::copy_tree(src, &target, true)?;
+        if let Some(o) = fs.owner {
+            o.chown_copied(&top_dir, &target)?;
+        }
+        return Ok(());
+    }
+    if let Some(o) = fs.owner {
+        o.chown_copied(&top_dir, &host)?;
     }
     Ok(())
 }
 
-/// Copies a sandbox file/dir out to the host (see [`crate::Sandbox::get`]).
-pub(crate) fn get_blocking(fs: &FsMap, src: &str, dest: &Path) -> Result<()> {
-    let (_, loc) = fs.resolve(src, true).map_err(SandboxError::Backend)?;
-    let host = match loc {
-        Location::Writable(p) | Location::ReadOnly(p) => p,
+/// Copies a sandbox file/dir out to the host (see [`crate::Sandbox::get`]): no link on the
+/// way to `src` or below it is followed, and only regular files and directories are copied;
+/// a read-only host path is copied only when anyone may read it (the sandbox could).
+pub(crate) fn get_blocking(fs: &FsMap, src: &str, dest: &Path) -> Result<CopyOut> {
+    let comps = fsmap::checked_components(src).map_err(SandboxError::Backend)?;
+    let (host, public_only) = match fs.lexical(&comps) {
+        Location::Writable(p) => (p, false),
+        Location::ReadOnly(p) => (p, true),
         Location::Outside => {
             return Err(SandboxError::Backend(format!(
                 "get: {src} is outside the sandbox's dirs ({})",
@@ -119,22 +136,118 @@ pub(crate) fn get_blocking(fs: &FsMap, src: &str, dest: &Path) -> Result<()> {
             )))
         }
     };
+    let mut out = CopyOut::default();
+    // A link on the way (`/app/x -> /etc` then `get /app/x/shadow`) is reported, not followed.
+    let mut on_the_way = PathBuf::from("/");
+    for c in &comps[..comps.len().saturating_sub(1)] {
+        on_the_way.push(c);
+        if let Some(p) = lexical_host(fs, &on_the_way) {
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                out.skipped
+                    .push(format!("{}: symlink (not followed)", on_the_way.display()));
+                return Ok(out);
+            }
+        }
+    }
     let md = std::fs::symlink_metadata(&host)
         .map_err(|e| SandboxError::Backend(format!("get: {src}: {e}")))?;
-    if md.is_dir() {
-        std::fs::create_dir_all(dest)?;
-        fsmap::copy_tree(&host, dest, false)?;
+    let target = if md.is_dir() {
+        dest.to_path_buf()
+    } else if dest.is_dir() {
+        dest.join(host.file_name().unwrap_or_default())
     } else {
-        let target = if dest.is_dir() {
-            dest.join(host.file_name().unwrap_or_default())
-        } else {
-            if let Some(p) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(p)?;
-            }
-            dest.to_path_buf()
-        };
-        fsmap::copy_tree(&host, &target, false)?;
+        if let Some(p) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(p)?;
+        }
+        dest.to_path_buf()
+    };
+    copy_out(&host, &target, Path::new(src), public_only, &mut out)?;
+    Ok(out)
+}
+
+/// The host path of a sandbox path, without following links.
+fn lexical_host(fs: &FsMap, path: &Path) -> Option<PathBuf> {
+    let comps = fsmap::checked_components(&path.to_string_lossy()).ok()?;
+    match fs.lexical(&comps) {
+        Location::Writable(p) | Location::ReadOnly(p) => Some(p),
+        Location::Outside => None,
     }
+}
+
+/// What a non-regular, non-directory file is.
+fn special_kind(ft: std::fs::FileType) -> &'static str {
+    if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "device"
+    } else {
+        "special file"
+    }
+}
+
+/// Copies `src` (host path of the sandbox path `inside`) to `dst`: regular files (opened
+/// with `O_NOFOLLOW | O_NONBLOCK`, so a link or FIFO swapped in meanwhile is refused, not
+/// followed or waited on) and directories; the rest is recorded in `out`.
+fn copy_out(
+    src: &Path,
+    dst: &Path,
+    inside: &Path,
+    public_only: bool,
+    out: &mut CopyOut,
+) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let md = std::fs::symlink_metadata(src)?;
+    let ft = md.file_type();
+    if ft.is_dir() {
+        std::fs::create_dir_all(dst)?;
+        for entry in std::fs::read_dir(src)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            copy_out(
+                &entry.path(),
+                &dst.join(&name),
+                &inside.join(&name),
+                public_only,
+                out,
+            )?;
+        }
+        return Ok(());
+    }
+    if !ft.is_file() {
+        let link = match std::fs::read_link(src) {
+            Ok(t) if ft.is_symlink() => format!(" to {}", t.display()),
+            _ => String::new(),
+        };
+        let what = special_kind(ft);
+        out.skipped
+            .push(format!("{}: {what}{link} (not copied)", inside.display()));
+        return Ok(());
+    }
+    if public_only && md.permissions().mode() & 0o004 == 0 {
+        out.skipped.push(format!(
+            "{}: not readable in the sandbox (not copied)",
+            inside.display()
+        ));
+        return Ok(());
+    }
+    let mut from = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(src)?;
+    if !from.metadata()?.is_file() {
+        out.skipped.push(format!(
+            "{}: changed while copied (not copied)",
+            inside.display()
+        ));
+        return Ok(());
+    }
+    fsmap::remove_any(dst)?;
+    let mut to = std::fs::File::create(dst)?;
+    io::copy(&mut from, &mut to)?;
     Ok(())
 }
 

@@ -1,0 +1,161 @@
+//! The verifier hand-over: ending what the agent left running before the verifier starts.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ExecOpts, Result, Sandbox, SandboxError};
+
+/// The hand-over script (POSIX sh, so it runs in images without bash).
+pub(crate) const SCRIPT: &str = include_str!("handover.sh");
+
+/// What happens to processes still running when the agent phase ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeftoverPolicy {
+    /// Every process is killed.
+    Kill,
+    /// Every process is killed except those holding a listening TCP or bound UDP socket:
+    /// Terminal-Bench tasks ask for servers left running (`kv-store-grpc`, `qemu-startup`,
+    /// `pypi-server`, ...), which the tests then query.
+    #[default]
+    KeepServers,
+}
+
+/// A process the hand-over kept alive (it serves a socket).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptProcess {
+    /// Pid inside the sandbox.
+    pub pid: u32,
+    /// Its command name (`/proc/PID/comm`).
+    pub comm: String,
+    /// The ports it listens on.
+    pub ports: Vec<u16>,
+}
+
+/// What the hand-over did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandOver {
+    /// Processes killed.
+    pub killed: u32,
+    /// Processes kept (servers, under [`LeftoverPolicy::KeepServers`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<KeptProcess>,
+}
+
+/// Runs [`SCRIPT`] in `sb`, sparing `depth` generations of the backend's own processes.
+pub(crate) async fn run<S: Sandbox + ?Sized>(
+    sb: &S,
+    policy: LeftoverPolicy,
+    depth: u32,
+) -> Result<HandOver> {
+    let keep = u8::from(policy == LeftoverPolicy::KeepServers);
+    let command = format!("set -- {depth} {keep}\n{SCRIPT}");
+    let opts = ExecOpts {
+        cwd: Some("/".into()),
+        timeout: Some(std::time::Duration::from_secs(30)),
+        ..Default::default()
+    };
+    let out = sb.exec(&command, opts).await?;
+    let parsed = parse(&out.stdout);
+    match (out.exit_code, parsed) {
+        (Some(0), Some(h)) => Ok(h),
+        _ => Err(SandboxError::Backend(format!(
+            "the verifier hand-over could not end the agent's processes (exit {:?}): {}{}",
+            out.exit_code,
+            tail(&out.stdout),
+            tail(&out.stderr)
+        ))),
+    }
+}
+
+/// The last 400 bytes of `s` (on a char boundary).
+fn tail(s: &str) -> &str {
+    let mut i = s.len().saturating_sub(400);
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+/// Parses the script's `kept ...` and `killed N` lines.
+fn parse(stdout: &str) -> Option<HandOver> {
+    let mut h = HandOver::default();
+    let mut done = false;
+    for line in stdout.lines() {
+        let mut w = line.split_whitespace();
+        match w.next() {
+            Some("kept") => {
+                let pid = w.next()?.parse().ok()?;
+                let comm = w.next().unwrap_or("?").to_string();
+                let ports = w
+                    .next()
+                    .unwrap_or("")
+                    .split(',')
+                    .filter_map(|p| p.parse().ok())
+                    .collect();
+                h.kept.push(KeptProcess { pid, comm, ports });
+            }
+            Some("killed") => {
+                h.killed = w.next()?.parse().ok()?;
+                done = true;
+            }
+            _ => {}
+        }
+    }
+    done.then_some(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kept_and_killed() {
+        let h = parse("kept 12 python3 5328,8080\nkilled 3\n").unwrap();
+        assert_eq!(h.killed, 3);
+        assert_eq!(
+            h.kept,
+            vec![KeptProcess {
+                pid: 12,
+                comm: "python3".into(),
+                ports: vec![5328, 8080]
+            }]
+        );
+        assert_eq!(parse("kept 1 x 1\n"), None, "no killed line: incomplete");
+    }
+
+    /// Runs the script on the host in a fresh pid namespace (bubblewrap), where a
+    /// background loop, a `setsid` escapee and a forking loop must all end, and the
+    /// backend's own process (the oldest child of PID 1) must survive.
+    #[test]
+    fn script_ends_leftovers_in_a_pid_namespace() {
+        if !crate::local::LocalBackend::bubblewrap_available() {
+            eprintln!("skipped: bubblewrap unavailable");
+            return;
+        }
+        let inner = format!(
+            "sleep 1000 & \
+             (while :; do sleep 0.01; done) & \
+             setsid sh -c 'sleep 1000' & \
+             (while :; do sh -c 'sleep 5' & sleep 0.001; done) & \
+             sleep 0.2; \
+             sh -c 'set -- 0 0\n{}'; echo rc=$?; \
+             sleep 0.1; n=0; for d in /proc/[0-9]*; do n=$((n+1)); done; echo procs=$n",
+            SCRIPT.replace('\'', "'\\''")
+        );
+        let out = std::process::Command::new("bwrap")
+            .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
+            .args(["--unshare-pid", "--die-with-parent", "sh", "-c", &inner])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("rc=0"), "{text} {out:?}");
+        let killed: u32 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("killed "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap();
+        assert!(killed >= 4, "{text}");
+        // Left: bwrap (1) and the outer sh, which is the oldest child of PID 1 here.
+        assert!(text.contains("procs=2"), "{text}");
+    }
+}
