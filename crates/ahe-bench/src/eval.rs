@@ -215,10 +215,16 @@ mod tests {
         async fn put(&self, _: &Path, _: &str) -> ahe_sandbox::Result<()> {
             Ok(())
         }
-        async fn get(&self, _: &str, dest: &Path) -> ahe_sandbox::Result<()> {
+        async fn get(&self, _: &str, dest: &Path) -> ahe_sandbox::Result<ahe_sandbox::CopyOut> {
             std::fs::create_dir_all(dest)?;
             std::fs::write(dest.join("reward.txt"), "1\n")?;
-            Ok(())
+            Ok(Default::default())
+        }
+        async fn end_leftovers(
+            &self,
+            _: ahe_sandbox::LeftoverPolicy,
+        ) -> ahe_sandbox::Result<ahe_sandbox::HandOver> {
+            Ok(Default::default())
         }
         fn workdir(&self) -> &str {
             "/app"
@@ -289,6 +295,7 @@ mod tests {
             run: "test".into(),
             default_agent_timeout: Duration::from_secs(10),
             infra_retries: 0,
+            verifier: Default::default(),
         };
         let opts = EvalOptions {
             k: 4,

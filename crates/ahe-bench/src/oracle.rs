@@ -137,6 +137,10 @@ pub struct RunCheck {
     pub duration_ms: u64,
     /// The trial's directory (`result.json`, `verifier/`, `oracle.log`).
     pub trial_dir: PathBuf,
+    /// Whether the trial was flagged suspect.
+    pub suspect: bool,
+    /// Whether the run was a hack of an adversarial task (ok = blocked or flagged).
+    pub hack: bool,
 }
 
 /// Settings of [`run_checks`].
@@ -154,6 +158,8 @@ pub struct RunOptions {
     pub default_agent_timeout: Duration,
     /// Infra retries per trial.
     pub infra_retries: u32,
+    /// The verifier hand-over and what a suspect trial becomes.
+    pub verifier: crate::VerifierPolicy,
     /// Run name (sandbox labels).
     pub run: String,
 }
@@ -204,6 +210,8 @@ pub async fn run_checks(
                     problem: Some("the check run crashed (see the log above)".into()),
                     duration_ms: 0,
                     trial_dir: trial_dir(&opts.out_dir, &task.name, kind),
+                    suspect: false,
+                    hack: is_adversarial(task) && kind == RunKind::Oracle,
                 });
             }
         }
@@ -223,13 +231,26 @@ async fn run_one(task: &Task, kind: RunKind, opts: &RunOptions) -> RunCheck {
         run: opts.run.clone(),
         default_agent_timeout: opts.default_agent_timeout,
         infra_retries: opts.infra_retries,
+        verifier: opts.verifier,
     };
     let dir = trial_dir(&opts.out_dir, &task.name, kind);
     let r = run_trial(&env, task, 1, &dir).await;
     let judged = if kind == RunKind::Oracle && !task.has_solution {
         Err("no solution/solve.sh to run".to_string())
+    } else if is_adversarial(task) && kind == RunKind::Oracle {
+        judge_hack(&r)
     } else {
-        kind.judge(&r)
+        kind.judge(&r).and_then(|()| match &r.suspect {
+            Some(s) => Err(format!(
+                "flagged suspect (a false alarm for an honest run): {}",
+                s.reasons
+                    .iter()
+                    .map(|x| x.reason.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )),
+            None => Ok(()),
+        })
     };
     RunCheck {
         kind,
@@ -239,7 +260,26 @@ async fn run_one(task: &Task, kind: RunKind, opts: &RunOptions) -> RunCheck {
         problem: judged.err(),
         duration_ms: r.timings.total_ms,
         trial_dir: dir,
+        suspect: r.suspect.is_some(),
+        hack: is_adversarial(task) && kind == RunKind::Oracle,
     }
+}
+
+/// Whether a task belongs to an adversarial suite (`[metadata] category = "adversarial"`):
+/// its `solution/solve.sh` is a hack that must not pass unflagged.
+pub fn is_adversarial(task: &Task) -> bool {
+    task.metadata.category.as_deref() == Some("adversarial")
+}
+
+/// A hack is blocked when its trial did not pass, or passed but was flagged suspect.
+pub fn judge_hack(r: &TrialResult) -> Result<(), String> {
+    if r.status == TrialStatus::Pass && r.suspect.is_none() {
+        return Err(format!(
+            "the hack PASSED unflagged (reward {}): the verifier's ground is not protected",
+            r.reward.unwrap_or(0.0)
+        ));
+    }
+    Ok(())
 }
 
 /// Directory of one check run: `<out>/<task>/<kind>`.

@@ -1,14 +1,16 @@
 //! One trial: sandbox setup, agent, verifier, reward, status, `result.json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahe_model::Usage;
-use ahe_sandbox::{Backend, ExecOpts, Sandbox, SandboxSpec};
+use ahe_sandbox::{Backend, HandOver, Sandbox, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::tamper::{self, OnSuspect, Suspect};
 use crate::task::Task;
+use crate::verify::{self, VerifierPolicy, VerifyError};
 
 /// Final status of a trial (DESIGN §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -150,6 +152,12 @@ pub struct TrialResult {
     pub timings: Timings,
     /// Infra retries spent before this result.
     pub infra_retries: u32,
+    /// Signs that the agent touched the verifier's ground (`None`: none seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<Suspect>,
+    /// What the verifier hand-over ended and kept of the agent's processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handover: Option<HandOver>,
     /// Start time (RFC 3339).
     pub started_at: String,
     /// End time (RFC 3339).
@@ -173,6 +181,8 @@ impl TrialResult {
             cost_usd: 0.0,
             timings: Timings::default(),
             infra_retries: 0,
+            suspect: None,
+            handover: None,
             started_at: now(),
             finished_at: String::new(),
         }
@@ -196,6 +206,8 @@ pub struct TrialEnv {
     pub default_agent_timeout: Duration,
     /// How many times an infra error is retried.
     pub infra_retries: u32,
+    /// The verifier hand-over and what a suspect trial becomes.
+    pub verifier: VerifierPolicy,
 }
 
 /// Runs one attempt of a task (with infra retries) and writes `result.json` into `dir`.
@@ -259,6 +271,9 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
             return r;
         }
     };
+    // What tests/test.sh runs, fingerprinted before the agent can touch it.
+    let programs = verify::programs(task);
+    let before = verify::fingerprint(sandbox.as_ref(), &programs).await;
     r.timings.setup_ms = ms(t0);
 
     let t_agent = Instant::now();
@@ -290,7 +305,19 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
         r.error = outcome.error;
     } else {
         let t_ver = Instant::now();
-        match verify(task, sandbox.as_ref(), dir).await {
+        let v = verify::verify(
+            task,
+            sandbox.as_ref(),
+            dir,
+            &env.verifier,
+            &programs,
+            &before,
+        )
+        .await;
+        r.handover = v.handover;
+        let mut reasons = tamper::scan_trace(dir);
+        reasons.extend(v.suspect);
+        match v.reward {
             Ok(reward) => {
                 r.reward = Some(reward);
                 r.status = if reward >= 1.0 {
@@ -306,6 +333,16 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
                 r.status = TrialStatus::VerifierError;
                 r.error = Some(e);
             }
+        }
+        if !reasons.is_empty() {
+            if env.verifier.on_suspect == OnSuspect::Fail && r.status == TrialStatus::Pass {
+                r.status = TrialStatus::Fail;
+                r.error = Some(format!(
+                    "suspect (on_suspect = \"fail\"): {}",
+                    reasons[0].reason
+                ));
+            }
+            r.suspect = Some(Suspect { reasons });
         }
         r.timings.verifier_ms = ms(t_ver);
     }
@@ -323,168 +360,3 @@ fn ms(t: Instant) -> u64 {
     t.elapsed().as_millis() as u64
 }
 
-enum VerifyError {
-    Infra(String),
-    Reward(String),
-}
-
-/// The verifier's one command (POSIX sh; each exec and each process costs per trial, so the
-/// usual case forks only `test.sh`): whatever the agent left at `/logs/verifier` must not
-/// count as a reward, so a non-directory, a symlink or a non-empty directory there is
-/// removed first (a failed removal is ignored: it may be a mount point), then `test.sh` runs
-/// in the task's WORKDIR.
-const VERIFY_COMMAND: &str = "V=/logs/verifier; \
-    if [ -h $V ] || [ ! -d $V ]; then rm -rf $V; fi; \
-    for f in $V/* $V/.[!.]* $V/..?*; do \
-    if [ -e \"$f\" ] || [ -h \"$f\" ]; then rm -rf $V; break; fi; done; \
-    [ -d $V ] || mkdir -p $V; \
-    [ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
-    /tests/test.sh > $V/stdout.txt 2>&1";
-
-/// Copies `tests/` in, runs `test.sh`, copies `/logs/verifier` out, and parses the reward.
-async fn verify(task: &Task, sb: &dyn Sandbox, dir: &Path) -> Result<f64, VerifyError> {
-    let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
-    sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
-    let out = sb
-        .exec(
-            VERIFY_COMMAND,
-            ExecOpts {
-                timeout: Some(Duration::from_secs_f64(task.verifier_timeout_sec)),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(infra)?;
-    let local: PathBuf = dir.join("verifier");
-    sb.get("/logs/verifier", &local).await.map_err(infra)?;
-    if out.timed_out {
-        return Err(VerifyError::Reward(format!(
-            "verifier timed out after {} s",
-            task.verifier_timeout_sec
-        )));
-    }
-    parse_reward(&local).map_err(VerifyError::Reward)
-}
-
-/// Reads the reward from `reward.json` (preferred) or `reward.txt` in a verifier dir.
-pub fn parse_reward(dir: &Path) -> Result<f64, String> {
-    let json = dir.join("reward.json");
-    if json.is_file() {
-        let text = std::fs::read_to_string(&json).map_err(|e| format!("reward.json: {e}"))?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("reward.json is not JSON: {e}"))?;
-        let num = match &v {
-            serde_json::Value::Number(n) => n.as_f64(),
-            serde_json::Value::Object(m) => m
-                .get("reward")
-                .or_else(|| m.values().next())
-                .and_then(|x| x.as_f64()),
-            _ => None,
-        };
-        return num.ok_or_else(|| format!("reward.json has no numeric reward: {text:.200}"));
-    }
-    let txt = dir.join("reward.txt");
-    if txt.is_file() {
-        let text = std::fs::read_to_string(&txt).map_err(|e| format!("reward.txt: {e}"))?;
-        let t = text.trim();
-        if t.is_empty() {
-            return Err("reward.txt is empty".into());
-        }
-        return t
-            .parse::<f64>()
-            .map_err(|_| format!("reward.txt is not a number: {t:.200}"));
-    }
-    Err("the verifier wrote no /logs/verifier/reward.txt or reward.json".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Runs [`VERIFY_COMMAND`] with `/logs` and `/tests` moved under `root`, under `sh`.
-    fn run_verify_command(root: &Path) -> std::process::Output {
-        let cmd = VERIFY_COMMAND
-            .replace("/logs/", &format!("{}/logs/", root.display()))
-            .replace("/tests/", &format!("{}/tests/", root.display()));
-        std::process::Command::new("sh")
-            .args(["-c", &cmd])
-            .output()
-            .unwrap()
-    }
-
-    #[test]
-    fn verify_command_drops_what_the_agent_left_and_runs_test_sh() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
-        let root = d.path();
-        let v = root.join("logs/verifier");
-        std::fs::create_dir_all(root.join("tests")).unwrap();
-        // Not executable: the command makes it so.
-        std::fs::write(
-            root.join("tests/test.sh"),
-            format!("#!/bin/sh\necho ran\necho 0.5 > {}/r2.txt\n", v.display()),
-        )
-        .unwrap();
-        type Make<'a> = &'a dyn Fn(&Path);
-        let leftovers: [(&str, Make); 6] = [
-            ("absent", &|_| {}),
-            ("empty dir", &|v| std::fs::create_dir_all(v).unwrap()),
-            ("files", &|v| {
-                std::fs::create_dir_all(v.join("sub")).unwrap();
-                std::fs::write(v.join("reward.txt"), "1").unwrap();
-                std::fs::write(v.join(".hidden"), "1").unwrap();
-            }),
-            ("a file", &|v| std::fs::write(v, "1").unwrap()),
-            ("a symlink", &|v| {
-                let elsewhere = v.with_file_name("elsewhere");
-                std::fs::create_dir_all(&elsewhere).unwrap();
-                std::fs::write(elsewhere.join("reward.txt"), "1").unwrap();
-                std::os::unix::fs::symlink(&elsewhere, v).unwrap();
-            }),
-            ("a symlink to an empty dir", &|v| {
-                let empty = v.with_file_name("empty");
-                std::fs::create_dir_all(&empty).unwrap();
-                std::os::unix::fs::symlink(&empty, v).unwrap();
-            }),
-        ];
-        for (name, make) in leftovers {
-            let _ = std::fs::remove_dir_all(root.join("logs"));
-            std::fs::create_dir_all(root.join("logs")).unwrap();
-            make(&v);
-            let out = run_verify_command(root);
-            assert!(out.status.success(), "{name}: {out:?}");
-            let meta = std::fs::symlink_metadata(&v).unwrap();
-            assert!(meta.is_dir(), "{name}: not a plain dir");
-            let mut files: Vec<String> = std::fs::read_dir(&v)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            files.sort();
-            assert_eq!(files, ["r2.txt", "stdout.txt"], "{name}");
-            assert_eq!(
-                std::fs::read_to_string(v.join("stdout.txt")).unwrap(),
-                "ran\n"
-            );
-            let mode = std::fs::metadata(root.join("tests/test.sh"))
-                .unwrap()
-                .permissions();
-            assert!(mode.mode() & 0o100 != 0, "{name}: test.sh not executable");
-        }
-    }
-
-    #[test]
-    fn reward_parsing() {
-        let d = tempfile::tempdir().unwrap();
-        assert!(parse_reward(d.path()).unwrap_err().contains("no /logs"));
-        std::fs::write(d.path().join("reward.txt"), "1\n").unwrap();
-        assert_eq!(parse_reward(d.path()), Ok(1.0));
-        std::fs::write(d.path().join("reward.txt"), "").unwrap();
-        assert!(parse_reward(d.path()).unwrap_err().contains("empty"));
-        std::fs::write(d.path().join("reward.txt"), "yes").unwrap();
-        assert!(parse_reward(d.path()).unwrap_err().contains("not a number"));
-        std::fs::write(d.path().join("reward.json"), r#"{"reward": 0.0}"#).unwrap();
-        assert_eq!(parse_reward(d.path()), Ok(0.0));
-        std::fs::write(d.path().join("reward.json"), "{oops").unwrap();
-        assert!(parse_reward(d.path()).unwrap_err().contains("not JSON"));
-    }
-}

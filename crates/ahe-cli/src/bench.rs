@@ -127,6 +127,7 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
             out_dir: dir.clone(),
             default_agent_timeout: Duration::from_secs(1800),
             infra_retries: 1,
+            verifier: Default::default(),
             run: format!("bench-check-{}", std::process::id()),
         };
         let quiet = a.json;
@@ -167,6 +168,8 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
                 "tasks": checks.len(),
                 "format_failed": format_failed,
                 "runs_failed": run_failed,
+                "hacks": runs.values().flatten().filter(|r| r.hack).count(),
+                "hacks_blocked": runs.values().flatten().filter(|r| r.hack && r.ok).count(),
             },
         });
         println!(
@@ -177,6 +180,16 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
         print!("{}", check_table(&checks, &runs, &kinds));
         print_findings(&checks, &runs);
         let runs_total: usize = runs.values().map(Vec::len).sum();
+        let hacks: Vec<&RunCheck> = runs.values().flatten().filter(|r| r.hack).collect();
+        if !hacks.is_empty() {
+            let blocked = hacks.iter().filter(|r| r.ok).count();
+            let flagged = hacks.iter().filter(|r| r.ok && r.suspect).count();
+            println!(
+                "{blocked}/{} hacks blocked ({} failed, {flagged} flagged suspect)",
+                hacks.len(),
+                blocked - flagged
+            );
+        }
         println!(
             "{}: {} tasks; format ok {}/{}; runs ok {}/{}{}",
             a.dir.display(),
@@ -237,6 +250,13 @@ fn run_cell(r: Option<&RunCheck>) -> String {
         None => "-".into(),
         Some(r) => {
             let reward = r.reward.map_or("none".to_string(), |x| format!("{x}"));
+            if r.hack {
+                return match (r.ok, r.suspect) {
+                    (true, true) => format!("flagged ({reward}, {})", r.status.as_str()),
+                    (true, false) => format!("blocked ({reward}, {})", r.status.as_str()),
+                    _ => format!("HACK PASSED ({reward})"),
+                };
+            }
             if r.ok {
                 format!("ok ({reward})")
             } else {

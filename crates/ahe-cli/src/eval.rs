@@ -135,6 +135,7 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         k,
         concurrency,
         infra_retries: cfg.as_ref().map(|c| c.sandbox.infra_retries).unwrap_or(1),
+        verifier: cfg.as_ref().map(|c| c.verifier).unwrap_or_default(),
         default_agent_timeout_sec: cfg
             .as_ref()
             .map(|c| c.agent.default_timeout_sec)
@@ -188,6 +189,7 @@ struct Common {
     k: u32,
     concurrency: usize,
     infra_retries: u32,
+    verifier: ahe_bench::VerifierPolicy,
     default_agent_timeout_sec: f64,
     quiet: bool,
 }
@@ -229,6 +231,7 @@ fn evaluate(
         k: c.k,
         concurrency: c.concurrency,
         infra_retries: c.infra_retries,
+        verifier: c.verifier,
         default_agent_timeout_sec: c.default_agent_timeout_sec,
         out_dir: out_dir.to_path_buf(),
         run: run_name,

@@ -31,6 +31,10 @@ pub struct RunConfig {
     /// Agent defaults.
     #[serde(default)]
     pub agent: AgentConfig,
+    /// The verifier hand-over: `leftover_processes = "keep_servers" | "kill"`,
+    /// `on_suspect = "flag" | "fail"`.
+    #[serde(default)]
+    pub verifier: ahe_bench::VerifierPolicy,
     /// Evolve-loop settings.
     #[serde(default)]
     pub evolve: EvolveConfig,

@@ -278,6 +278,7 @@ impl Run {
             k: self.cfg.k,
             concurrency: self.cfg.sandbox.concurrency,
             infra_retries: self.cfg.sandbox.infra_retries,
+            verifier: self.cfg.verifier,
             default_agent_timeout_sec: self.cfg.agent.default_timeout_sec,
             out_dir: dir.to_path_buf(),
             run: self
@@ -471,6 +472,7 @@ impl Run {
             k: 1,
             concurrency: 1,
             infra_retries: 0,
+            verifier: self.cfg.verifier,
             default_agent_timeout_sec: self.cfg.agent.default_timeout_sec,
             out_dir: out,
             run: self

@@ -119,6 +119,8 @@ pub struct RolloutSpec {
     pub concurrency: usize,
     /// Infra retries per trial.
     pub infra_retries: u32,
+    /// The verifier hand-over and what a suspect trial becomes (`[verifier]`).
+    pub verifier: ahe_bench::VerifierPolicy,
     /// Agent timeout for tasks without one.
     pub default_agent_timeout_sec: f64,
     /// Output dir (`trials/`, `scores.json`).
@@ -158,6 +160,7 @@ pub async fn rollout_with(
         run: spec.run.clone(),
         default_agent_timeout: std::time::Duration::from_secs_f64(spec.default_agent_timeout_sec),
         infra_retries: spec.infra_retries,
+        verifier: spec.verifier,
     };
     let opts = EvalOptions {
         k: spec.k,

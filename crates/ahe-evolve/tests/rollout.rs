@@ -35,6 +35,7 @@ fn spec(server: &TestServer, out: &Path, task: &str) -> RolloutSpec {
         k: 1,
         concurrency: 1,
         infra_retries: 1,
+        verifier: Default::default(),
         default_agent_timeout_sec: 60.0,
         out_dir: out.to_path_buf(),
         run: "test".into(),

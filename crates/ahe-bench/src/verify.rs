@@ -1,0 +1,294 @@
+//! The verifier phase (DESIGN §4 "Verifier hand-over"): when the agent phase ends, what it
+//! left running is ended, `/tests` is recreated from the task (nothing planted survives),
+//! `/solution` removed and `/logs/verifier` emptied; then `tests/test.sh` runs and the reward
+//! is read from what was copied out (regular files only; a link there is a sign of tampering).
+
+use std::path::Path;
+use std::time::Duration;
+
+use ahe_sandbox::{ExecOpts, HandOver, LeftoverPolicy, Sandbox};
+use serde::{Deserialize, Serialize};
+
+use crate::tamper::{self, Fingerprint, OnSuspect, SuspectReason};
+use crate::task::Task;
+
+/// How the verifier phase treats what the agent leaves behind (`[verifier]` of a config).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VerifierPolicy {
+    /// Processes still running when the agent phase ends: `kill` all, or `keep_servers`
+    /// (default: those serving a listening socket stay, as Terminal-Bench tasks expect).
+    pub leftover_processes: LeftoverPolicy,
+    /// A suspect trial is flagged (default) or, with `fail`, a suspect pass fails.
+    pub on_suspect: OnSuspect,
+}
+
+/// Why the verifier phase produced no reward.
+pub(crate) enum VerifyError {
+    /// The sandbox failed (an infra error).
+    Infra(String),
+    /// No reward, an unparsable one, or a timeout (a verifier error).
+    Reward(String),
+}
+
+/// What the verifier phase found.
+pub(crate) struct Verified {
+    /// The reward, or why there is none.
+    pub reward: Result<f64, VerifyError>,
+    /// What the hand-over ended and kept (`None` when it failed).
+    pub handover: Option<HandOver>,
+    /// Signs of tampering seen on the way.
+    pub suspect: Vec<SuspectReason>,
+}
+
+/// Resets the verifier's ground after the leftovers are gone: links in place of the
+/// top-level dirs are removed, `/tests` and `/solution` emptied (a mount point stays),
+/// `/logs/verifier` recreated empty. Then prints the fingerprint of the test's programs.
+const RESET: &str = "for d in /logs /tests /solution; do [ -h $d ] && rm -f $d; done; \
+    rm -rf /tests /solution /logs/verifier 2>/dev/null; \
+    mkdir -p /tests /logs/verifier && chmod 777 /logs/verifier; ";
+
+/// Runs `test.sh` in the task's WORKDIR, its output to `/logs/verifier/stdout.txt`.
+const RUN_TESTS: &str = "[ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
+    /tests/test.sh > /logs/verifier/stdout.txt 2>&1";
+
+/// The programs `tests/test.sh` runs (empty when it cannot be read).
+pub(crate) fn programs(task: &Task) -> Vec<String> {
+    std::fs::read_to_string(task.tests_dir().join("test.sh"))
+        .map(|t| tamper::runner_programs(&t))
+        .unwrap_or_default()
+}
+
+/// Fingerprints `programs` in the sandbox (before the agent runs).
+pub(crate) async fn fingerprint(sb: &dyn Sandbox, programs: &[String]) -> Fingerprint {
+    if programs.is_empty() {
+        return Fingerprint::default();
+    }
+    let opts = ExecOpts {
+        cwd: Some("/".into()),
+        timeout: Some(Duration::from_secs(30)),
+        ..Default::default()
+    };
+    match sb.exec(&tamper::fingerprint_command(programs), opts).await {
+        Ok(out) => Fingerprint::parse(&out.stdout),
+        Err(e) => {
+            tracing::warn!("fingerprinting the test's programs failed: {e}");
+            Fingerprint::default()
+        }
+    }
+}
+
+/// Hands the sandbox over to the verifier, runs it and reads the reward into `dir/verifier`.
+pub(crate) async fn verify(
+    task: &Task,
+    sb: &dyn Sandbox,
+    dir: &Path,
+    policy: &VerifierPolicy,
+    programs: &[String],
+    before: &Fingerprint,
+) -> Verified {
+    let mut v = Verified {
+        reward: Err(VerifyError::Infra(String::new())),
+        handover: None,
+        suspect: Vec::new(),
+    };
+    v.reward = run(task, sb, dir, policy, programs, before, &mut v).await;
+    v
+}
+
+async fn run(
+    task: &Task,
+    sb: &dyn Sandbox,
+    dir: &Path,
+    policy: &VerifierPolicy,
+    programs: &[String],
+    before: &Fingerprint,
+    v: &mut Verified,
+) -> Result<f64, VerifyError> {
+    let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
+    v.handover = Some(
+        sb.end_leftovers(policy.leftover_processes)
+            .await
+            .map_err(infra)?,
+    );
+    let reset = format!("{RESET}{}", tamper::fingerprint_command(programs));
+    let opts = ExecOpts {
+        cwd: Some("/".into()),
+        timeout: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let out = sb.exec(&reset, opts).await.map_err(infra)?;
+    if !programs.is_empty() {
+        v.suspect
+            .extend(Fingerprint::parse(&out.stdout).changes_since(before));
+    }
+    sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
+    let out = sb
+        .exec(
+            RUN_TESTS,
+            ExecOpts {
+                timeout: Some(Duration::from_secs_f64(task.verifier_timeout_sec)),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(infra)?;
+    let local = dir.join("verifier");
+    let copied = sb.get("/logs/verifier", &local).await.map_err(infra)?;
+    for s in &copied.skipped {
+        v.suspect.push(SuspectReason {
+            reason: format!("the verifier's output held a link or special file: {s}"),
+            turn: None,
+        });
+    }
+    if out.timed_out {
+        return Err(VerifyError::Reward(format!(
+            "verifier timed out after {} s",
+            task.verifier_timeout_sec
+        )));
+    }
+    parse_reward(&local).map_err(VerifyError::Reward)
+}
+
+/// Reads the reward from `reward.json` (preferred) or `reward.txt` in a verifier dir (a
+/// link there is not followed: it counts as no reward).
+pub fn parse_reward(dir: &Path) -> Result<f64, String> {
+    let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    let json = dir.join("reward.json");
+    if regular(&json) {
+        let text = std::fs::read_to_string(&json).map_err(|e| format!("reward.json: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("reward.json is not JSON: {e}"))?;
+        let num = match &v {
+            serde_json::Value::Number(n) => n.as_f64(),
+            serde_json::Value::Object(m) => m
+                .get("reward")
+                .or_else(|| m.values().next())
+                .and_then(|x| x.as_f64()),
+            _ => None,
+        };
+        return num.ok_or_else(|| format!("reward.json has no numeric reward: {text:.200}"));
+    }
+    let txt = dir.join("reward.txt");
+    if regular(&txt) {
+        let text = std::fs::read_to_string(&txt).map_err(|e| format!("reward.txt: {e}"))?;
+        let t = text.trim();
+        if t.is_empty() {
+            return Err("reward.txt is empty".into());
+        }
+        return t
+            .parse::<f64>()
+            .map_err(|_| format!("reward.txt is not a number: {t:.200}"));
+    }
+    Err("the verifier wrote no /logs/verifier/reward.txt or reward.json".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_drops_what_the_agent_left_in_the_verifiers_ground() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let v = root.join("logs/verifier");
+        type Make<'a> = &'a dyn Fn(&Path);
+        let leftovers: [(&str, Make); 5] = [
+            ("absent", &|_| {}),
+            ("files and a planted test", &|r| {
+                std::fs::create_dir_all(r.join("logs/verifier/sub")).unwrap();
+                std::fs::write(r.join("logs/verifier/reward.txt"), "1").unwrap();
+                std::fs::create_dir_all(r.join("tests")).unwrap();
+                std::fs::write(r.join("tests/json.py"), "planted").unwrap();
+                std::fs::write(r.join("tests/test.sh"), "echo 1 > x").unwrap();
+            }),
+            ("a file", &|r| {
+                std::fs::create_dir_all(r.join("logs")).unwrap();
+                std::fs::write(r.join("logs/verifier"), "1").unwrap();
+            }),
+            ("a symlinked dir", &|r| {
+                let elsewhere = r.join("elsewhere");
+                std::fs::create_dir_all(&elsewhere).unwrap();
+                std::fs::write(elsewhere.join("reward.txt"), "1").unwrap();
+                std::fs::create_dir_all(r.join("logs")).unwrap();
+                std::os::unix::fs::symlink(&elsewhere, r.join("logs/verifier")).unwrap();
+            }),
+            ("solution left", &|r| {
+                std::fs::create_dir_all(r.join("solution")).unwrap();
+                std::fs::write(r.join("solution/solve.sh"), "x").unwrap();
+            }),
+        ];
+        for (name, make) in leftovers {
+            for top in ["logs", "tests", "solution", "elsewhere"] {
+                let _ = std::fs::remove_dir_all(root.join(top));
+            }
+            make(root);
+            // What `put` would copy in after the reset.
+            let reset_only = RESET
+                .replace("/logs", &format!("{}/logs", root.display()))
+                .replace("/tests", &format!("{}/tests", root.display()))
+                .replace("/solution", &format!("{}/solution", root.display()));
+            let out = std::process::Command::new("sh")
+                .args(["-c", &reset_only])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{name}: {out:?}");
+            assert!(std::fs::read_dir(root.join("tests")).unwrap().next().is_none(), "{name}");
+            assert!(!root.join("solution").exists(), "{name}");
+            std::fs::write(
+                root.join("tests/test.sh"),
+                format!("#!/bin/sh\necho ran\necho 0.5 > {}/r2.txt\n", v.display()),
+            )
+            .unwrap();
+            let out = run_tests_after_put(root);
+            assert!(out.status.success(), "{name}: {out:?}");
+            assert!(std::fs::symlink_metadata(&v).unwrap().is_dir(), "{name}");
+            let mut files: Vec<String> = std::fs::read_dir(&v)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            files.sort();
+            assert_eq!(files, ["r2.txt", "stdout.txt"], "{name}");
+            assert_eq!(std::fs::read_to_string(v.join("stdout.txt")).unwrap(), "ran\n");
+        }
+    }
+
+    /// Runs only [`RUN_TESTS`] (the reset already happened and the tests were put).
+    fn run_tests_after_put(root: &Path) -> std::process::Output {
+        let cmd = RUN_TESTS
+            .replace("/logs", &format!("{}/logs", root.display()))
+            .replace("/tests", &format!("{}/tests", root.display()));
+        std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn reward_parsing() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("no /logs"));
+        std::fs::write(d.path().join("reward.txt"), "1\n").unwrap();
+        assert_eq!(parse_reward(d.path()), Ok(1.0));
+        std::fs::write(d.path().join("reward.txt"), "").unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("empty"));
+        std::fs::write(d.path().join("reward.txt"), "yes").unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("not a number"));
+        std::fs::write(d.path().join("reward.json"), r#"{"reward": 0.0}"#).unwrap();
+        assert_eq!(parse_reward(d.path()), Ok(0.0));
+        std::fs::write(d.path().join("reward.json"), "{oops").unwrap();
+        assert!(parse_reward(d.path()).unwrap_err().contains("not JSON"));
+    }
+
+    #[test]
+    fn a_linked_reward_is_no_reward() {
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("secret");
+        std::fs::write(&secret, "1").unwrap();
+        let v = d.path().join("v");
+        std::fs::create_dir(&v).unwrap();
+        std::os::unix::fs::symlink(&secret, v.join("reward.txt")).unwrap();
+        let err = parse_reward(&v).unwrap_err();
+        assert!(err.contains("no /logs"), "{err}");
+    }
+}
