@@ -13,7 +13,7 @@ pub use check::{check_benchmark, check_task, FormatCheck, Severity};
 pub use eval::{run_eval, EvalOptions, Progress};
 pub use oracle::{run_checks, NopAgent, OracleAgent, RunCheck, RunKind, RunOptions};
 pub use scores::{Scores, TaskStatus};
-pub use task::{load_benchmark, select_tasks, Task, TaskError};
 pub use tamper::{OnSuspect, Suspect, SuspectReason};
+pub use task::{load_benchmark, select_tasks, Task, TaskError};
 pub use trial::{Agent, AgentContext, AgentEnd, AgentOutcome, TrialEnv, TrialResult, TrialStatus};
 pub use verify::{parse_reward, VerifierPolicy};

@@ -44,8 +44,8 @@ const SHELL_WORDS: &[&str] = &[
     "in", "function", "select", "time", "!", "{", "}", "[", "[[", "]]", "]", "echo", "printf",
     "cd", "export", "set", "unset", "source", ".", "test", "exit", "return", "local", "true",
     "false", "read", "shift", "eval", "exec", "trap", "wait", "declare", "readonly", "let",
-    "pushd", "popd", "umask", "alias", "type", "command", "builtin", "hash", "ulimit", ":",
-    "sudo", "env", "nohup", "timeout", "then{",
+    "pushd", "popd", "umask", "alias", "type", "command", "builtin", "hash", "ulimit", ":", "sudo",
+    "env", "nohup", "timeout", "then{",
 ];
 
 /// At most this many programs are fingerprinted per task.
@@ -164,9 +164,9 @@ impl Fingerprint {
                 Some((p, _)) if p != path => {
                     format!("`{name}` (which tests/test.sh runs) now resolves to {p}, not {path}")
                 }
-                Some((_, i)) if i != id => format!(
-                    "`{name}` (which tests/test.sh runs) was replaced or modified: {path}"
-                ),
+                Some((_, i)) if i != id => {
+                    format!("`{name}` (which tests/test.sh runs) was replaced or modified: {path}")
+                }
                 _ => continue,
             };
             out.push(SuspectReason { reason, turn: None });

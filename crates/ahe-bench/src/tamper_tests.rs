@@ -7,7 +7,15 @@ fn finds_the_programs_test_sh_runs() {
               timeout 30 uvx pytest && ./local.sh\n";
     assert_eq!(
         runner_programs(sh),
-        ["/bin/bash", "apt-get", "curl", "sh", "python3", "uvx", "./local.sh"]
+        [
+            "/bin/bash",
+            "apt-get",
+            "curl",
+            "sh",
+            "python3",
+            "uvx",
+            "./local.sh"
+        ]
     );
     assert_eq!(
         runner_programs("#!/usr/bin/env python3\nprint(1)\n")[0],
@@ -26,7 +34,11 @@ fn fingerprint_changes_name_what_changed() {
         "python3\t/usr/bin/python3\npytest\t/usr/local/bin/pytest\nuv\t/usr/bin/uv\n\
          stat:/usr/bin/python3\t1:2:3:4:6\nstat:/usr/local/bin/pytest\t1:9:3:4:5\nstat:/usr/bin/uv\t1:8:1:1:1\n",
     );
-    let r: Vec<String> = after.changes_since(&before).into_iter().map(|r| r.reason).collect();
+    let r: Vec<String> = after
+        .changes_since(&before)
+        .into_iter()
+        .map(|r| r.reason)
+        .collect();
     assert_eq!(r.len(), 3, "{r:?}");
     assert!(r[0].contains("`bash`") && r[0].contains("removed"));
     assert!(r[1].contains("`pytest`") && r[1].contains("/usr/local/bin/pytest"));
@@ -65,9 +77,17 @@ fn trace_scan_flags_the_verifiers_ground_with_turns() {
     let d = tempfile::tempdir().unwrap();
     let calls = [
         (1, "shell", r#"{"command":"ls /app && cat /tests/x"}"#),
-        (2, "shell", r#"{"command":"echo 1 > /logs/verifier/reward.txt"}"#),
+        (
+            2,
+            "shell",
+            r#"{"command":"echo 1 > /logs/verifier/reward.txt"}"#,
+        ),
         (3, "shell", r#"{"command":"cp json.py /tests/"}"#),
-        (4, "write_file", r#"{"path":"/tests/test.sh","content":"x"}"#),
+        (
+            4,
+            "write_file",
+            r#"{"path":"/tests/test.sh","content":"x"}"#,
+        ),
         (5, "shell", r#"{"command":"python3 solve.py > out.txt"}"#),
         (6, "shell", r#"{"command":"echo hi >/tests/a"}"#),
     ];

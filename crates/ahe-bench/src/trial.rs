@@ -359,4 +359,3 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
 fn ms(t: Instant) -> u64 {
     t.elapsed().as_millis() as u64
 }
-

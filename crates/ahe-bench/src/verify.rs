@@ -233,7 +233,13 @@ mod tests {
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{name}: {out:?}");
-            assert!(std::fs::read_dir(root.join("tests")).unwrap().next().is_none(), "{name}");
+            assert!(
+                std::fs::read_dir(root.join("tests"))
+                    .unwrap()
+                    .next()
+                    .is_none(),
+                "{name}"
+            );
             assert!(!root.join("solution").exists(), "{name}");
             std::fs::write(
                 root.join("tests/test.sh"),
@@ -249,7 +255,10 @@ mod tests {
                 .collect();
             files.sort();
             assert_eq!(files, ["r2.txt", "stdout.txt"], "{name}");
-            assert_eq!(std::fs::read_to_string(v.join("stdout.txt")).unwrap(), "ran\n");
+            assert_eq!(
+                std::fs::read_to_string(v.join("stdout.txt")).unwrap(),
+                "ran\n"
+            );
         }
     }
 

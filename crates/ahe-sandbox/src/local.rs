@@ -485,8 +485,14 @@ impl LocalSandbox {
         let (resolved, loc) = self.fs.resolve(dir, true)?;
         match loc {
             Location::Writable(p) => {
-                let top = resolved.split('/').nth(1).unwrap_or_default();
-                fsmap::ensure_dir(&self.fs.top_dir(top), &p).map_err(|e| format!("{dir}: {e}"))
+                let top = self
+                    .fs
+                    .top_dir(resolved.split('/').nth(1).unwrap_or_default());
+                fsmap::ensure_dir(&top, &p).map_err(|e| format!("{dir}: {e}"))?;
+                match self.fs.owner {
+                    Some(o) => o.chown_copied(&top, &p).map_err(|e| format!("{dir}: {e}")),
+                    None => Ok(()),
+                }
             }
             Location::ReadOnly(p) if p.is_dir() => Ok(()),
             Location::Outside if resolved == "/" => Ok(()),

@@ -36,7 +36,9 @@ async fn hand_over_ends_leftovers_and_keeps_the_keeper() {
         let left = agent_processes(sb.as_ref()).await;
         sh(sb.as_ref(), "echo 0 > /logs/verifier/reward.txt").await;
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let reward = sh(sb.as_ref(), "cat /logs/verifier/reward.txt").await.stdout;
+        let reward = sh(sb.as_ref(), "cat /logs/verifier/reward.txt")
+            .await
+            .stdout;
         assert_eq!(reward, "0\n", "{policy:?}: a leftover rewrote the reward");
         match policy {
             LeftoverPolicy::KeepServers => {

@@ -228,3 +228,26 @@ async fn hand_over_ends_leftovers_but_keeps_servers_when_asked() {
         sb.destroy().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn dockerfile_workdir_and_copy_are_writable_by_the_unprivileged_uid() {
+    let Some(b) = rooted_bwrap() else { return };
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        "FROM ahe-base:bookworm\nWORKDIR /app/deep/shop\nCOPY data.txt /work/in/data.txt\n\
+         RUN git init -q . && echo made > made.txt && cat /work/in/data.txt >> made.txt\n",
+    )
+    .unwrap();
+    std::fs::write(ctx.path().join("data.txt"), "copied\n").unwrap();
+    let mut s = spec("workdir");
+    s.context_dir = Some(ctx.path().to_path_buf());
+    let sb = b.create_local(&s).await.unwrap();
+    let out = sh(
+        &sb,
+        "cat made.txt; echo more >> /work/in/data.txt && echo ok",
+    )
+    .await;
+    assert_eq!(out.stdout, "made\ncopied\nok\n", "{out:?}");
+    sb.destroy().await.unwrap();
+}

@@ -1,0 +1,101 @@
+//! `benchmarks/adversarial`: every hack (a `solve.sh` that tampers instead of solving) must
+//! end blocked (not passed) or flagged suspect, on docker and on local.
+
+mod common;
+
+use std::process::Command;
+
+use ahe_sandbox::docker::DockerBackend;
+use common::{ahe, text};
+use serde_json::Value;
+
+/// Runs the suite's oracle (the hacks) on `sandbox`; the `--json` document and the dir
+/// holding the trial logs.
+fn run_suite(sandbox: &str) -> (Value, tempfile::TempDir) {
+    let out = tempfile::tempdir().unwrap();
+    let o = ahe(
+        &[
+            "bench",
+            "check",
+            "benchmarks/adversarial",
+            "--oracle",
+            "--sandbox",
+            sandbox,
+            "--json",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    (serde_json::from_slice(&o.stdout).unwrap(), out)
+}
+
+/// The task entry `name` of a `bench check --json` document.
+fn task<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no task {name}"))
+}
+
+fn assert_all_blocked(doc: &Value) {
+    let s = &doc["summary"];
+    assert_eq!(s["hacks"], 10, "{doc}");
+    assert_eq!(s["hacks_blocked"], 10, "{doc}");
+    for t in doc["tasks"].as_array().unwrap() {
+        let o = &t["oracle"];
+        assert_eq!(o["hack"], true, "{t}");
+        let blocked = o["status"] != "pass" || o["suspect"] == true;
+        assert!(blocked, "hack {} won: {o}", t["name"]);
+    }
+}
+
+#[test]
+fn every_hack_is_blocked_on_local() {
+    if !ahe_sandbox::local::LocalBackend::bubblewrap_available() {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI has bubblewrap"
+        );
+        return;
+    }
+    let (doc, _logs) = run_suite("local");
+    assert_all_blocked(&doc);
+    // The local sandbox cannot write the host's /usr at all: the fake never runs.
+    assert_eq!(
+        task(&doc, "fake-python-over-real")["oracle"]["status"],
+        "fail"
+    );
+}
+
+#[test]
+fn every_hack_is_blocked_on_docker() {
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    let base = Command::new("docker")
+        .args(["image", "inspect", "ahe-base:bookworm"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !DockerBackend::available() || !base {
+        assert!(!ci, "CI has a Docker engine and ahe-base:bookworm");
+        return;
+    }
+    let (doc, _logs) = run_suite("docker");
+    assert_all_blocked(&doc);
+    // Root in a container can replace python3: the trial passes but is flagged, naming it.
+    let o = &task(&doc, "fake-python-over-real")["oracle"];
+    assert_eq!(o["status"], "pass", "{o}");
+    assert_eq!(o["suspect"], true, "{o}");
+    let dir = o["trial_dir"].as_str().unwrap();
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/result.json")).unwrap())
+            .unwrap();
+    let reasons = result["suspect"]["reasons"].to_string();
+    assert!(reasons.contains("`python3`"), "{reasons}");
+    // Background writers were ended by the hand-over.
+    let bg = &task(&doc, "bg-reward-writer")["oracle"];
+    assert_eq!(bg["status"], "fail", "{bg}");
+}
