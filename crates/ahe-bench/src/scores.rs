@@ -34,6 +34,9 @@ pub struct TrialSummary {
     pub turns: u32,
     /// Input + output tokens.
     pub tokens: u64,
+    /// Whether the trial was flagged suspect (signs of tampering with the verifier).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspect: bool,
 }
 
 /// Scores of one task.
@@ -92,6 +95,12 @@ pub struct Scores {
     pub k: u32,
     /// Count of trials per status.
     pub statuses: BTreeMap<String, u64>,
+    /// Trials flagged suspect (counted apart: see `pass_at_1_excluding_suspect`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub suspect_trials: u64,
+    /// pass@1 with every suspect pass counted as not passed (only when some trial is suspect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_at_1_excluding_suspect: Option<f64>,
     /// Per-task scores.
     pub tasks: BTreeMap<String, TaskScore>,
     /// Token totals of the code agent.
@@ -103,6 +112,10 @@ pub struct Scores {
     /// Free-form facts about the run (model, harness, backend, commit...).
     #[serde(default)]
     pub meta: BTreeMap<String, serde_json::Value>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Status of a task from its trials (DESIGN §6).
@@ -188,6 +201,7 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
                         duration_sec: t.timings.total_ms as f64 / 1000.0,
                         turns: t.turns,
                         tokens: t.usage.total(),
+                        suspect: t.suspect.is_some(),
                     })
                     .collect(),
             },
@@ -196,6 +210,22 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
     if !results.is_empty() {
         d.mean_trial_sec /= results.len() as f64;
     }
+    let suspect_trials = results.iter().filter(|r| r.suspect.is_some()).count() as u64;
+    let clean_rates: Vec<f64> = tasks
+        .values()
+        .map(|t| {
+            let clean = t
+                .trials
+                .iter()
+                .filter(|x| x.status == TrialStatus::Pass && !x.suspect)
+                .count();
+            if t.k == 0 {
+                0.0
+            } else {
+                clean as f64 / t.k as f64
+            }
+        })
+        .collect();
     let rates: Vec<f64> = tasks.values().map(|t| t.pass_at_1).collect();
     let (pass_at_1, ci) = mean_with_ci(&rates);
     let ran: Vec<f64> = tasks
@@ -215,6 +245,9 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
         n_tasks: tasks.len(),
         k,
         statuses,
+        suspect_trials,
+        pass_at_1_excluding_suspect: (suspect_trials > 0)
+            .then(|| clean_rates.iter().sum::<f64>() / clean_rates.len().max(1) as f64),
         tasks,
         tokens,
         cost_usd: cost,
@@ -275,5 +308,34 @@ mod tests {
         assert_eq!(s.tasks["b"].passed, 1);
         assert_eq!(s.tasks["c"].status, TaskStatus::Infra);
         assert_eq!(s.statuses["infra_error"], 2);
+    }
+
+    #[test]
+    fn suspect_trials_are_counted_apart() {
+        let mut flagged = tr("a", 2, Pass);
+        flagged.suspect = Some(crate::Suspect {
+            reasons: vec![crate::SuspectReason {
+                reason: "names the reward file".into(),
+                turn: Some(3),
+            }],
+        });
+        let rs = vec![
+            tr("a", 1, Pass),
+            flagged,
+            tr("b", 1, Pass),
+            tr("b", 2, Pass),
+        ];
+        let s = compute(2, &rs, 1.0);
+        assert_eq!(s.pass_at_1, 1.0);
+        assert_eq!(s.suspect_trials, 1);
+        assert_eq!(s.pass_at_1_excluding_suspect, Some(0.75));
+        assert!(s.tasks["a"].trials[1].suspect);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["suspect_trials"], 1);
+        // No suspect trial: the fields stay out of scores.json (old readers see no change).
+        let clean = serde_json::to_value(compute(2, &rs[2..], 1.0)).unwrap();
+        assert!(clean.get("suspect_trials").is_none());
+        assert!(clean.get("pass_at_1_excluding_suspect").is_none());
+        assert!(clean["tasks"]["b"]["trials"][0].get("suspect").is_none());
     }
 }

@@ -276,6 +276,9 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
         ));
     }
     s.push('\n');
+    if let Some(line) = it.suspect_line() {
+        s.push_str(&format!("{line}\n"));
+    }
     if let Some(i) = &it.incomplete {
         s.push_str(&format!("incomplete: {}\n", i.message));
     }
@@ -314,7 +317,10 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
                 Some(ts) => ts
                     .trials
                     .iter()
-                    .map(|x| x.status.as_str().to_string())
+                    .map(|x| {
+                        let flag = if x.suspect { " (suspect)" } else { "" };
+                        format!("{}{flag}", x.status.as_str())
+                    })
                     .collect(),
                 None => it
                     .journal_trials
@@ -620,6 +626,16 @@ fn trial_text(doc: &serde_json::Value) -> String {
         secs(doc["duration_ms"].as_f64().unwrap_or(0.0) / 1000.0)
     );
     s.push_str(&format!("files: {}/\n", g("dir")));
+    for r in doc["suspect"].as_array().into_iter().flatten() {
+        let turn = r["turn"]
+            .as_u64()
+            .map(|t| format!(" turn {t}"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "SUSPECT{turn}: {}\n",
+            clean(r["reason"].as_str().unwrap_or(""))
+        ));
+    }
     for e in doc["errors"].as_array().into_iter().flatten() {
         s.push_str(&format!(
             "ERROR [{}] turn {}: {}\n",

@@ -52,6 +52,9 @@ pub struct CleanTrace {
     pub reward: Option<f64>,
     /// How the agent run ended (`finished`, `timeout`, `turn_limit`, ...), if it ran.
     pub agent_end: Option<String>,
+    /// Signs that the agent touched the verifier's ground (empty: none), with their turns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspect: Vec<ahe_bench::SuspectReason>,
     /// Whether the raw trace was complete.
     pub trace: TraceState,
     /// Tokens of the whole trial (sub-agents included).
@@ -394,6 +397,7 @@ pub fn clean_trial(trial_dir: &Path) -> anyhow::Result<CleanTrace> {
         status: r.status.as_str().into(),
         reward: r.reward,
         agent_end,
+        suspect: r.suspect.map(|s| s.reasons).unwrap_or_default(),
         trace: state,
         usage: r.usage,
         cost_usd: r.cost_usd,

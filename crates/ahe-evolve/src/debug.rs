@@ -170,6 +170,17 @@ pub fn pre_analysis(task: &str, traces: &[CleanTrace]) -> String {
             s.push_str(&format!("- exit {code}: `{}`\n", clip(c, 160)));
         }
     }
+    for t in traces.iter().filter(|t| !t.suspect.is_empty()) {
+        s.push_str(&format!(
+            "\nTrial {} is SUSPECT: it touched the verifier's ground, so its reward may not \
+             reflect the work (do not learn from it as a success):\n",
+            t.attempt
+        ));
+        for r in &t.suspect {
+            let at = r.turn.map(|n| format!(" (turn {n})")).unwrap_or_default();
+            s.push_str(&format!("- {}{at}\n", r.reason));
+        }
+    }
     if fs.iter().any(|f| f.end == "timeout") {
         s.push_str("\nAt least one trial hit the agent time limit.\n");
     }
@@ -245,12 +256,13 @@ impl HostTool for ListTrials {
             .iter()
             .map(|t| {
                 format!(
-                    "trial {}: status={} reward={:?} turns={} end={}",
+                    "trial {}: status={} reward={} turns={} end={}{}",
                     t.attempt,
                     t.status,
-                    t.reward,
+                    t.reward.map_or("none".to_string(), |r| format!("{r:.2}")),
                     t.turns.len(),
-                    t.agent_end.as_deref().unwrap_or("-")
+                    t.agent_end.as_deref().unwrap_or("-"),
+                    if t.suspect.is_empty() { "" } else { " SUSPECT" }
                 )
             })
             .collect();
@@ -459,13 +471,13 @@ pub async fn debug(
             let results: String = ts
                 .trials
                 .iter()
-                .map(|t| {
-                    if t.status == ahe_bench::TrialStatus::Pass {
-                        "✓"
-                    } else {
-                        "✗"
-                    }
-                })
+                .map(
+                    |t| match (t.suspect, t.status == ahe_bench::TrialStatus::Pass) {
+                        (true, _) => "⚑",
+                        (false, true) => "✓",
+                        (false, false) => "✗",
+                    },
+                )
                 .collect();
             if let Some(text) = cached {
                 // Resume: a finished report is kept.
@@ -526,5 +538,12 @@ fn overview(iteration: u32, lines: &[(String, TaskStatus, String, String)]) -> S
         &mut s,
     );
     section("Passing", TaskStatus::Pass, &mut s);
+    if lines.iter().any(|l| l.2.contains('⚑')) {
+        s.push_str(
+            "⚑ = a SUSPECT trial: it touched the verifier's ground (reward files, /tests, or the \
+             programs the tests run), so its reward says nothing about the work; do not build \
+             on it.\n",
+        );
+    }
     s
 }

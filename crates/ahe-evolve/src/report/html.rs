@@ -371,7 +371,10 @@ fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView {
         holdout: it
             .holdout()
             .map(|(p, c)| format!("held-out pass@1 {} (95% CI {})", f3(p), ci(c)))
-            .unwrap_or_default(),
+            .into_iter()
+            .chain(it.suspect_line())
+            .collect::<Vec<_>>()
+            .join(" · "),
         attribution: attribution_view(it),
         manifest_missing: !it.is_final && it.manifest.is_none(),
         changes,

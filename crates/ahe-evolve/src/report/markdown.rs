@@ -260,6 +260,9 @@ fn iteration(s: &mut String, run: &RunReport, it: &IterationReport, pages: bool)
             );
         }
         s.push_str("\n\n");
+        if let Some(line) = it.suspect_line() {
+            let _ = writeln!(s, "> **{}**\n", md(&line));
+        }
     }
     let mut links = Vec::new();
     for (label, f) in [

@@ -207,6 +207,17 @@ impl IterationReport {
         Some((p, ci))
     }
 
+    /// A warning line when trials were flagged suspect (they touched the verifier's ground).
+    pub fn suspect_line(&self) -> Option<String> {
+        let s = self.scores.as_ref().filter(|s| s.suspect_trials > 0)?;
+        Some(format!(
+            "SUSPECT: {} trial(s) touched the verifier's ground; pass@1 without their passes {}",
+            s.suspect_trials,
+            s.pass_at_1_excluding_suspect
+                .map_or("n/a".into(), super::format::f3)
+        ))
+    }
+
     /// Count of each verdict among the changes judged in this iteration.
     pub fn verdict_counts(&self) -> BTreeMap<&'static str, usize> {
         let mut m = BTreeMap::new();

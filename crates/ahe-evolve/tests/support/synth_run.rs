@@ -119,6 +119,7 @@ fn trace(task: &str, attempt: u32, r: &TrialResult, spec: &Spec) -> CleanTrace {
         status: r.status.as_str().into(),
         reward: r.reward,
         agent_end: Some("finished".into()),
+        suspect: Vec::new(),
         trace: TraceState::Complete,
         usage: r.usage,
         cost_usd: r.cost_usd,
