@@ -46,8 +46,9 @@ section() {
 
 log "building release (ahe, the benchmark examples)"
 # One cargo invocation: features are unified once, so no crate is compiled twice.
-if ! cargo build --release -q -p ahe-cli -p ahe-sandbox -p ahe-evolve -p ahe-harness --bin ahe \
+if ! cargo build --release -q -p ahe-cli -p ahe-sandbox -p ahe-evolve -p ahe-harness -p ahe-bench --bin ahe \
   --example bench_local --example bench_docker --example bench_pipeline --example bench_trace \
+  --example bench_handover \
   >"$OUT/build.log" 2>&1; then
   echo "bench: the release build failed (see $OUT/build.log)" >&2
   tail -20 "$OUT/build.log" >&2
@@ -65,6 +66,7 @@ else
   SKIP+=" harbor "
   NOTE[harbor]="no Docker engine"
 fi
+section handover env TRIALS=30 $EX/bench_handover
 section trace $EX/bench_trace
 section pipeline $EX/bench_pipeline 89 2 300
 section scale env AHE=target/release/ahe bash scripts/bench-scale.sh "$S_TASKS" "$S_K" "$S_CONC"
@@ -105,6 +107,8 @@ fi
   row "docker: per-exec overhead (keeper)" docker_exec_ms ms le 15
   row "local (bubblewrap): per-trial overhead" local_trial_ms ms le 50
   row "local (bubblewrap): per-exec overhead" local_exec_ms ms le 5
+  row "docker: verifier hand-over added per trial" docker_handover_ms ms le 20
+  row "local (bubblewrap): hand-over added per trial" local_handover_ms ms le 5
   row "local (plain): per-trial overhead" local_plain_trial_ms ms
   row "local (plain): per-exec overhead" local_plain_exec_ms ms
   row "trace writing, per event" trace_event_us us

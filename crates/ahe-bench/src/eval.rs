@@ -220,11 +220,8 @@ mod tests {
             std::fs::write(dest.join("reward.txt"), "1\n")?;
             Ok(Default::default())
         }
-        async fn end_leftovers(
-            &self,
-            _: ahe_sandbox::LeftoverPolicy,
-        ) -> ahe_sandbox::Result<ahe_sandbox::HandOver> {
-            Ok(Default::default())
+        fn handover_command(&self, _: ahe_sandbox::LeftoverPolicy) -> Option<String> {
+            None
         }
         fn workdir(&self) -> &str {
             "/app"

@@ -116,9 +116,13 @@ pub fn runner_programs(test_sh: &str) -> Vec<String> {
 /// costs ~40 ms for a Python interpreter.
 pub fn fingerprint_command(programs: &[String]) -> String {
     let list: Vec<String> = programs.iter().map(|p| format!("'{p}'")).collect();
+    // The PATH search is done with builtins (no fork per program); one `stat` at the end.
     format!(
-        "set --; for c in {}; do p=$(command -v -- \"$c\" 2>/dev/null) || continue; \
-         case $p in /*) printf '%s\\t%s\\n' \"$c\" \"$p\"; set -- \"$@\" \"$p\" ;; esac; done; \
+        "set --; for c in {}; do p=; case $c in \
+         */*) [ -f \"$c\" ] && [ -x \"$c\" ] && p=$c ;; \
+         *) set -f; IFS=:; for d in $PATH; do [ -n \"$d\" ] && [ -f \"$d/$c\" ] && \
+         [ -x \"$d/$c\" ] && {{ p=$d/$c; break; }}; done; unset IFS; set +f ;; esac; \
+         [ -n \"$p\" ] || continue; printf '%s\\t%s\\n' \"$c\" \"$p\"; set -- \"$@\" \"$p\"; done; \
          [ $# = 0 ] || stat -L -c 'stat:%n\t%d:%i:%s:%y:%z' -- \"$@\" 2>/dev/null; true",
         list.join(" ")
     )

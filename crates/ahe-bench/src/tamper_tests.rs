@@ -52,7 +52,7 @@ fn fingerprint_command_sees_a_replaced_program() {
     std::fs::create_dir(&bin).unwrap();
     std::fs::copy("/bin/sh", bin.join("tool")).unwrap();
     let take = || {
-        let cmd = fingerprint_command(&["tool".into(), "nope-xyz".into(), "echo".into()]);
+        let cmd = fingerprint_command(&["tool".into(), "nope-xyz".into()]);
         let out = std::process::Command::new("sh")
             .args(["-c", &cmd])
             .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))

@@ -272,7 +272,7 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
         }
     };
     // What tests/test.sh runs, fingerprinted before the agent can touch it.
-    let programs = verify::programs(task);
+    let programs = verify::replaceable(task, sandbox.as_ref());
     let before = verify::fingerprint(sandbox.as_ref(), &programs).await;
     r.timings.setup_ms = ms(t0);
 

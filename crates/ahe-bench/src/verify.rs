@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use ahe_sandbox::{ExecOpts, HandOver, LeftoverPolicy, Sandbox};
+
 use serde::{Deserialize, Serialize};
 
 use crate::tamper::{self, Fingerprint, OnSuspect, SuspectReason};
@@ -41,26 +42,43 @@ pub(crate) struct Verified {
     pub suspect: Vec<SuspectReason>,
 }
 
-/// Resets the verifier's ground after the leftovers are gone: links in place of the
-/// top-level dirs are removed, `/tests` and `/solution` emptied (a mount point stays),
-/// `/logs/verifier` recreated empty. Then prints the fingerprint of the test's programs.
-const RESET: &str = "for d in /logs /tests /solution; do [ -h $d ] && rm -f $d; done; \
-    rm -rf /tests /solution /logs/verifier 2>/dev/null; \
-    mkdir -p /tests /logs/verifier && chmod 777 /logs/verifier; ";
+/// Resets the verifier's ground after the leftovers are gone: links (or files) in place of
+/// the dirs are removed, everything in `/tests`, `/solution` and `/logs/verifier` deleted,
+/// the dirs made if missing. Builtins only, unless there is something to delete (a fork per
+/// exec counts at this rate of trials).
+const RESET: &str = "for d in /logs /tests /solution /logs/verifier; do \
+    if [ -h $d ] || { [ -e $d ] && [ ! -d $d ]; }; then rm -f $d; fi; done; set --; \
+    for g in /tests/* /tests/.[!.]* /tests/..?* /solution/* /solution/.[!.]* /solution/..?* \
+    /logs/verifier/* /logs/verifier/.[!.]* /logs/verifier/..?*; do \
+    if [ -e \"$g\" ] || [ -h \"$g\" ]; then set -- \"$@\" \"$g\"; fi; done; \
+    [ $# = 0 ] || rm -rf -- \"$@\" || exit 4; \
+    [ -d /tests ] || mkdir -p /tests || exit 4; \
+    [ -d /logs/verifier ] || mkdir -p -m 777 /logs/verifier || exit 4; \
+    [ -w /logs/verifier ] || chmod 777 /logs/verifier || exit 4; ";
 
 /// Runs `test.sh` in the task's WORKDIR, its output to `/logs/verifier/stdout.txt`.
 const RUN_TESTS: &str = "[ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
     /tests/test.sh > /logs/verifier/stdout.txt 2>&1";
 
 /// The programs `tests/test.sh` runs (empty when it cannot be read).
-pub(crate) fn programs(task: &Task) -> Vec<String> {
+pub fn programs(task: &Task) -> Vec<String> {
     std::fs::read_to_string(task.tests_dir().join("test.sh"))
         .map(|t| tamper::runner_programs(&t))
         .unwrap_or_default()
 }
 
+/// The programs `tests/test.sh` runs that a command in `sb` could replace (none when the
+/// sandbox's program search path is read-only).
+pub fn replaceable(task: &Task, sb: &dyn Sandbox) -> Vec<String> {
+    if sb.path_writable() {
+        programs(task)
+    } else {
+        Vec::new()
+    }
+}
+
 /// Fingerprints `programs` in the sandbox (before the agent runs).
-pub(crate) async fn fingerprint(sb: &dyn Sandbox, programs: &[String]) -> Fingerprint {
+pub async fn fingerprint(sb: &dyn Sandbox, programs: &[String]) -> Fingerprint {
     if programs.is_empty() {
         return Fingerprint::default();
     }
@@ -75,6 +93,41 @@ pub(crate) async fn fingerprint(sb: &dyn Sandbox, programs: &[String]) -> Finger
             tracing::warn!("fingerprinting the test's programs failed: {e}");
             Fingerprint::default()
         }
+    }
+}
+
+/// The hand-over in one exec: the sandbox's [`Sandbox::handover_command`] ends the agent's
+/// leftovers, then the verifier's ground is reset (`/tests`, `/solution`, `/logs/verifier`)
+/// and `programs` are fingerprinted again. Returns what was ended and the fingerprint.
+pub async fn hand_over(
+    sb: &dyn Sandbox,
+    policy: LeftoverPolicy,
+    programs: &[String],
+) -> ahe_sandbox::Result<(HandOver, Fingerprint)> {
+    let handover = sb.handover_command(policy);
+    let fingerprint = match programs {
+        [] => String::new(),
+        p => tamper::fingerprint_command(p),
+    };
+    let command = format!("{}{RESET}{fingerprint}", handover.as_deref().unwrap_or(""));
+    let opts = ExecOpts {
+        cwd: Some("/".into()),
+        timeout: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let out = sb.exec(&command, opts).await?;
+    let ended = match handover {
+        Some(_) => ahe_sandbox::parse_handover(&out.stdout),
+        None => Some(HandOver::default()),
+    };
+    match (out.exit_code, ended) {
+        (Some(0), Some(h)) => Ok((h, Fingerprint::parse(&out.stdout))),
+        _ => Err(ahe_sandbox::SandboxError::Backend(format!(
+            "the hand-over to the verifier failed (exit {:?}; 3: processes kept spawning, \
+             4: /tests or /logs/verifier could not be made): {}",
+            out.exit_code,
+            out.stderr.chars().take(400).collect::<String>()
+        ))),
     }
 }
 
@@ -106,21 +159,12 @@ async fn run(
     v: &mut Verified,
 ) -> Result<f64, VerifyError> {
     let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
-    v.handover = Some(
-        sb.end_leftovers(policy.leftover_processes)
-            .await
-            .map_err(infra)?,
-    );
-    let reset = format!("{RESET}{}", tamper::fingerprint_command(programs));
-    let opts = ExecOpts {
-        cwd: Some("/".into()),
-        timeout: Some(Duration::from_secs(60)),
-        ..Default::default()
-    };
-    let out = sb.exec(&reset, opts).await.map_err(infra)?;
+    let (handover, after) = hand_over(sb, policy.leftover_processes, programs)
+        .await
+        .map_err(infra)?;
+    v.handover = Some(handover);
     if !programs.is_empty() {
-        v.suspect
-            .extend(Fingerprint::parse(&out.stdout).changes_since(before));
+        v.suspect.extend(after.changes_since(before));
     }
     sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
     let out = sb
@@ -240,7 +284,10 @@ mod tests {
                     .is_none(),
                 "{name}"
             );
-            assert!(!root.join("solution").exists(), "{name}");
+            assert!(
+                std::fs::read_dir(root.join("solution")).map_or(true, |mut d| d.next().is_none()),
+                "{name}: /solution not emptied"
+            );
             std::fs::write(
                 root.join("tests/test.sh"),
                 format!("#!/bin/sh\necho ran\necho 0.5 > {}/r2.txt\n", v.display()),

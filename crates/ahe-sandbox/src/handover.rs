@@ -41,20 +41,21 @@ pub struct HandOver {
     pub kept: Vec<KeptProcess>,
 }
 
-/// Runs [`SCRIPT`] in `sb`, sparing `depth` generations of the backend's own processes.
-pub(crate) async fn run<S: Sandbox + ?Sized>(
-    sb: &S,
-    policy: LeftoverPolicy,
-    depth: u32,
-) -> Result<HandOver> {
+/// The hand-over command: [`SCRIPT`] sparing `depth` generations of the backend's own
+/// processes. Other commands may follow it in the same exec (they run once it succeeded).
+pub fn command(policy: LeftoverPolicy, depth: u32) -> String {
     let keep = u8::from(policy == LeftoverPolicy::KeepServers);
-    let command = format!("set -- {depth} {keep}\n{SCRIPT}");
+    format!("set -- {depth} {keep}\n{SCRIPT}\n")
+}
+
+/// Runs `command` (a hand-over command, see [`Sandbox::handover_command`]) in `sb`.
+pub(crate) async fn run<S: Sandbox + ?Sized>(sb: &S, command: &str) -> Result<HandOver> {
     let opts = ExecOpts {
         cwd: Some("/".into()),
         timeout: Some(std::time::Duration::from_secs(30)),
         ..Default::default()
     };
-    let out = sb.exec(&command, opts).await?;
+    let out = sb.exec(command, opts).await?;
     let parsed = parse(&out.stdout);
     match (out.exit_code, parsed) {
         (Some(0), Some(h)) => Ok(h),
@@ -76,8 +77,8 @@ fn tail(s: &str) -> &str {
     &s[i..]
 }
 
-/// Parses the script's `kept ...` and `killed N` lines.
-fn parse(stdout: &str) -> Option<HandOver> {
+/// Parses the script's `kept ...` and `killed N` lines (`None` when it did not finish).
+pub fn parse(stdout: &str) -> Option<HandOver> {
     let mut h = HandOver::default();
     let mut done = false;
     for line in stdout.lines() {
@@ -138,9 +139,9 @@ mod tests {
              setsid sh -c 'sleep 1000' & \
              (while :; do sh -c 'sleep 5' & sleep 0.001; done) & \
              sleep 0.2; \
-             sh -c 'set -- 0 0\n{}'; echo rc=$?; \
+             sh -c '{}'; echo rc=$?; \
              sleep 0.1; n=0; for d in /proc/[0-9]*; do n=$((n+1)); done; echo procs=$n",
-            SCRIPT.replace('\'', "'\\''")
+            command(LeftoverPolicy::Kill, 0).replace('\'', "'\\''")
         );
         let out = std::process::Command::new("bwrap")
             .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])

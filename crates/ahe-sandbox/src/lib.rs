@@ -5,7 +5,7 @@ pub mod dockerfile;
 mod handover;
 pub mod local;
 
-pub use handover::{HandOver, KeptProcess, LeftoverPolicy};
+pub use handover::{parse as parse_handover, HandOver, KeptProcess, LeftoverPolicy};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,17 +105,27 @@ pub trait Sandbox: Send + Sync {
     async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut>;
     /// The working directory commands start in (the Dockerfile's last WORKDIR).
     fn workdir(&self) -> &str;
-    /// Ends every process that commands run in this sandbox started (background jobs,
-    /// daemons, `setsid` escapees), except the backend's own and — under
-    /// [`LeftoverPolicy::KeepServers`] — processes serving a listening socket; used before
-    /// the verifier runs. The default runs [`handover::SCRIPT`] through `exec`.
-    async fn end_leftovers(&self, policy: LeftoverPolicy) -> Result<HandOver> {
-        handover::run(self, policy, self.infra_depth()).await
+    /// The shell command (POSIX sh, run with `exec`) that ends every process commands in
+    /// this sandbox started — background jobs, daemons, `setsid` escapees — except the
+    /// backend's own and, under [`LeftoverPolicy::KeepServers`], processes serving a
+    /// listening socket; it prints what [`parse_handover`] reads. `None` when the backend
+    /// has no pid namespace to sweep. The default spares the keeper (docker).
+    fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {
+        Some(handover::command(policy, 1))
     }
-    /// How many generations below the oldest child of the sandbox's PID 1 belong to the
-    /// backend (its exec server or keeper) and are spared by [`Sandbox::end_leftovers`].
-    fn infra_depth(&self) -> u32 {
-        1
+    /// Whether a command in the sandbox could replace a program found on its `PATH` (so
+    /// fingerprinting the programs a verifier runs is worth an exec). Docker: yes (root in
+    /// the container); local: only when `PATH` names one of the sandbox's writable dirs.
+    fn path_writable(&self) -> bool {
+        true
+    }
+    /// Runs [`Sandbox::handover_command`] (nothing when there is none); used before the
+    /// verifier runs.
+    async fn end_leftovers(&self, policy: LeftoverPolicy) -> Result<HandOver> {
+        match self.handover_command(policy) {
+            Some(c) => handover::run(self, &c).await,
+            None => Ok(HandOver::default()),
+        }
     }
     /// Tears the sandbox down (nothing runs in it afterwards may be relied on; the backend
     /// may finish removing it in the background, see [`Backend::drain`]); idempotent.

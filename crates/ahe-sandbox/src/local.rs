@@ -50,8 +50,8 @@ use tokio::process::Command;
 
 use crate::dockerfile::{self, Dockerfile, Instruction, RunCommand, DEFAULT_PATH};
 use crate::{
-    Backend, CopyOut, ExecOpts, ExecOutput, HandOver, LeftoverPolicy, Result, Sandbox,
-    SandboxError, SandboxSpec,
+    Backend, CopyOut, ExecOpts, ExecOutput, LeftoverPolicy, Result, Sandbox, SandboxError,
+    SandboxSpec,
 };
 use cgroup::Cgroup;
 use fsmap::{FsMap, Location, RoEntry};
@@ -721,14 +721,21 @@ impl Sandbox for LocalSandbox {
         &self.workdir
     }
 
+    /// The host's system dirs are read-only here: only a `PATH` entry inside a writable dir
+    /// (`/app/bin`, set by the task's `ENV PATH=...`) makes a program replaceable.
+    fn path_writable(&self) -> bool {
+        let path = self.env.get("PATH").map_or(DEFAULT_PATH, |p| p.as_str());
+        path.split(':')
+            .any(|d| d.is_empty() || !d.starts_with('/') || self.host_path(d).is_some())
+    }
+
     /// Bubblewrap: the script runs in the sandbox's pid namespace, sparing the exec server,
     /// its workers and their idle spares. Plain mode has no namespace to sweep (each exec's
-    /// process group is already killed when it ends); it does nothing there.
-    async fn end_leftovers(&self, policy: LeftoverPolicy) -> Result<HandOver> {
-        if self.server.is_none() {
-            return Ok(HandOver::default());
-        }
-        crate::handover::run(self, policy, 2).await
+    /// process group is already killed when it ends): none there.
+    fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {
+        self.server
+            .as_ref()
+            .map(|_| crate::handover::command(policy, 2))
     }
 
     async fn destroy(&self) -> Result<()> {
