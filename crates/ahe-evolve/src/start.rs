@@ -250,3 +250,35 @@ fn read_pid(path: &Path) -> String {
     }
     "unknown".into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_lock_is_exclusive_names_its_holder_and_takes_over_a_dead_one() {
+        let d = tempfile::tempdir().unwrap();
+        // A lock file left by a process that is gone (nobody holds the flock).
+        std::fs::write(d.path().join(LOCK_FILE), "4000000\n").unwrap();
+        assert_eq!(RunLock::holder(d.path()), None);
+        let lock = RunLock::acquire(d.path()).unwrap();
+        let me = std::process::id().to_string();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join(LOCK_FILE)).unwrap(),
+            format!("{me}\n")
+        );
+        assert_eq!(RunLock::holder(d.path()), Some(me.clone()));
+        let e = RunLock::acquire(d.path()).err().unwrap().to_string();
+        assert!(
+            e.contains(&format!("in use by another `ahe evolve` (pid {me},")),
+            "{e}"
+        );
+        drop(lock);
+        assert_eq!(RunLock::holder(d.path()), None);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join(LOCK_FILE)).unwrap(),
+            ""
+        );
+        RunLock::acquire(d.path()).unwrap();
+    }
+}
