@@ -310,6 +310,72 @@ fn the_rollout_evaluates_the_commit_not_the_working_tree() {
     );
 }
 
+#[test]
+fn files_planted_on_disk_before_the_commit_are_removed_reverted_and_recorded() {
+    let d = tempfile::tempdir().unwrap();
+    let o = ahe(
+        &[
+            "evolve",
+            "--config",
+            "configs/smoke-mock.toml",
+            "--iterations",
+            "1",
+            "--name",
+            "p",
+            "--runs-dir",
+            d.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run = d.path().join("p");
+    // Back to "iteration 1 evolved, not yet committed" ...
+    rewind_to(&run, 2);
+    let j = run.join("journal.jsonl");
+    let kept: String = std::fs::read_to_string(&j)
+        .unwrap()
+        .lines()
+        .filter(|l| !(l.contains("\"phase\":\"commit\"") && l.contains("\"iter\":1,")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&j, kept).unwrap();
+    git(&run, &["tag", "-d", "iter-001"]);
+    git(&run, &["reset", "--soft", "iter-000"]);
+    // ... and files planted directly on disk, not through the jail's tools.
+    let h = run.join("harness");
+    std::fs::create_dir_all(h.join("memory/.git")).unwrap();
+    std::fs::write(
+        h.join("memory/.git/config"),
+        "[core]\n\tfsmonitor = touch /tmp/ahe-fsmonitor-ran\n",
+    )
+    .unwrap();
+    std::fs::write(h.join("tools/.gitignore"), "x.sh\n").unwrap();
+    std::fs::write(h.join("tools/x.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(h.join("memory/big.md"), "x".repeat(300_000)).unwrap();
+    let o = ahe(&["evolve", "--resume", run.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let journal = std::fs::read_to_string(&j).unwrap();
+    assert!(
+        journal.contains("removed git metadata from the harness")
+            && journal.contains("memory/.git, tools/.gitignore"),
+        "{journal}"
+    );
+    assert!(
+        journal.contains(
+            "reverted memory/big.md: 300000 bytes; limit 262144 (config [evolve] max_file_bytes)"
+        ),
+        "{journal}"
+    );
+    let files = git(&run, &["ls-tree", "-r", "--name-only", "iter-001"]);
+    assert!(files.lines().any(|l| l == "tools/x.sh"), "{files}");
+    assert!(files.contains("memory/MEMORY.md"));
+    for f in ["memory/big.md", ".git", ".gitignore"] {
+        assert!(!files.contains(f), "{f}: {files}");
+    }
+    assert!(!h.join("memory/.git").exists() && !h.join("memory/big.md").exists());
+    assert_eq!(git(&run, &["rev-list", "--count", "iter-001"]), "2");
+}
+
 fn wait_for_pid(lock: &Path, timeout: Duration) -> String {
     let t0 = Instant::now();
     loop {
