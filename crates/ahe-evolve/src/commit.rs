@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use git2::{IndexAddOption, ObjectType, Oid, Repository, Signature};
 
+use crate::jail::{is_git_meta, WriteCaps};
+
 /// The git repository of a run's harness (`runs/<run>/harness/`).
 pub struct HarnessRepo {
     repo: Repository,
@@ -69,25 +71,145 @@ impl HarnessRepo {
             .is_ok()
     }
 
-    /// Stages everything in the working tree, commits (when anything changed, or always for
-    /// the first commit) and tags; idempotent: an existing tag returns its commit.
+    /// Stages every file of the working tree (ignore rules do not apply: `.gitignore`,
+    /// `info/exclude` and `core.excludesFile` cannot hide a file), commits and tags.
+    /// Git metadata below the root is removed first (see [`HarnessRepo::scrub_git_meta`]).
+    /// Idempotent, also after a kill -9 inside this call: an existing tag returns its commit
+    /// (and moves HEAD there if the kill came before HEAD moved), and an untagged HEAD whose
+    /// message starts with `<tag>:` is tagged rather than committed again.
     pub fn commit_all(&self, message: &str, tag: &str) -> anyhow::Result<String> {
         if self.has_tag(tag) {
-            return self.resolve(tag);
+            let id = self.resolve(tag)?;
+            let c = self.repo.find_commit(Oid::from_str(&id)?)?;
+            let head = self.repo.head().ok().and_then(|h| h.target());
+            if head.is_some() && head != Some(c.id()) && c.parent_id(0).ok() == head {
+                self.move_head(&c)?;
+            }
+            return Ok(id);
         }
+        if let Some(h) = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok()) {
+            if h.summary()
+                .is_some_and(|m| m.starts_with(&format!("{tag}:")))
+            {
+                self.repo.tag_lightweight(tag, h.as_object(), false)?;
+                return Ok(h.id().to_string());
+            }
+        }
+        self.scrub_git_meta()?;
         let mut index = self.repo.index()?;
-        index.add_all(["*"].iter(), IndexAddOption::DEFAULT, None)?;
+        index.add_all(["*"].iter(), IndexAddOption::FORCE, None)?;
         index.update_all(["*"].iter(), None)?;
         index.write()?;
         let tree = self.repo.find_tree(index.write_tree()?)?;
         let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
         let parents: Vec<&git2::Commit> = parent.iter().collect();
+        // Commit object, then tag, then HEAD: a kill between any two steps resumes cleanly.
         let id = self
             .repo
-            .commit(Some("HEAD"), &sig(), &sig(), message, &tree, &parents)?;
-        let obj = self.repo.find_object(id, Some(ObjectType::Commit))?;
-        self.repo.tag_lightweight(tag, &obj, false)?;
+            .commit(None, &sig(), &sig(), message, &tree, &parents)?;
+        let c = self.repo.find_commit(id)?;
+        self.repo.tag_lightweight(tag, c.as_object(), false)?;
+        self.move_head(&c)?;
         Ok(id.to_string())
+    }
+
+    /// Points HEAD's branch (or a detached HEAD) at `c` and the index at its tree.
+    fn move_head(&self, c: &git2::Commit) -> anyhow::Result<()> {
+        let head = self.repo.find_reference("HEAD")?;
+        match head.symbolic_target() {
+            Some(branch) => {
+                self.repo
+                    .reference(branch, c.id(), true, "ahe: iteration commit")?;
+            }
+            None => self.repo.set_head_detached(c.id())?,
+        }
+        let mut index = self.repo.index()?;
+        index.read_tree(&c.tree()?)?;
+        index.write()?;
+        Ok(())
+    }
+
+    /// Removes git metadata below the harness root — any `.git` (a nested repository, whose
+    /// config could run commands on `git status`) other than the repository's own, and every
+    /// `.gitignore`, `.gitattributes`, `.gitmodules` — however it got there; returns the
+    /// removed harness-relative paths.
+    pub fn scrub_git_meta(&self) -> anyhow::Result<Vec<String>> {
+        let mut removed = Vec::new();
+        scrub(&self.dir, "", &mut removed)
+            .with_context(|| format!("removing git metadata under {}", self.dir.display()))?;
+        removed.sort();
+        Ok(removed)
+    }
+
+    /// The orchestrator's check before validation and commit, whatever wrote the files:
+    /// removes git metadata ([`HarnessRepo::scrub_git_meta`]), reverts to `base` every
+    /// changed file over `caps.max_file_bytes`, then the largest changed files until the
+    /// harness fits `caps.max_total_bytes`; returns one note per action.
+    pub fn guard(&self, base: &str, caps: &WriteCaps) -> anyhow::Result<Vec<String>> {
+        let mut notes = Vec::new();
+        let removed = self.scrub_git_meta()?;
+        if !removed.is_empty() {
+            notes.push(format!(
+                "removed git metadata from the harness (never committed: it could hide files \
+                 or run commands): {}",
+                removed.join(", ")
+            ));
+        }
+        let size = |f: &str| {
+            std::fs::symlink_metadata(self.dir.join(f))
+                .ok()
+                .filter(|m| m.is_file())
+                .map_or(0, |m| m.len())
+        };
+        let mut changed: Vec<(u64, String)> = self
+            .changed_files(base)?
+            .into_iter()
+            .map(|f| (size(&f), f))
+            .collect();
+        let (big, rest): (Vec<_>, Vec<_>) = changed
+            .drain(..)
+            .partition(|(n, _)| *n > caps.max_file_bytes);
+        for (n, f) in &big {
+            self.restore_files(base, std::slice::from_ref(f))?;
+            notes.push(format!(
+                "reverted {f}: {n} bytes; limit {} (config [evolve] max_file_bytes)",
+                caps.max_file_bytes
+            ));
+        }
+        changed = rest;
+        changed.sort();
+        let mut total = self.tree_bytes()?;
+        while total > caps.max_total_bytes {
+            let Some((n, f)) = changed.pop().filter(|(n, _)| *n > 0) else {
+                break;
+            };
+            self.restore_files(base, std::slice::from_ref(&f))?;
+            notes.push(format!(
+                "reverted {f} ({n} bytes): the harness was {total} bytes; limit {} (config \
+                 [evolve] max_harness_bytes)",
+                caps.max_total_bytes
+            ));
+            total = self.tree_bytes()?;
+        }
+        Ok(notes)
+    }
+
+    /// Total bytes of the working tree's regular files (`.git` excluded).
+    fn tree_bytes(&self) -> anyhow::Result<u64> {
+        fn walk(d: &Path) -> std::io::Result<u64> {
+            let mut n = 0;
+            for e in std::fs::read_dir(d)? {
+                let e = e?;
+                let ty = e.file_type()?;
+                if ty.is_dir() && e.file_name() != ".git" {
+                    n += walk(&e.path())?;
+                } else if ty.is_file() {
+                    n += e.metadata()?.len();
+                }
+            }
+            Ok(n)
+        }
+        Ok(walk(&self.dir)?)
     }
 
     /// Points a lightweight tag at a commit (moving it if it exists).
@@ -103,7 +225,7 @@ impl HarnessRepo {
     pub fn reset_worktree(&self, commit: &str) -> anyhow::Result<()> {
         let obj = self.repo.find_object(Oid::from_str(commit)?, None)?;
         let mut co = git2::build::CheckoutBuilder::new();
-        co.force().remove_untracked(true);
+        co.force().remove_untracked(true).remove_ignored(true);
         self.repo.checkout_tree(&obj, Some(&mut co))?;
         let mut index = self.repo.index()?;
         index.read_tree(&obj.peel_to_tree()?)?;
@@ -112,11 +234,14 @@ impl HarnessRepo {
     }
 
     /// Harness-relative files that differ between `commit` and the working tree (added,
-    /// modified, deleted; untracked included).
+    /// modified, deleted; untracked and ignored files included).
     pub fn changed_files(&self, commit: &str) -> anyhow::Result<Vec<String>> {
         let tree = self.repo.find_commit(Oid::from_str(commit)?)?.tree()?;
         let mut opts = git2::DiffOptions::new();
-        opts.include_untracked(true).recurse_untracked_dirs(true);
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(true)
+            .recurse_ignored_dirs(true);
         let diff = self
             .repo
             .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))?;
@@ -202,6 +327,35 @@ impl HarnessRepo {
         })?;
         err.map_or(Ok(()), Err)
     }
+}
+
+/// [`HarnessRepo::scrub_git_meta`] of `dir` (harness-relative `rel`); the root's own
+/// `.git` is kept.
+fn scrub(dir: &Path, rel: &str, removed: &mut Vec<String>) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let child = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let ty = e.file_type()?;
+        if rel.is_empty() && name == ".git" {
+            continue;
+        }
+        if is_git_meta(&name) {
+            if ty.is_dir() {
+                std::fs::remove_dir_all(e.path())?;
+            } else {
+                std::fs::remove_file(e.path())?;
+            }
+            removed.push(child);
+        } else if ty.is_dir() {
+            scrub(&e.path(), &child, removed)?;
+        }
+    }
+    Ok(())
 }
 
 fn set_mode(p: &Path, mode: i32) {

@@ -163,6 +163,10 @@ pub struct EvolveConfig {
     pub evolve_timeout_sec: f64,
     /// Run one smoke trial of a new harness before the full rollout.
     pub preflight: bool,
+    /// Largest harness file an evolve write may leave (bytes).
+    pub max_file_bytes: u64,
+    /// Largest total size of the harness files after an evolve write (bytes, `.git` excluded).
+    pub max_harness_bytes: u64,
 }
 
 impl Default for EvolveConfig {
@@ -177,6 +181,8 @@ impl Default for EvolveConfig {
             evolve_max_turns: 60,
             evolve_timeout_sec: 1800.0,
             preflight: true,
+            max_file_bytes: 256 * 1024,
+            max_harness_bytes: 2 * 1024 * 1024,
         }
     }
 }

@@ -13,12 +13,13 @@ use serde_json::Value;
 
 use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
 use crate::commit::HarnessRepo;
-use crate::jail::{any, Jail};
+use crate::jail::{any, Jail, WriteCaps};
 use crate::manifest::{is_editable, Change, Manifest};
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
 const USER: &str = include_str!("../templates/evolve_user.md");
-/// The concise harness-format guide the evolve agent gets (component observability).
+/// The concise harness-format guide the evolve agent gets (component observability); a
+/// template of the write caps `max_file_bytes` and `max_harness_bytes`.
 pub const GUIDE: &str = include_str!("../templates/harness_guide.md");
 
 /// Everything the evolve phase needs.
@@ -45,6 +46,8 @@ pub struct EvolveInputs<'a> {
     pub timeout: Duration,
     /// Whether verifier output may be read.
     pub show_verifier_output: bool,
+    /// Size caps of harness writes (`[evolve] max_file_bytes`, `max_harness_bytes`).
+    pub caps: WriteCaps,
 }
 
 /// What the evolve phase produced.
@@ -62,12 +65,13 @@ pub struct EvolveOutcome {
     pub cost_usd: f64,
 }
 
-/// Builds the evolve agent's jail over an iteration.
+/// Builds the evolve agent's jail over an iteration (harness writes capped by `caps`).
 pub fn build_jail(
     iter_dir: &Path,
     harness: &Path,
     visible: &BTreeSet<String>,
     show_verifier: bool,
+    caps: WriteCaps,
 ) -> anyhow::Result<Jail> {
     let vis = visible.clone();
     let traces_allow = Box::new(move |rel: &str| {
@@ -89,6 +93,7 @@ pub fn build_jail(
             true,
             Box::new(|rel: &str| is_editable(rel)),
         )?
+        .caps(caps)
         .root("analysis", &iter_dir.join("analysis"), false, any())?
         .root("inputs", &iter_dir.join("evolve/inputs"), false, any())?
         .root("traces", &iter_dir.join("trials"), false, traces_allow)
@@ -310,6 +315,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
             inp.repo.dir(),
             inp.visible,
             inp.show_verifier_output,
+            inp.caps,
         )?,
         manifest: Mutex::new(None),
         iteration: inp.iteration,
@@ -325,7 +331,11 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     ];
     let mut env = minijinja::Environment::new();
     env.set_trim_blocks(true);
-    let system = env.render_str(SYSTEM, context! { guide => GUIDE })?;
+    let guide = env.render_str(
+        GUIDE,
+        context! { max_file_bytes => inp.caps.max_file_bytes, max_harness_bytes => inp.caps.max_total_bytes },
+    )?;
+    let system = env.render_str(SYSTEM, context! { guide => guide })?;
     let user = env.render_str(USER, inp.prompt.clone())?;
     let tw = TraceWriter::open(&evolve_dir)?;
     let limits = HostLimits {
@@ -344,7 +354,8 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     )
     .await;
 
-    let mut notes = Vec::new();
+    // Whatever wrote the files: no git metadata, nothing over the caps.
+    let mut notes = inp.repo.guard(inp.evaluated, &inp.caps)?;
     let submitted = tools
         .manifest
         .lock()
@@ -431,6 +442,11 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
 mod tests {
     use super::*;
 
+    const CAPS: WriteCaps = WriteCaps {
+        max_file_bytes: 1 << 20,
+        max_total_bytes: 1 << 22,
+    };
+
     #[test]
     fn the_evolve_jail_guards_traces_verifier_and_holdout() {
         let d = tempfile::tempdir().unwrap();
@@ -445,7 +461,7 @@ mod tests {
         std::fs::create_dir_all(h.join("memory")).unwrap();
         std::fs::write(d.path().join("run.toml"), "x").unwrap();
         let visible: BTreeSet<String> = ["seen".to_string()].into();
-        let jail = build_jail(&it, &h, &visible, false).unwrap();
+        let jail = build_jail(&it, &h, &visible, false, CAPS).unwrap();
         assert_eq!(jail.read("traces/seen/1/trace.clean.json").unwrap(), "{}");
         assert!(
             jail.read("traces/held/1/trace.clean.json").is_err(),
@@ -466,7 +482,7 @@ mod tests {
         assert!(jail.write("harness/../run.toml", "x").is_err());
         assert!(jail.write("/etc/x", "x").is_err());
         assert!(jail.write("harness/memory/MEMORY.md", "ok").is_ok());
-        let shown = build_jail(&it, &h, &visible, true).unwrap();
+        let shown = build_jail(&it, &h, &visible, true, CAPS).unwrap();
         assert_eq!(
             shown.read("traces/seen/1/verifier/stdout.txt").unwrap(),
             "test output"

@@ -1,8 +1,63 @@
 //! The jail of the host-side agents (debugger, evolve): named roots opened with cap-std, so
 //! `..`, absolute paths and symlinks that leave a root are refused by construction.
+//! Writes never touch git metadata (`.git` anywhere, `.gitignore`, `.gitattributes`,
+//! `.gitmodules`) and stay under the root's size caps.
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+
+/// The file names that steer git (ignore rules, attributes, submodules): never written.
+pub const GIT_FILES: [&str; 3] = [".gitignore", ".gitattributes", ".gitmodules"];
+
+/// Whether a root-relative path is git metadata: a `.git` component anywhere (a nested
+/// repository or its config) or a file of [`GIT_FILES`] (case-insensitive, as git on a
+/// case-insensitive file system would read them).
+pub fn is_git_meta(rel: &str) -> bool {
+    rel.split('/').any(|c| {
+        c.eq_ignore_ascii_case(".git") || GIT_FILES.iter().any(|g| c.eq_ignore_ascii_case(g))
+    })
+}
+
+/// Size limits of a writable root (`[evolve] max_file_bytes`, `max_harness_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteCaps {
+    /// Largest file a write may leave.
+    pub max_file_bytes: u64,
+    /// Largest total of all files under the root (its `.git` excluded).
+    pub max_total_bytes: u64,
+}
+
+impl WriteCaps {
+    /// The caps a run config sets for the harness.
+    pub fn of(cfg: &crate::config::EvolveConfig) -> WriteCaps {
+        WriteCaps {
+            max_file_bytes: cfg.max_file_bytes,
+            max_total_bytes: cfg.max_harness_bytes,
+        }
+    }
+}
+
+/// Total size of the regular files under `dir`, skipping `.git` entries (symlinks are not
+/// followed and count as nothing).
+fn tree_bytes(dir: &Dir) -> u64 {
+    let Ok(rd) = dir.entries() else {
+        return 0;
+    };
+    let mut total = 0;
+    for e in rd.flatten() {
+        let Ok(ty) = e.file_type() else { continue };
+        if ty.is_dir() {
+            if !e.file_name().eq_ignore_ascii_case(".git") {
+                if let Ok(sub) = e.open_dir() {
+                    total += tree_bytes(&sub);
+                }
+            }
+        } else if ty.is_file() {
+            total += e.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    total
+}
 
 /// Which paths inside a root are allowed.
 pub type Filter = Box<dyn Fn(&str) -> bool + Send + Sync>;
@@ -13,6 +68,7 @@ struct Root {
     dir: Dir,
     writable: bool,
     allow: Filter,
+    caps: Option<WriteCaps>,
 }
 
 /// A set of roots addressed as `<root>/<relative path>`.
@@ -43,8 +99,17 @@ impl Jail {
             dir,
             writable,
             allow,
+            caps: None,
         });
         Ok(self)
+    }
+
+    /// Sets the size caps of the root added last.
+    pub fn caps(mut self, caps: WriteCaps) -> Self {
+        if let Some(r) = self.roots.last_mut() {
+            r.caps = Some(caps);
+        }
+        self
     }
 
     /// Names of the roots.
@@ -74,6 +139,14 @@ impl Jail {
         let rest = rest.trim_end_matches('/').to_string();
         if write && !root.writable {
             return Err(format!("{v}: {first}/ is read-only"));
+        }
+        if write && is_git_meta(&rest) {
+            return Err(format!(
+                "{v}: refused: git metadata (`.git` anywhere, {}) is never written; every \
+                 harness file is committed as it is, so nothing can be ignored, nested or \
+                 re-attributed. Write the file under its own name without such a path.",
+                GIT_FILES.join(", ")
+            ));
         }
         if !rest.is_empty() && !(root.allow)(&rest) {
             return Err(format!("{v}: not allowed here"));
@@ -127,6 +200,10 @@ impl Jail {
         if rel.is_empty() {
             return Err(format!("{vpath}: not a file path"));
         }
+        if let Some(caps) = root.caps {
+            check_caps(root, &rel, content.len() as u64, caps)
+                .map_err(|e| format!("{vpath}: {e}"))?;
+        }
         if let Some((parent, _)) = rel.rsplit_once('/') {
             root.dir
                 .create_dir_all(parent)
@@ -144,6 +221,32 @@ impl Jail {
             .remove_file(&rel)
             .map_err(|e| format!("{vpath}: {e}"))
     }
+}
+
+/// Refuses a write of `len` bytes to `rel` that would break the root's caps.
+fn check_caps(root: &Root, rel: &str, len: u64, caps: WriteCaps) -> Result<(), String> {
+    if len > caps.max_file_bytes {
+        return Err(format!(
+            "refused: the file would be {len} bytes; limit {} (config [evolve] max_file_bytes). \
+             Keep it short: summarise, or keep only what the agent needs.",
+            caps.max_file_bytes
+        ));
+    }
+    let old = root
+        .dir
+        .symlink_metadata(rel)
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(0, |m| m.len());
+    let total = tree_bytes(&root.dir).saturating_sub(old) + len;
+    if total > caps.max_total_bytes {
+        return Err(format!(
+            "refused: the {} would be {total} bytes; limit {} (config [evolve] \
+             max_harness_bytes). Shorten or delete other files first.",
+            root.name, caps.max_total_bytes
+        ));
+    }
+    Ok(())
 }
 
 /// A filter allowing everything.
@@ -211,5 +314,80 @@ mod tests {
         assert!(jail.write("harness/.git/config", "x").is_err());
         assert_eq!(jail.list("").unwrap(), vec!["harness/", "analysis/"]);
         assert_eq!(jail.list("analysis").unwrap(), vec!["overview.md"]);
+    }
+
+    #[test]
+    fn refuses_git_metadata_anywhere() {
+        let d = tempfile::tempdir().unwrap();
+        let h = d.path().join("harness");
+        let jail = Jail::new()
+            .root("harness", &h, true, Box::new(crate::manifest::is_editable))
+            .unwrap();
+        for bad in [
+            "harness/tools/.gitignore",
+            "harness/memory/.gitattributes",
+            "harness/skills/.gitmodules",
+            "harness/memory/.git/config",
+            "harness/memory/.git",
+            "harness/memory/sub/.GIT/hooks/x",
+            "harness/memory/./.git/config",
+            "harness/tools/.GitIgnore",
+        ] {
+            let e = jail.write(bad, "x").unwrap_err();
+            assert!(
+                e.contains("git metadata") && e.contains(".gitignore"),
+                "{bad}: {e}"
+            );
+            assert!(
+                jail.remove(bad).unwrap_err().contains("git metadata"),
+                "{bad}"
+            );
+        }
+        assert!(!h.join("memory/.git").exists() && !h.join("tools/.gitignore").exists());
+        jail.write("harness/memory/git-notes.md", "ok").unwrap();
+        jail.write("harness/tools/x.gitignore.md", "ok").unwrap();
+    }
+
+    #[test]
+    fn size_caps_refuse_with_the_numbers_and_the_config_key() {
+        let d = tempfile::tempdir().unwrap();
+        let h = d.path().join("harness");
+        std::fs::create_dir_all(h.join(".git")).unwrap();
+        std::fs::write(h.join(".git/pack"), vec![b'x'; 5000]).unwrap();
+        let caps = WriteCaps {
+            max_file_bytes: 100,
+            max_total_bytes: 250,
+        };
+        let jail = Jail::new()
+            .root("harness", &h, true, Box::new(crate::manifest::is_editable))
+            .unwrap()
+            .caps(caps);
+        let e = jail
+            .write("harness/memory/big.md", &"y".repeat(101))
+            .unwrap_err();
+        assert!(
+            e.contains("would be 101 bytes; limit 100 (config [evolve] max_file_bytes)"),
+            "{e}"
+        );
+        assert!(!h.join("memory/big.md").exists());
+        jail.write("harness/memory/a.md", &"a".repeat(100)).unwrap();
+        jail.write("harness/memory/b.md", &"b".repeat(100)).unwrap();
+        // The repository's own .git does not count; 200 + 51 would pass the total.
+        let e = jail
+            .write("harness/memory/c.md", &"c".repeat(51))
+            .unwrap_err();
+        assert!(
+            e.contains("would be 251 bytes; limit 250 (config [evolve] max_harness_bytes)"),
+            "{e}"
+        );
+        jail.write("harness/memory/c.md", &"c".repeat(50)).unwrap();
+        // Rewriting a file counts its new size, not old + new.
+        jail.write("harness/memory/a.md", &"a".repeat(90)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(h.join("memory/a.md"))
+                .unwrap()
+                .len(),
+            90
+        );
     }
 }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::attribute::{self, ChangeEvaluation};
 use crate::commit::{iter_tag, HarnessRepo};
+use crate::jail::WriteCaps;
 use crate::journal::{now, Entry, Journal, Phase};
 use crate::manifest::Manifest;
 use crate::{clean, debug, evolve, history, read_json, write_json, RunConfig};
@@ -52,6 +53,8 @@ pub struct Run {
     /// `[evolve] budget_usd`, shared by every model client of the run and checked before
     /// each call (resumed runs start with what earlier iterations spent).
     pub budget: Option<Arc<ahe_model::Budget>>,
+    /// The run directory's exclusive lock (`.lock`), held as long as this run is open.
+    pub lock: crate::start::RunLock,
 }
 
 /// Directory of iteration `t`.
@@ -231,10 +234,13 @@ impl Run {
         evaluated: &str,
         cancel: CancellationToken,
     ) -> anyhow::Result<()> {
-        if !self.repo.changed_files(evaluated)?.is_empty() {
-            self.repo.reset_worktree(evaluated)?;
+        // Evaluate a checkout of the commit, never the working tree: evaluated == committed.
+        let checkout = dir.join("harness");
+        if checkout.exists() {
+            std::fs::remove_dir_all(&checkout)?;
         }
-        let mut harness = ahe_harness::load(self.repo.dir()).map_err(|p| {
+        self.repo.export(evaluated, &checkout)?;
+        let mut harness = ahe_harness::load(&checkout).map_err(|p| {
             anyhow::anyhow!(
                 "the evaluated harness does not validate: {}",
                 p.iter()
@@ -430,6 +436,7 @@ impl Run {
             max_turns: ec.evolve_max_turns,
             timeout: Duration::from_secs_f64(ec.evolve_timeout_sec),
             show_verifier_output: ec.show_verifier_output,
+            caps: WriteCaps::of(ec),
         })
         .await?;
         history::record_role_cost(dir, "evolve", &out.usage, out.cost_usd)?;
@@ -522,6 +529,15 @@ impl Run {
                 summary.join("\n")
             }
         );
+        // Files planted by other means than the jail's tools are caught here too.
+        if !self.repo.has_tag(&iter_tag(t)) {
+            for n in self
+                .repo
+                .guard(evaluated, &WriteCaps::of(&self.cfg.evolve))?
+            {
+                self.note(t, n)?;
+            }
+        }
         let id = self.repo.commit_all(&msg, &iter_tag(t))?;
         std::fs::write(
             dir.join("evolve/diff.patch"),

@@ -31,35 +31,59 @@ fn absolutize(cfg: &mut RunConfig, base: &Path) {
     }
 }
 
-fn open_run(
-    dir: &Path,
-    cfg: RunConfig,
-    repo: HarnessRepo,
-    progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync>,
-) -> anyhow::Result<Run> {
-    let (tasks, errors) = ahe_bench::load_benchmark(&cfg.benchmark.path)?;
+/// What a run needs besides its directory: tasks, the holdout split and the backend,
+/// checked in full before anything is written.
+struct Prepared {
+    tasks: Vec<ahe_bench::Task>,
+    visible: std::collections::BTreeSet<String>,
+    holdout: std::collections::BTreeSet<String>,
+    backend: Arc<dyn ahe_sandbox::Backend>,
+}
+
+fn prepare(cfg: &RunConfig) -> anyhow::Result<Prepared> {
+    let (tasks, errors) = ahe_bench::load_benchmark(&cfg.benchmark.path)
+        .with_context(|| format!("benchmark.path = {:?}", cfg.benchmark.path.display()))?;
     if let Some(e) = errors.first() {
         bail!("benchmark {}: {e}", cfg.benchmark.path.display());
     }
     let tasks = ahe_bench::select_tasks(tasks, &cfg.benchmark.include, &cfg.benchmark.exclude)?;
-    let (visible, holdout) = split_holdout(&cfg, &tasks)?;
+    let (visible, holdout) = split_holdout(cfg, &tasks)?;
     let backend = crate::select_backend(&cfg.sandbox.backend)?;
+    Ok(Prepared {
+        tasks,
+        visible,
+        holdout,
+        backend,
+    })
+}
+
+fn open_run(
+    dir: &Path,
+    cfg: RunConfig,
+    repo: HarnessRepo,
+    prepared: Prepared,
+    lock: RunLock,
+    progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync>,
+) -> anyhow::Result<Run> {
     let budget = crate::r#loop::run_budget(&cfg, dir);
     Ok(Run {
         dir: dir.to_path_buf(),
         journal: Journal::open(&dir.join("journal.jsonl"))?,
         cfg,
-        tasks,
-        visible,
-        holdout,
+        tasks: prepared.tasks,
+        visible: prepared.visible,
+        holdout: prepared.holdout,
         repo,
-        backend,
+        backend: prepared.backend,
         progress,
         budget,
+        lock,
     })
 }
 
-/// Creates `runs_root/<name>/` for a new run and returns it ready to execute.
+/// Creates `runs_root/<name>/` for a new run and returns it ready to execute (and locked).
+/// The config, seed harness and benchmark are checked first: a config that fails creates
+/// nothing, so the name stays free.
 pub fn start(
     cfg_path: &Path,
     name: Option<String>,
@@ -82,12 +106,19 @@ pub fn start(
     });
     cfg.name = Some(name.clone());
     let dir: PathBuf = runs_root.join(&name);
+    let exists = || {
+        if let Some(pid) = RunLock::holder(&dir) {
+            anyhow::anyhow!("{}", in_use(&dir, &pid))
+        } else {
+            anyhow::anyhow!(
+                "{} exists; continue it with `ahe evolve --resume {}` or pick another --name",
+                dir.display(),
+                dir.display()
+            )
+        }
+    };
     if dir.exists() {
-        bail!(
-            "{} exists; continue it with `ahe evolve --resume {}` or pick another --name",
-            dir.display(),
-            dir.display()
-        );
+        return Err(exists());
     }
     if let Err(p) = ahe_harness::load(&cfg.harness) {
         let list: Vec<String> = p.iter().map(|x| x.to_string()).collect();
@@ -97,15 +128,36 @@ pub fn start(
             list.join("\n  ")
         );
     }
-    std::fs::create_dir_all(&dir)?;
-    let frozen = format!(
-        "# Frozen, fully merged config of this run (from {}). No secrets: API keys are only named.\n{}",
-        cfg_path.display(),
-        toml::to_string(&cfg)?
-    );
-    std::fs::write(dir.join("run.toml"), frozen)?;
-    let repo = HarnessRepo::init(&dir.join("harness"), &cfg.harness)?;
-    open_run(&dir, cfg, repo, progress)
+    let prepared = prepare(&cfg).with_context(|| format!("{}", cfg_path.display()))?;
+    std::fs::create_dir_all(runs_root)
+        .with_context(|| format!("creating {}", runs_root.display()))?;
+    if std::fs::create_dir(&dir).is_err() {
+        return Err(exists());
+    }
+    let lock = match RunLock::acquire(&dir) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    let created = (|| {
+        let frozen = format!(
+            "# Frozen, fully merged config of this run (from {}). No secrets: API keys are only named.\n{}",
+            cfg_path.display(),
+            toml::to_string(&cfg)?
+        );
+        std::fs::write(dir.join("run.toml"), frozen)?;
+        HarnessRepo::init(&dir.join("harness"), &cfg.harness)
+    })();
+    match created {
+        Ok(repo) => open_run(&dir, cfg, repo, prepared, lock, progress),
+        Err(e) => {
+            drop(lock);
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
 }
 
 /// Reopens an interrupted run from its directory.
@@ -117,6 +169,116 @@ pub fn resume(
         .with_context(|| format!("{}: not a run directory (no run.toml)", dir.display()))?;
     let cfg: RunConfig = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("run.toml").display()))?;
+    let lock = RunLock::acquire(dir)?;
     let repo = HarnessRepo::open(&dir.join("harness"))?;
-    open_run(dir, cfg, repo, progress)
+    let prepared = prepare(&cfg).with_context(|| format!("{}", dir.join("run.toml").display()))?;
+    open_run(dir, cfg, repo, prepared, lock, progress)
+}
+
+fn in_use(dir: &Path, pid: &str) -> String {
+    format!(
+        "{} is in use by another `ahe evolve` (pid {pid}, lock {}); wait for it to end or \
+         stop it (Ctrl-C), then resume",
+        dir.display(),
+        dir.join(LOCK_FILE).display()
+    )
+}
+
+/// The lock file of a run directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// The exclusive lock of a run directory: `.lock`, flock'ed and holding the owner's pid.
+/// The kernel releases it when the owner exits, however it dies (kill -9 included), so a
+/// lock file left by a dead process is stale and simply taken over.
+pub struct RunLock {
+    file: std::fs::File,
+}
+
+impl RunLock {
+    /// Takes the lock of `dir`, or fails naming the pid that holds it.
+    pub fn acquire(dir: &Path) -> anyhow::Result<RunLock> {
+        use std::io::Write;
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("opening the run lock {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                bail!("{}", in_use(dir, &read_pid(&path)))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", path.display()))
+            }
+        }
+        file.set_len(0)?;
+        writeln!(file, "{}", std::process::id())?;
+        file.flush()?;
+        Ok(RunLock { file })
+    }
+
+    /// The pid holding the lock of `dir`, if a live process holds it.
+    pub fn holder(dir: &Path) -> Option<String> {
+        let path = dir.join(LOCK_FILE);
+        let file = std::fs::File::open(&path).ok()?;
+        match file.try_lock_shared() {
+            Err(std::fs::TryLockError::WouldBlock) => Some(read_pid(&path)),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Emptied, not removed: removing would let a waiter lock an unlinked file.
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// The pid written in a lock file (the holder writes it right after locking: wait briefly).
+fn read_pid(path: &Path) -> String {
+    for _ in 0..50 {
+        let pid = std::fs::read_to_string(path).unwrap_or_default();
+        if !pid.trim().is_empty() {
+            return pid.trim().to_string();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    "unknown".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_lock_is_exclusive_names_its_holder_and_takes_over_a_dead_one() {
+        let d = tempfile::tempdir().unwrap();
+        // A lock file left by a process that is gone (nobody holds the flock).
+        std::fs::write(d.path().join(LOCK_FILE), "4000000\n").unwrap();
+        assert_eq!(RunLock::holder(d.path()), None);
+        let lock = RunLock::acquire(d.path()).unwrap();
+        let me = std::process::id().to_string();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join(LOCK_FILE)).unwrap(),
+            format!("{me}\n")
+        );
+        assert_eq!(RunLock::holder(d.path()), Some(me.clone()));
+        let e = RunLock::acquire(d.path()).err().unwrap().to_string();
+        assert!(
+            e.contains(&format!("in use by another `ahe evolve` (pid {me},")),
+            "{e}"
+        );
+        drop(lock);
+        assert_eq!(RunLock::holder(d.path()), None);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join(LOCK_FILE)).unwrap(),
+            ""
+        );
+        RunLock::acquire(d.path()).unwrap();
+    }
 }
