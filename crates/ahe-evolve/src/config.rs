@@ -159,6 +159,8 @@ pub struct EvolveConfig {
     pub evolve_timeout_sec: f64,
     /// Run one smoke trial of a new harness before the full rollout.
     pub preflight: bool,
+    /// Leak guard on the evolve agent's edits: `reject` (default), `warn` or `off`.
+    pub leak_guard: crate::leak::LeakPolicy,
 }
 
 impl Default for EvolveConfig {
@@ -173,6 +175,7 @@ impl Default for EvolveConfig {
             evolve_max_turns: 60,
             evolve_timeout_sec: 1800.0,
             preflight: true,
+            leak_guard: crate::leak::LeakPolicy::Reject,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use serde_json::Value;
 use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
 use crate::commit::HarnessRepo;
 use crate::jail::{any, Jail};
+use crate::leak::{Guard, LeakPolicy, LeakRecord};
 use crate::manifest::{is_editable, Change, Manifest};
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
@@ -45,6 +47,8 @@ pub struct EvolveInputs<'a> {
     pub timeout: Duration,
     /// Whether verifier output may be read.
     pub show_verifier_output: bool,
+    /// The leak guard (`None` = `leak_guard = "off"`).
+    pub leak: Option<crate::leak::LeakSettings>,
 }
 
 /// What the evolve phase produced.
@@ -99,6 +103,9 @@ struct Tools {
     manifest: Mutex<Option<Manifest>>,
     iteration: u32,
     visible: BTreeSet<String>,
+    guard: Option<Guard>,
+    /// Submissions the leak guard refused.
+    refused: std::sync::atomic::AtomicU32,
 }
 
 struct ListFiles(Arc<Tools>);
@@ -280,6 +287,7 @@ impl HostTool for Submit {
         let m = Manifest {
             iteration: self.0.iteration,
             changes,
+            leak_guard: None,
         };
         let files_with_harness_prefix: Vec<&String> = m
             .changes
@@ -293,6 +301,14 @@ impl HostTool for Submit {
         match m.validate(&self.0.visible) {
             Ok(()) => {
                 *self.0.manifest.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+                // Kept even when refused: if the agent stops, only the leaking files go.
+                if let Some(g) = self.0.guard.as_ref() {
+                    let hits = g.check().unwrap_or_default();
+                    if g.settings.policy == LeakPolicy::Reject && !hits.is_empty() {
+                        self.0.refused.fetch_add(1, Ordering::Relaxed);
+                        return ToolReply::Error(crate::leak::refusal(&hits));
+                    }
+                }
                 ToolReply::Stop("manifest accepted".into())
             }
             Err(errs) => ToolReply::Error(format!("manifest rejected:\n- {}", errs.join("\n- "))),
@@ -314,6 +330,11 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         manifest: Mutex::new(None),
         iteration: inp.iteration,
         visible: inp.visible.clone(),
+        guard: inp.leak.clone().map(|l| {
+            let files: Vec<String> = inp.rollbacks.iter().flat_map(|c| c.files.clone()).collect();
+            Guard::new(l, inp.repo.dir(), inp.evaluated, &files)
+        }),
+        refused: 0.into(),
     });
     let host_tools: Vec<Box<dyn HostTool>> = vec![
         Box::new(ListFiles(tools.clone())),
@@ -345,7 +366,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     .await;
 
     let mut notes = Vec::new();
-    let submitted = tools
+    let mut submitted = tools
         .manifest
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -370,6 +391,16 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         .iter()
         .filter(|f| is_editable(f) && !rollback_files.contains(*f))
         .cloned()
+        .collect();
+    let leak_guard = match (&tools.guard, submitted.as_mut()) {
+        (Some(g), Some(m)) => leak_guard(g, m, tools.refused.load(Ordering::Relaxed), &mut notes)?,
+        _ => None,
+    };
+    let reverted = leak_guard.iter().flat_map(|r| &r.reverted);
+    let reverted: BTreeSet<&String> = reverted.collect();
+    let agent_edits: Vec<String> = agent_edits
+        .into_iter()
+        .filter(|f| !reverted.contains(f))
         .collect();
     let mut keep = submitted.is_some();
     if submitted.is_none() && !agent_edits.is_empty() {
@@ -416,6 +447,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     let manifest = Manifest {
         iteration: inp.iteration,
         changes,
+        leak_guard,
     };
     crate::write_json(&evolve_dir.join("manifest.json"), &manifest)?;
     Ok(EvolveOutcome {
@@ -425,6 +457,56 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         usage: out.usage,
         cost_usd: out.cost_usd,
     })
+}
+
+/// The leak guard after the agent stopped: checks the final tree; under reject reverts the
+/// leaking files and drops the changes left with no file. Returns the manifest's record.
+fn leak_guard(
+    g: &Guard,
+    m: &mut Manifest,
+    rejected_submissions: u32,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Option<LeakRecord>> {
+    let refused = g.check()?;
+    if refused.is_empty() && rejected_submissions == 0 {
+        return Ok(None);
+    }
+    let policy = g.settings.policy;
+    let lines: Vec<String> = refused.iter().map(crate::leak::describe).collect();
+    let mut reverted: Vec<String> = Vec::new();
+    let mut dropped = Vec::new();
+    if policy == LeakPolicy::Reject && !refused.is_empty() {
+        reverted = refused.iter().map(|h| h.file.clone()).collect();
+        reverted.sort();
+        reverted.dedup();
+        g.revert(&reverted)?;
+        m.changes.retain(|c| {
+            let gone = !c.files.is_empty() && c.files.iter().all(|f| reverted.contains(f));
+            if gone {
+                dropped.push(c.id.clone());
+            }
+            !gone
+        });
+        notes.push(format!(
+            "leak guard reverted {} ({}){}",
+            reverted.join(", "),
+            lines.join("; "),
+            if dropped.is_empty() {
+                String::new()
+            } else {
+                format!("; dropped change(s) {}", dropped.join(", "))
+            }
+        ));
+    } else if !refused.is_empty() {
+        notes.push(format!("leak guard (warn), kept: {}", lines.join("; ")));
+    }
+    Ok(Some(LeakRecord {
+        policy,
+        refused,
+        reverted,
+        rejected_submissions,
+        dropped_changes: dropped,
+    }))
 }
 
 #[cfg(test)]

@@ -429,6 +429,7 @@ impl Run {
             max_turns: ec.evolve_max_turns,
             timeout: Duration::from_secs_f64(ec.evolve_timeout_sec),
             show_verifier_output: ec.show_verifier_output,
+            leak: crate::leak::LeakSettings::build(ec.leak_guard, &self.tasks, &self.holdout),
         })
         .await?;
         history::record_role_cost(dir, "evolve", &out.usage, out.cost_usd)?;
