@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
 use crate::commit::HarnessRepo;
 use crate::jail::{any, Jail};
-use crate::leak::{Guard, LeakPolicy, LeakRecord};
+use crate::leak::{Guard, LeakPolicy};
 use crate::manifest::{is_editable, Change, Manifest};
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
@@ -393,7 +393,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         .cloned()
         .collect();
     let leak_guard = match (&tools.guard, submitted.as_mut()) {
-        (Some(g), Some(m)) => leak_guard(g, m, tools.refused.load(Ordering::Relaxed), &mut notes)?,
+        (Some(g), Some(m)) => g.finish(m, tools.refused.load(Ordering::Relaxed), &mut notes)?,
         _ => None,
     };
     let reverted = leak_guard.iter().flat_map(|r| &r.reverted);
@@ -457,56 +457,6 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         usage: out.usage,
         cost_usd: out.cost_usd,
     })
-}
-
-/// The leak guard after the agent stopped: checks the final tree; under reject reverts the
-/// leaking files and drops the changes left with no file. Returns the manifest's record.
-fn leak_guard(
-    g: &Guard,
-    m: &mut Manifest,
-    rejected_submissions: u32,
-    notes: &mut Vec<String>,
-) -> anyhow::Result<Option<LeakRecord>> {
-    let refused = g.check()?;
-    if refused.is_empty() && rejected_submissions == 0 {
-        return Ok(None);
-    }
-    let policy = g.settings.policy;
-    let lines: Vec<String> = refused.iter().map(crate::leak::describe).collect();
-    let mut reverted: Vec<String> = Vec::new();
-    let mut dropped = Vec::new();
-    if policy == LeakPolicy::Reject && !refused.is_empty() {
-        reverted = refused.iter().map(|h| h.file.clone()).collect();
-        reverted.sort();
-        reverted.dedup();
-        g.revert(&reverted)?;
-        m.changes.retain(|c| {
-            let gone = !c.files.is_empty() && c.files.iter().all(|f| reverted.contains(f));
-            if gone {
-                dropped.push(c.id.clone());
-            }
-            !gone
-        });
-        notes.push(format!(
-            "leak guard reverted {} ({}){}",
-            reverted.join(", "),
-            lines.join("; "),
-            if dropped.is_empty() {
-                String::new()
-            } else {
-                format!("; dropped change(s) {}", dropped.join(", "))
-            }
-        ));
-    } else if !refused.is_empty() {
-        notes.push(format!("leak guard (warn), kept: {}", lines.join("; ")));
-    }
-    Ok(Some(LeakRecord {
-        policy,
-        refused,
-        reverted,
-        rejected_submissions,
-        dropped_changes: dropped,
-    }))
 }
 
 #[cfg(test)]
