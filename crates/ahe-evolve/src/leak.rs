@@ -29,8 +29,9 @@ pub const SPAN: usize = 40;
 pub const BOILERPLATE_TASKS: usize = 3;
 /// A window with fewer distinct characters than this carries no task information.
 pub const MIN_DISTINCT: usize = 8;
-/// Longest excerpt a record keeps (spans get far less, see [`LeakHit::excerpt`]).
-pub const EXCERPT_MAX: usize = 60;
+/// Longest excerpt a record keeps: shorter than [`SPAN`], so no record holds a whole span
+/// of task text (spans get less still, see [`LeakHit::excerpt`]).
+pub const EXCERPT_MAX: usize = SPAN - 1;
 /// Characters of a matched span an excerpt keeps (below [`SPAN`], so a record cannot
 /// carry a whole span to the next evolve agent).
 pub const SPAN_EXCERPT: usize = 24;

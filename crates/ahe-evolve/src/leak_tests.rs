@@ -159,8 +159,8 @@ fn held_out_tasks_are_never_named_in_a_hit() {
     );
     for x in &h {
         assert!(!x.excerpt.contains("config-port"), "{}", x.excerpt);
-        assert!(x.excerpt.contains(HELD_OUT), "{}", x.excerpt);
     }
+    assert_eq!(h[0].excerpt, "for (held-out task) and fix-sum use 84…");
     let h = ix.scan("memory/m.md", &added(&[secret]));
     assert_eq!(kinds(&h), vec![(1, HELD_OUT.into(), LeakKind::Span)]);
     assert_eq!(h[0].excerpt, "", "no held-out text in the record");
@@ -311,4 +311,34 @@ fn the_refusal_names_file_line_task_and_kind() {
         r.contains("reverted to the evaluated harness: memory/tasks.md, skills/s/SKILL.md"),
         "{r}"
     );
+}
+
+#[test]
+fn manifests_without_a_record_still_load_and_records_round_trip() {
+    let old: crate::Manifest = serde_json::from_str(r#"{"iteration": 2, "changes": []}"#).unwrap();
+    assert_eq!(old.leak_guard, None);
+    assert!(!serde_json::to_string(&old).unwrap().contains("leak_guard"));
+    let rec = LeakRecord {
+        policy: LeakPolicy::Warn,
+        refused: vec![LeakHit {
+            file: "memory/a.md".into(),
+            line: 2,
+            task: "fix-sum".into(),
+            kind: LeakKind::Name,
+            excerpt: "fix-sum".into(),
+        }],
+        reverted: vec![],
+        rejected_submissions: 0,
+        dropped_changes: vec![],
+    };
+    let m = crate::Manifest {
+        leak_guard: Some(rec),
+        ..old
+    };
+    let text = serde_json::to_string(&m).unwrap();
+    assert!(
+        text.contains(r#""kind":"name""#) && text.contains(r#""policy":"warn""#),
+        "{text}"
+    );
+    assert_eq!(serde_json::from_str::<crate::Manifest>(&text).unwrap(), m);
 }
