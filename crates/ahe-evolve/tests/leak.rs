@@ -155,3 +155,26 @@ fn terminal_bench_2_indexes_fast_and_the_seed_raises_no_alarm() {
     // Release builds index TB2 in about 0.35 s; debug builds take a few seconds.
     assert!(build.as_secs_f64() < 30.0, "{build:?}");
 }
+
+#[test]
+fn the_policy_is_a_config_key_with_a_clear_error() {
+    let d = tempfile::tempdir().unwrap();
+    let write = |name: &str, evolve: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, format!("[benchmark]\npath = \"x\"\n[evolve]\n{evolve}")).unwrap();
+        p
+    };
+    let c = ahe_evolve::RunConfig::load(&write("a.toml", "")).unwrap();
+    assert_eq!(c.evolve.leak_guard, LeakPolicy::Reject);
+    let frozen = toml::to_string(&c).unwrap();
+    assert!(frozen.contains("leak_guard = \"reject\""), "{frozen}");
+    let c = ahe_evolve::RunConfig::load(&write("b.toml", "leak_guard = \"warn\"\n")).unwrap();
+    assert_eq!(c.evolve.leak_guard, LeakPolicy::Warn);
+    let e = ahe_evolve::RunConfig::load(&write("c.toml", "leak_guard = \"block\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("c.toml") && e.contains("evolve.leak_guard") && e.contains("reject"),
+        "{e}"
+    );
+}
