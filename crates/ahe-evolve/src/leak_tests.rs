@@ -237,6 +237,8 @@ fn the_guard_checks_only_what_the_working_tree_adds_and_reverts_to_the_baseline(
     )
     .unwrap();
     assert!(g.check().unwrap().is_empty(), "only added lines count");
+    std::fs::create_dir_all(dir.join("skills/s")).unwrap();
+    std::fs::write(dir.join("skills/s/SKILL.md"), "fix-sum\n").unwrap();
     std::fs::write(dir.join("memory/new.md"), "a\nsee fix-sum\n").unwrap();
     std::fs::write(
         dir.join("memory/rolled.md"),
@@ -246,10 +248,29 @@ fn the_guard_checks_only_what_the_working_tree_adds_and_reverts_to_the_baseline(
     std::fs::write(dir.join("notes.txt"), "fix-sum\n").unwrap();
     let h = g.check().unwrap();
     let at: Vec<(&str, u32)> = h.iter().map(|x| (x.file.as_str(), x.line)).collect();
-    assert_eq!(at, vec![("memory/new.md", 2), ("memory/rolled.md", 2)]);
-    g.revert(&["memory/new.md".into(), "memory/rolled.md".into()])
-        .unwrap();
+    assert_eq!(
+        at,
+        vec![
+            ("memory/new.md", 2),
+            ("memory/rolled.md", 2),
+            ("skills/s/SKILL.md", 1)
+        ]
+    );
+    g.revert(&[
+        "memory/new.md".into(),
+        "memory/rolled.md".into(),
+        "skills/s/SKILL.md".into(),
+    ])
+    .unwrap();
     assert!(!dir.join("memory/new.md").exists());
+    assert!(
+        dir.join("memory").is_dir(),
+        "a directory with other files stays"
+    );
+    assert!(
+        !dir.join("skills/s").exists(),
+        "the emptied skill directory goes"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.join("memory/rolled.md")).unwrap(),
         "restored by rollback\n"

@@ -159,14 +159,21 @@ impl Guard {
         }))
     }
 
-    /// Restores `files` to their baseline content (deleting those that did not exist).
+    /// Restores `files` to their baseline content (deleting those that did not exist, and
+    /// the directory such a file leaves empty).
     pub fn revert(&self, files: &[String]) -> anyhow::Result<()> {
         let repo = git2::Repository::open(&self.dir)?;
         for f in files {
             let path = self.dir.join(f);
             match self.baseline(&repo, f)? {
                 Some(b) => std::fs::write(&path, b)?,
-                None if path.is_file() => std::fs::remove_file(&path)?,
+                None if path.is_file() => {
+                    std::fs::remove_file(&path)?;
+                    // A directory the file was the only entry of goes too (fails if not empty).
+                    if let Some(parent) = path.parent().filter(|p| *p != self.dir) {
+                        let _ = std::fs::remove_dir(parent);
+                    }
+                }
                 None => {}
             }
         }
