@@ -229,6 +229,7 @@ fn manifest(tasks: usize) -> Manifest {
     Manifest {
         iteration: 1,
         changes,
+        leak_guard: None,
     }
 }
 

@@ -562,6 +562,7 @@ mod tests {
                 change("empty", &["middleware/loop.toml"], &[], &[]),
                 change("harm2", &["middleware/loop.toml"], &[], &["r2"]),
             ],
+            leak_guard: None,
         };
         let mut ex = BTreeMap::new();
         ex.insert(
@@ -627,6 +628,7 @@ mod tests {
         let m = Manifest {
             iteration: 1,
             changes: vec![change("c1", &["tools/x.toml"], &["p1", "i2"], &["i1"])],
+            leak_guard: None,
         };
         let vis = set("p1 p2 i1 i2 i3 d1 n1 same m1");
         let ev = attribute(2, Some(&m), &prev, &cur, &vis, &BTreeMap::new());
@@ -656,6 +658,7 @@ mod tests {
         let m = Manifest {
             iteration: 1,
             changes: vec![change("c1", &["agent.toml"], &["h1"], &["h2"])],
+            leak_guard: None,
         };
         let ev = attribute(2, Some(&m), &prev, &cur, &set("a"), &BTreeMap::new());
         assert!(ev.fixed.is_empty() && ev.regressed.is_empty());
@@ -771,6 +774,7 @@ mod tests {
         let m = Manifest {
             iteration: 1,
             changes: vec![change("c1", &["tools/x.py"], &["a", "b"], &[])],
+            leak_guard: None,
         };
         let (vis, none) = (all_visible(&cur), BTreeMap::new());
         let ev = attribute(2, Some(&m), &prev, &cur, &vis, &none);

@@ -167,6 +167,8 @@ pub struct EvolveConfig {
     pub max_file_bytes: u64,
     /// Largest total size of the harness files after an evolve write (bytes, `.git` excluded).
     pub max_harness_bytes: u64,
+    /// Leak guard on the evolve agent's edits: `reject` (default), `warn` or `off`.
+    pub leak_guard: crate::leak::LeakPolicy,
 }
 
 impl Default for EvolveConfig {
@@ -183,6 +185,7 @@ impl Default for EvolveConfig {
             preflight: true,
             max_file_bytes: 256 * 1024,
             max_harness_bytes: 2 * 1024 * 1024,
+            leak_guard: crate::leak::LeakPolicy::Reject,
         }
     }
 }

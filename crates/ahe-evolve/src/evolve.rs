@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use serde_json::Value;
 use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
 use crate::commit::HarnessRepo;
 use crate::jail::{any, Jail, WriteCaps};
+use crate::leak::{Guard, LeakPolicy};
 use crate::manifest::{is_editable, Change, Manifest};
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
@@ -48,6 +50,8 @@ pub struct EvolveInputs<'a> {
     pub show_verifier_output: bool,
     /// Size caps of harness writes (`[evolve] max_file_bytes`, `max_harness_bytes`).
     pub caps: WriteCaps,
+    /// The leak guard (`None` = `leak_guard = "off"`).
+    pub leak: Option<crate::leak::LeakSettings>,
 }
 
 /// What the evolve phase produced.
@@ -104,6 +108,9 @@ struct Tools {
     manifest: Mutex<Option<Manifest>>,
     iteration: u32,
     visible: BTreeSet<String>,
+    guard: Option<Guard>,
+    /// Submissions the leak guard refused.
+    refused: std::sync::atomic::AtomicU32,
 }
 
 struct ListFiles(Arc<Tools>);
@@ -285,6 +292,7 @@ impl HostTool for Submit {
         let m = Manifest {
             iteration: self.0.iteration,
             changes,
+            leak_guard: None,
         };
         let files_with_harness_prefix: Vec<&String> = m
             .changes
@@ -298,6 +306,14 @@ impl HostTool for Submit {
         match m.validate(&self.0.visible) {
             Ok(()) => {
                 *self.0.manifest.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+                // Kept even when refused: if the agent stops, only the leaking files go.
+                if let Some(g) = self.0.guard.as_ref() {
+                    let hits = g.check().unwrap_or_default();
+                    if g.settings.policy == LeakPolicy::Reject && !hits.is_empty() {
+                        self.0.refused.fetch_add(1, Ordering::Relaxed);
+                        return ToolReply::Error(crate::leak::refusal(&hits));
+                    }
+                }
                 ToolReply::Stop("manifest accepted".into())
             }
             Err(errs) => ToolReply::Error(format!("manifest rejected:\n- {}", errs.join("\n- "))),
@@ -320,6 +336,11 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         manifest: Mutex::new(None),
         iteration: inp.iteration,
         visible: inp.visible.clone(),
+        guard: inp.leak.clone().map(|l| {
+            let files: Vec<String> = inp.rollbacks.iter().flat_map(|c| c.files.clone()).collect();
+            Guard::new(l, inp.repo.dir(), inp.evaluated, &files)
+        }),
+        refused: 0.into(),
     });
     let host_tools: Vec<Box<dyn HostTool>> = vec![
         Box::new(ListFiles(tools.clone())),
@@ -356,7 +377,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
 
     // Whatever wrote the files: no git metadata, nothing over the caps.
     let mut notes = inp.repo.guard(inp.evaluated, &inp.caps)?;
-    let submitted = tools
+    let mut submitted = tools
         .manifest
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -381,6 +402,16 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         .iter()
         .filter(|f| is_editable(f) && !rollback_files.contains(*f))
         .cloned()
+        .collect();
+    let leak_guard = match (&tools.guard, submitted.as_mut()) {
+        (Some(g), Some(m)) => g.finish(m, tools.refused.load(Ordering::Relaxed), &mut notes)?,
+        _ => None,
+    };
+    let reverted = leak_guard.iter().flat_map(|r| &r.reverted);
+    let reverted: BTreeSet<&String> = reverted.collect();
+    let agent_edits: Vec<String> = agent_edits
+        .into_iter()
+        .filter(|f| !reverted.contains(f))
         .collect();
     let mut keep = submitted.is_some();
     if submitted.is_none() && !agent_edits.is_empty() {
@@ -427,6 +458,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     let manifest = Manifest {
         iteration: inp.iteration,
         changes,
+        leak_guard,
     };
     crate::write_json(&evolve_dir.join("manifest.json"), &manifest)?;
     Ok(EvolveOutcome {

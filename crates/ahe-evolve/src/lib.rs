@@ -10,6 +10,7 @@ pub mod evolve;
 pub mod history;
 pub mod jail;
 pub mod journal;
+pub mod leak;
 #[path = "loop.rs"]
 pub mod r#loop;
 pub mod manifest;

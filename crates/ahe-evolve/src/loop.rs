@@ -437,6 +437,7 @@ impl Run {
             timeout: Duration::from_secs_f64(ec.evolve_timeout_sec),
             show_verifier_output: ec.show_verifier_output,
             caps: WriteCaps::of(ec),
+            leak: crate::leak::LeakSettings::build(ec.leak_guard, &self.tasks, &self.holdout),
         })
         .await?;
         history::record_role_cost(dir, "evolve", &out.usage, out.cost_usd)?;

@@ -76,6 +76,9 @@ pub struct Manifest {
     pub iteration: u32,
     /// The changes.
     pub changes: Vec<Change>,
+    /// What the leak guard found in this iteration's edits (absent when nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leak_guard: Option<crate::leak::LeakRecord>,
 }
 
 /// The top-level paths of the seven editable components (plus the registry).
@@ -170,6 +173,7 @@ mod tests {
         let ok = Manifest {
             iteration: 1,
             changes: vec![change("c1", &["memory/MEMORY.md"], &["a"])],
+            leak_guard: None,
         };
         assert!(ok.validate(&tasks).is_ok());
         let bad = Manifest {
@@ -178,6 +182,7 @@ mod tests {
                 change("c1", &["../run.toml", "memory/x.md"], &["zz"]),
                 change("c1", &[], &[]),
             ],
+            leak_guard: None,
         };
         let e = bad.validate(&tasks).unwrap_err();
         assert_eq!(e.len(), 4, "{e:?}");

@@ -2,6 +2,37 @@
 
 use super::model::{Cell, IterationReport};
 
+/// One short line per leak-guard refusal of an iteration's manifest, then what it reverted.
+pub fn leak_lines(m: Option<&crate::Manifest>) -> Vec<String> {
+    let Some(r) = m.and_then(|m| m.leak_guard.as_ref()) else {
+        return Vec::new();
+    };
+    let policy = serde_json::to_value(r.policy)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let mut out: Vec<String> = r
+        .refused
+        .iter()
+        .map(|h| format!("{policy}: {}", crate::leak::describe(h)))
+        .collect();
+    if !r.reverted.is_empty() {
+        out.push(format!("reverted: {}", r.reverted.join(", ")));
+    }
+    if r.rejected_submissions > 0 {
+        out.push(format!(
+            "{} submission(s) refused{}",
+            r.rejected_submissions,
+            if r.refused.is_empty() {
+                ", then fixed by the agent"
+            } else {
+                ""
+            }
+        ));
+    }
+    out
+}
+
 /// `0.333`.
 pub fn f3(v: f64) -> String {
     format!("{v:.3}")

@@ -133,6 +133,7 @@ struct IterView {
     changes: Vec<ChangeView>,
     manifest_missing: bool,
     rollbacks: Vec<String>,
+    leaks: Vec<String>,
     notes: Vec<(String, bool)>,
     links: Vec<(String, String)>,
     tasks: Vec<TaskRow>,
@@ -379,6 +380,7 @@ fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView {
         manifest_missing: !it.is_final && it.manifest.is_none(),
         changes,
         rollbacks,
+        leaks: super::format::leak_lines(it.manifest.as_ref()),
         notes: it
             .notes
             .iter()

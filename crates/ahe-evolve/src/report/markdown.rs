@@ -400,6 +400,14 @@ fn iteration(s: &mut String, run: &RunReport, it: &IterationReport, pages: bool)
             s.push('\n');
         }
     }
+    let leaks = super::format::leak_lines(it.manifest.as_ref());
+    if !leaks.is_empty() {
+        s.push_str("**Leak guard:**\n\n");
+        for l in &leaks {
+            let _ = writeln!(s, "- {}", md(l));
+        }
+        s.push('\n');
+    }
     if !it.notes.is_empty() {
         s.push_str("**Notes from the journal:**\n\n");
         for n in &it.notes {

@@ -326,6 +326,7 @@ pub fn synth_run(dir: &Path, spec: &Spec) {
             let m = Manifest {
                 iteration: t,
                 changes,
+                leak_guard: None,
             };
             write_json(&it.join("evolve/manifest.json"), &m);
             std::fs::write(
