@@ -37,18 +37,19 @@ mod fsmap;
 mod owner;
 mod process;
 mod server;
+mod setup;
 mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::dockerfile::{self, Dockerfile, Instruction, RunCommand, DEFAULT_PATH};
+use crate::dockerfile::{self, Dockerfile, Instruction, DEFAULT_PATH};
 use crate::{
     Backend, CopyOut, ExecOpts, ExecOutput, LeftoverPolicy, Result, Sandbox, SandboxError,
     SandboxSpec,
@@ -58,7 +59,8 @@ use fsmap::{FsMap, Location, RoEntry};
 use owner::Owner;
 pub use owner::DEFAULT_SANDBOX_UID;
 use server::ExecServer;
-use transfer::{copy_step, get_blocking, put_blocking, read_only_msg};
+use setup::{make_trial_dir, step_error};
+use transfer::{get_blocking, put_blocking, read_only_msg};
 
 /// Working directory when the Dockerfile sets none (or there is no Dockerfile).
 pub const DEFAULT_WORKDIR: &str = "/app";
@@ -290,67 +292,6 @@ impl LocalBackend {
     }
 }
 
-/// A setup error naming the Dockerfile, line and instruction.
-fn step_error(df: &Dockerfile, line: usize, ins: &Instruction, msg: &str) -> SandboxError {
-    let kw = match ins {
-        Instruction::From(_) => "FROM",
-        Instruction::Workdir(_) => "WORKDIR",
-        Instruction::Env(_) => "ENV",
-        Instruction::Arg { .. } => "ARG",
-        Instruction::Copy { add: true, .. } => "ADD",
-        Instruction::Copy { .. } => "COPY",
-        Instruction::Run(_) => "RUN",
-        Instruction::Shell(_) => "SHELL",
-        Instruction::Ignored { keyword, .. } => keyword,
-    };
-    SandboxError::Setup(format!("{}:{line}: {kw}: {msg}", df.path.display()))
-}
-
-/// Keeps `[A-Za-z0-9._-]`, replaces the rest, truncates.
-fn sanitize(s: &str, max: usize) -> String {
-    let out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(max)
-        .collect();
-    if out.is_empty() {
-        "x".into()
-    } else {
-        out
-    }
-}
-
-/// Creates a fresh `ahe-local-<task>-<trial>-<unique>` dir under the temp dir.
-fn make_trial_dir(spec: &SandboxSpec) -> Result<PathBuf> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::temp_dir();
-    loop {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = format!(
-            "ahe-local-{}-{}-{}-{n}-{nanos:x}",
-            sanitize(&spec.task, 40),
-            sanitize(&spec.trial_id, 40),
-            std::process::id()
-        );
-        let dir = base.join(name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 /// The environment every exec starts from.
 fn base_env() -> BTreeMap<String, String> {
     [
@@ -419,88 +360,6 @@ impl LocalSandbox {
             o.chown_tree(&self.fs.root)?;
         }
         Ok(())
-    }
-
-    /// Replays the Dockerfile's steps (WORKDIR, ENV, ARG, COPY/ADD, RUN, SHELL).
-    async fn replay(&mut self, df: &Dockerfile, ctx: &Path, timeout: Duration) -> Result<()> {
-        let mut workdir = "/".to_string();
-        let mut env = BTreeMap::new();
-        let mut args = BTreeMap::new();
-        let mut shell = vec!["/bin/sh".to_string(), "-c".to_string()];
-        for step in &df.steps {
-            let fail = |m: &str| step_error(df, step.line, &step.instruction, m);
-            match &step.instruction {
-                Instruction::Workdir(d) => {
-                    self.make_workdir(d).map_err(|m| fail(&m))?;
-                    workdir = d.clone();
-                }
-                Instruction::Env(pairs) => env.extend(pairs.iter().cloned()),
-                Instruction::Arg { name, default } => {
-                    args.insert(name.clone(), default.clone().unwrap_or_default());
-                }
-                Instruction::Copy {
-                    sources,
-                    dest,
-                    dest_is_dir,
-                    add,
-                } => {
-                    let (fs, ctx) = (self.fs.clone(), ctx.to_path_buf());
-                    let (sources, dest, dir, add) =
-                        (sources.clone(), dest.clone(), *dest_is_dir, *add);
-                    tokio::task::spawn_blocking(move || {
-                        copy_step(&fs, &ctx, &sources, &dest, dir, add)
-                    })
-                    .await
-                    .map_err(|e| SandboxError::Backend(e.to_string()))?
-                    .map_err(|m| fail(&m))?;
-                }
-                Instruction::Run(run) => {
-                    let argv = match run {
-                        RunCommand::Shell(s) => shell.iter().cloned().chain([s.clone()]).collect(),
-                        RunCommand::Exec(v) => v.clone(),
-                    };
-                    let mut step_env = args.clone();
-                    step_env.extend(env.clone());
-                    let out = self
-                        .run(argv, &workdir, step_env, None, Some(timeout), true)
-                        .await?;
-                    if out.timed_out || out.exit_code != Some(0) {
-                        return Err(fail(&run_failure(run, &out, timeout)));
-                    }
-                }
-                Instruction::Shell(s) => shell = s.clone(),
-                Instruction::From(_) | Instruction::Ignored { .. } => {}
-            }
-        }
-        self.workdir = df
-            .workdir
-            .clone()
-            .unwrap_or_else(|| DEFAULT_WORKDIR.to_string());
-        self.env = env;
-        Ok(())
-    }
-
-    /// Creates a WORKDIR in the mapped fs (or checks it exists in a read-only host dir).
-    fn make_workdir(&self, dir: &str) -> std::result::Result<(), String> {
-        let (resolved, loc) = self.fs.resolve(dir, true)?;
-        match loc {
-            Location::Writable(p) => {
-                let top = self
-                    .fs
-                    .top_dir(resolved.split('/').nth(1).unwrap_or_default());
-                fsmap::ensure_dir(&top, &p).map_err(|e| format!("{dir}: {e}"))?;
-                match self.fs.owner {
-                    Some(o) => o.chown_copied(&top, &p).map_err(|e| format!("{dir}: {e}")),
-                    None => Ok(()),
-                }
-            }
-            Location::ReadOnly(p) if p.is_dir() => Ok(()),
-            Location::Outside if resolved == "/" => Ok(()),
-            _ => Err(read_only_msg(
-                dir,
-                resolved.split('/').nth(1).unwrap_or("/"),
-            )),
-        }
     }
 
     /// Checks `cwd` and the environment; returns the host cwd and the full environment.
@@ -636,38 +495,6 @@ impl LocalSandbox {
             Ok(())
         }
     }
-}
-
-/// Describes a failed RUN step: exit code, the output tails and a hint for package managers.
-fn run_failure(run: &RunCommand, out: &ExecOutput, timeout: Duration) -> String {
-    let what = if out.timed_out {
-        format!("timed out after {timeout:?}")
-    } else {
-        match out.exit_code {
-            Some(c) => format!("exited with code {c}"),
-            None => "was killed by a signal".to_string(),
-        }
-    };
-    let cmd = match run {
-        RunCommand::Shell(s) => s.clone(),
-        RunCommand::Exec(v) => v.join(" "),
-    };
-    let mut msg = format!(
-        "command {:?} {what}\n--- stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}",
-        process::tail(&cmd, 200),
-        process::tail(&out.stdout, 1024),
-        process::tail(&out.stderr, 1024),
-    );
-    if ["apt-get ", "apt ", "apk ", "yum ", "dnf "]
-        .iter()
-        .any(|pm| cmd.contains(pm))
-    {
-        msg.push_str(
-            "\nnote: the local backend cannot install system packages (the host's /usr, /etc \
-             and /var are read-only); use the docker backend or install them on the host",
-        );
-    }
-    msg
 }
 
 /// Runs blocking file work off the async runtime.
