@@ -84,9 +84,11 @@ enum Command {
 
 #[derive(Subcommand)]
 enum SandboxCommand {
-    /// Remove the docker containers of ahe processes that no longer run on this host.
+    /// Remove the sandboxes of ahe processes that no longer run on this host: docker
+    /// containers, and local trial dirs ($TMPDIR/ahe-local-*) with their cgroups.
     Reap {
         /// Remove EVERY ahe container (labelled `ahe.run`), also of running processes.
+        /// Local sandboxes of running processes are never removed.
         #[arg(long)]
         all: bool,
     },
@@ -121,10 +123,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// `ahe sandbox reap`: connecting reaps dead processes' containers; `--all` removes the rest.
+/// `ahe sandbox reap`: local sandboxes of dead processes first (they need no engine), then
+/// docker: connecting reaps dead processes' containers; `--all` removes the rest.
 fn reap(all: bool) -> Result<(), CliError> {
     use ahe_sandbox::docker::{self, DockerBackend};
-    let backend = DockerBackend::connect().map_err(CliError::failed)?;
+    let local = ahe_sandbox::local::reap_dead();
+    for (p, e) in &local.failed {
+        eprintln!("warning: cannot remove {}: {e}", p.display());
+    }
+    println!(
+        "ahe sandbox reap: removed {} local sandbox{} and {} cgroup{} of dead ahe processes ({} of running ones kept)",
+        local.removed,
+        if local.removed == 1 { "" } else { "es" },
+        local.cgroups,
+        if local.cgroups == 1 { "" } else { "s" },
+        local.live
+    );
+    let backend = DockerBackend::connect().map_err(|e| {
+        CliError::failed(anyhow::Error::from(e).context("docker containers not reaped"))
+    })?;
     let mut removed = backend.reaped();
     if all {
         let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
@@ -142,6 +159,42 @@ fn reap(all: bool) -> Result<(), CliError> {
         }
     );
     Ok(())
+}
+
+/// Parser of `--concurrency`: a whole number of at least 1 (0 would run nothing, forever).
+pub fn concurrency_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
+/// A token cancelled on the first Ctrl-C (SIGINT), SIGTERM (`kill`, `timeout`, systemd,
+/// `docker stop`) or SIGHUP (a closed terminal), after printing `interrupted (SIG): {what}`:
+/// `ahe eval` and `ahe evolve` stop the same graceful way on each. The handlers are installed
+/// before this returns, so a signal that comes early is caught rather than killing the
+/// process; they live as long as `rt`.
+pub fn cancel_on_interrupt(
+    rt: &tokio::runtime::Runtime,
+    what: &'static str,
+) -> Result<tokio_util::sync::CancellationToken, CliError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let c2 = cancel.clone();
+    rt.block_on(async move {
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        tokio::spawn(async move {
+            let by = tokio::select! {
+                _ = int.recv() => "Ctrl-C",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
+            eprintln!("\ninterrupted ({by}): {what}");
+            c2.cancel();
+        });
+        Ok::<_, std::io::Error>(())
+    })
+    .map_err(|e| CliError::failed(anyhow::Error::from(e).context("installing signal handlers")))?;
+    Ok(cancel)
 }
 
 fn validate(dir: &std::path::Path) -> Result<(), CliError> {

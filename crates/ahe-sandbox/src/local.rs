@@ -35,6 +35,7 @@
 mod cgroup;
 mod fsmap;
 mod process;
+mod reap;
 mod server;
 mod transfer;
 
@@ -53,6 +54,8 @@ use cgroup::Cgroup;
 use fsmap::{FsMap, Location, RoEntry};
 use server::ExecServer;
 use transfer::{copy_step, get_blocking, put_blocking, read_only_msg};
+
+pub use reap::{reap_dead, reap_dead_in, LocalReap};
 
 /// Working directory when the Dockerfile sets none (or there is no Dockerfile).
 pub const DEFAULT_WORKDIR: &str = "/app";
