@@ -183,18 +183,42 @@ pub fn cancel_on_interrupt(
         let mut term = signal(SignalKind::terminate())?;
         let mut hup = signal(SignalKind::hangup())?;
         tokio::spawn(async move {
-            let by = tokio::select! {
-                _ = int.recv() => "Ctrl-C",
-                _ = term.recv() => "SIGTERM",
-                _ = hup.recv() => "SIGHUP",
-            };
-            eprintln!("\ninterrupted ({by}): {what}");
-            c2.cancel();
+            use std::io::Write;
+            for n in 0.. {
+                let (by, signo) = tokio::select! {
+                    _ = int.recv() => ("Ctrl-C", libc_signo::INT),
+                    _ = term.recv() => ("SIGTERM", libc_signo::TERM),
+                    _ = hup.recv() => ("SIGHUP", libc_signo::HUP),
+                };
+                // Writes to a hung-up terminal fail: never let that stop the cancellation.
+                if n == 0 {
+                    let _ = writeln!(std::io::stderr(), "\ninterrupted ({by}): {what}");
+                    c2.cancel();
+                    continue;
+                }
+                // A second signal while the graceful stop waits (e.g. for a model call of
+                // the debug phase) exits at once, as `kill -9` would: the run stays resumable.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\ninterrupted again ({by}): exiting now; `ahe sandbox reap` removes sandboxes left behind"
+                );
+                std::process::exit(128 + signo);
+            }
         });
         Ok::<_, std::io::Error>(())
     })
     .map_err(|e| CliError::failed(anyhow::Error::from(e).context("installing signal handlers")))?;
     Ok(cancel)
+}
+
+/// Signal numbers for the `128 + n` exit status of a forced stop (the same on every Linux).
+mod libc_signo {
+    /// SIGHUP.
+    pub const HUP: i32 = 1;
+    /// SIGINT.
+    pub const INT: i32 = 2;
+    /// SIGTERM.
+    pub const TERM: i32 = 15;
 }
 
 fn validate(dir: &std::path::Path) -> Result<(), CliError> {

@@ -1,6 +1,7 @@
 //! Ctrl-C, SIGTERM and SIGHUP stop `ahe evolve` and `ahe eval` the same graceful way: the
 //! running trials are abandoned, their local sandboxes torn down, the process exits 1 with
-//! "interrupted", and `ahe evolve --resume` then completes the run.
+//! "interrupted", and `ahe evolve --resume` then completes the run. A second signal during a
+//! stop that waits exits at once.
 
 mod common;
 
@@ -240,4 +241,76 @@ fn sigterm_stops_eval_gracefully_and_tears_down_its_sandboxes() {
     assert!(took < Duration::from_secs(SLEEP_SEC as u64 / 2), "{took:?}");
     assert_eq!(local_sandboxes(&tmp), Vec::<String>::new());
     assert!(!out.join("scores.json").exists(), "nothing is scored");
+}
+
+#[test]
+fn a_second_signal_exits_at_once_while_the_graceful_stop_waits_and_the_run_resumes() {
+    // The debug phase does not stop for a signal: its model call answers after SLEEP_SEC.
+    let slow = Arc::new(AtomicBool::new(true));
+    let s2 = slow.clone();
+    let server = TestServer::start_dynamic(move |body, _| {
+        let reply = ScriptedReply::text("done");
+        if system_prompt(body).contains("You are the Debugger") && s2.load(Ordering::SeqCst) {
+            reply.with_delay(SLEEP_SEC as u64 * 1000)
+        } else {
+            reply
+        }
+    });
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path(), &server.base_url());
+    let tmp = sandbox_tmp(d.path());
+    let runs = d.path().join("runs");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ahe"))
+        .args(["evolve", "--config", &cfg, "--name", "twice", "--runs-dir"])
+        .arg(&runs)
+        .env("TMPDIR", &tmp)
+        .env("AHE_SIGNALS_KEY", "sk-test")
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !server
+        .bodies()
+        .iter()
+        .any(|b| system_prompt(b).contains("You are the Debugger"))
+    {
+        assert!(child.try_wait().unwrap().is_none(), "the child ended early");
+        assert!(t0.elapsed() < Duration::from_secs(60), "no debugger call");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kill = |pid: u32| {
+        let ok = Command::new("kill")
+            .args(["-s", "TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    kill(child.id());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the graceful stop waits for the debug phase"
+    );
+    let (code, stderr, took) = interrupt(child, "TERM");
+    assert_eq!(code, Some(128 + 15), "{stderr}");
+    assert!(
+        stderr.contains("interrupted (SIGTERM): stopping")
+            && stderr.contains("interrupted again (SIGTERM): exiting now"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+
+    slow.store(false, Ordering::SeqCst);
+    let run = runs.join("twice");
+    let o = ahe(
+        &["evolve", "--resume", run.to_str().unwrap()],
+        &[
+            ("TMPDIR", tmp.to_str().unwrap()),
+            ("AHE_SIGNALS_KEY", "sk-test"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(journal(&run).last().unwrap()["ev"], "run_end");
 }
