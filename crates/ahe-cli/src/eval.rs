@@ -83,8 +83,9 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
     let mut harness_args: Vec<PathBuf> = a.against.iter().cloned().collect();
     harness_args.extend(a.harness.iter().cloned());
     let mut harnesses = Vec::new();
+    let mut exports = Exports(Vec::new());
     for h in &harness_args {
-        let (mut harness, replay) = load_harness(h)?;
+        let (mut harness, replay) = load_harness(h, &mut exports)?;
         // `[agent] max_turns` of the config caps the turns as it does in `ahe evolve`.
         if let Some(c) = &cfg {
             c.agent.cap(&mut harness);
@@ -252,12 +253,27 @@ struct Common {
     cancel: CancellationToken,
 }
 
+/// The temp dirs `runs/NAME@REF` harnesses were exported to, removed when `ahe eval` ends
+/// (the runtime reads harness files until the last trial).
+struct Exports(Vec<PathBuf>);
+
+impl Drop for Exports {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 /// A loaded harness and, for `runs/NAME@REF`, the run and commit it came from.
 type Loaded = (ahe_harness::Harness, Option<(PathBuf, String)>);
 
 /// Resolves (`runs/NAME@REF` is exported to a temp dir) and validates one harness.
-fn load_harness(arg: &std::path::Path) -> Result<Loaded, CliError> {
+fn load_harness(arg: &std::path::Path, exports: &mut Exports) -> Result<Loaded, CliError> {
     let (harness_dir, replay) = resolve_harness(arg).map_err(CliError::usage)?;
+    if replay.is_some() {
+        exports.0.push(harness_dir.clone());
+    }
     let harness = ahe_harness::load(&harness_dir).map_err(|problems| {
         let list: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
         CliError::usage(anyhow::anyhow!(

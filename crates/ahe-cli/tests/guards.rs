@@ -294,3 +294,58 @@ fn control_characters_from_a_model_are_escaped_in_agent_log_and_show() {
         assert_no_controls(&format!("{args:?}"), &String::from_utf8_lossy(&o.stdout));
     }
 }
+
+#[test]
+fn eval_of_a_run_ref_removes_its_exported_harness() {
+    let d = tempfile::tempdir().unwrap();
+    let runs = d.path().join("runs");
+    let o = ahe(
+        &[
+            "evolve",
+            "--config",
+            "configs/smoke-mock.toml",
+            "--iterations",
+            "1",
+            "--name",
+            "r",
+            "--runs-dir",
+            runs.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let spec = format!("{}@best", runs.join("r").display());
+    let out = d.path().join("out");
+    let o = ahe(
+        &[
+            "eval",
+            "--harness",
+            &spec,
+            "--benchmark",
+            "benchmarks/smoke",
+            "--model",
+            "mock:oracle",
+            "--sandbox",
+            "local",
+            "--tasks",
+            "hello-file",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json_file(&out.join("scores.json"))["pass_at_1"], 1.0);
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "nothing is left in the temp dir"
+    );
+}
