@@ -117,7 +117,9 @@ fn main() -> ExitCode {
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {:#}", e.error);
+            // Not eprintln!: after a SIGHUP the terminal is gone and the write fails.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {:#}", e.error);
             ExitCode::from(e.code)
         }
     }

@@ -314,3 +314,44 @@ fn a_second_signal_exits_at_once_while_the_graceful_stop_waits_and_the_run_resum
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(journal(&run).last().unwrap()["ev"], "run_end");
 }
+
+#[test]
+fn sighup_with_the_terminal_gone_still_stops_gracefully() {
+    // A hung-up terminal fails every write to stderr: the stop must not depend on them.
+    let d = tempfile::tempdir().unwrap();
+    let slow = Arc::new(AtomicBool::new(true));
+    let server = server(slow.clone());
+    let cfg = config(d.path(), &server.base_url());
+    let tmp = sandbox_tmp(d.path());
+    let runs = d.path().join("runs");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ahe"))
+        .args(["evolve", "--config", &cfg, "--name", "hup", "--runs-dir"])
+        .arg(&runs)
+        .env("TMPDIR", &tmp)
+        .env("AHE_SIGNALS_KEY", "sk-test")
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_sleeping(&mut child, &server, &tmp);
+    drop(child.stderr.take()); // the reading end closes: writes now fail with EPIPE
+    let (code, _, took) = interrupt(child, "HUP");
+    assert_eq!(
+        code,
+        Some(1),
+        "a failed write must not turn the stop into a panic"
+    );
+    assert!(took < Duration::from_secs(SLEEP_SEC as u64 / 2), "{took:?}");
+    assert_eq!(local_sandboxes(&tmp), Vec::<String>::new());
+    slow.store(false, Ordering::SeqCst);
+    let run = runs.join("hup");
+    let o = ahe(
+        &["evolve", "--resume", run.to_str().unwrap()],
+        &[
+            ("TMPDIR", tmp.to_str().unwrap()),
+            ("AHE_SIGNALS_KEY", "sk-test"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
