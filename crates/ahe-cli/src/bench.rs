@@ -35,8 +35,8 @@ pub struct CheckArgs {
     /// Sandbox backend for --oracle/--nop: auto, docker or local.
     #[arg(long, default_value = "auto")]
     sandbox: String,
-    /// Tasks checked at once.
-    #[arg(long, default_value_t = 2)]
+    /// Tasks checked at once (at least 1).
+    #[arg(long, default_value_t = 2, value_parser = crate::concurrency_parser())]
     concurrency: usize,
     /// Only these tasks (comma-separated).
     #[arg(long, value_delimiter = ',')]

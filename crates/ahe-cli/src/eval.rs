@@ -27,8 +27,8 @@ pub struct EvalArgs {
     /// Trials per task.
     #[arg(short = 'k', long = "k")]
     k: Option<u32>,
-    /// Trials running at once.
-    #[arg(long)]
+    /// Trials running at once (at least 1).
+    #[arg(long, value_parser = crate::concurrency_parser())]
     concurrency: Option<usize>,
     /// Only these tasks (comma-separated).
     #[arg(long, value_delimiter = ',')]
@@ -39,9 +39,14 @@ pub struct EvalArgs {
     /// Sandbox backend: auto, docker or local.
     #[arg(long)]
     sandbox: Option<String>,
-    /// Output directory (default runs/eval-<timestamp>).
+    /// Output directory (default runs/eval-<timestamp>). An existing non-empty one is
+    /// refused (old and new trials would mix) unless --force.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Reuse a non-empty --out: its old trials/ and scores.json (and those of each
+    /// compared harness's DIR/<label>/) are deleted first; other files are left alone.
+    #[arg(long)]
+    force: bool,
     /// Run config to take the code-agent model, sandbox and k from (flags override it).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -78,8 +83,9 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
     let mut harness_args: Vec<PathBuf> = a.against.iter().cloned().collect();
     harness_args.extend(a.harness.iter().cloned());
     let mut harnesses = Vec::new();
+    let mut exports = Exports(Vec::new());
     for h in &harness_args {
-        let (mut harness, replay) = load_harness(h)?;
+        let (mut harness, replay) = load_harness(h, &mut exports)?;
         // `[agent] max_turns` of the config caps the turns as it does in `ahe evolve`.
         if let Some(c) = &cfg {
             c.agent.cap(&mut harness);
@@ -128,6 +134,14 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             chrono::Local::now().format("%Y%m%d-%H%M%S")
         ))
     });
+    let labels = crate::compare::labels(&harness_args);
+    // A comparison writes into <out>/<label>/; --force clears those and <out> itself.
+    let mut subdirs = vec![""];
+    if harnesses.len() > 1 {
+        subdirs.extend(labels.iter().map(String::as_str));
+    }
+    prepare_out(&out_dir, &subdirs, a.force)?;
+    let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
     let common = Common {
         model_cfg,
         tasks,
@@ -141,6 +155,8 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             .map(|c| c.agent.default_timeout_sec)
             .unwrap_or(1800.0),
         quiet: a.json,
+        cancel: crate::cancel_on_interrupt(&rt, "stopping trials and tearing down sandboxes...")?,
+        rt,
     };
     if harnesses.len() == 1 {
         let (h, replay) = harnesses.remove(0);
@@ -157,7 +173,6 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         return Ok(());
     }
     // Comparison: every harness on the same tasks, k and model, each into <out>/<label>/.
-    let labels = crate::compare::labels(&harness_args);
     let mut evaluated = Vec::new();
     for ((h, label), (harness, replay)) in harness_args.iter().zip(&labels).zip(harnesses) {
         let dir = out_dir.join(label);
@@ -181,6 +196,48 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Refuses an existing non-empty output dir (old and new trials would mix silently); with
+/// `force`, deletes the old `trials/` and `scores.json` of `out/<sub>` for every `sub` first.
+fn prepare_out(out: &std::path::Path, subdirs: &[&str], force: bool) -> Result<(), CliError> {
+    let non_empty = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+    if !non_empty {
+        return Ok(());
+    }
+    if !force {
+        return Err(CliError::usage(anyhow::anyhow!(
+            "--out {}: the directory exists and is not empty (its old trials would mix with the new ones); \
+             pick a new directory, or pass --force to delete its old trials/ and scores.json first",
+            out.display()
+        )));
+    }
+    for sub in subdirs {
+        let dir = out.join(sub);
+        let trials = dir.join("trials");
+        match std::fs::remove_dir_all(&trials) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(CliError::failed(
+                    anyhow::Error::from(e)
+                        .context(format!("--force: removing {}", trials.display())),
+                ))
+            }
+            _ => {}
+        }
+        for f in ["scores.json", "scores.json.tmp"] {
+            let p = dir.join(f);
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(CliError::failed(
+                        anyhow::Error::from(e)
+                            .context(format!("--force: removing {}", p.display())),
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What every evaluation of one `ahe eval` call shares.
 struct Common {
     model_cfg: ModelConfig,
@@ -192,14 +249,33 @@ struct Common {
     verifier: ahe_bench::VerifierPolicy,
     default_agent_timeout_sec: f64,
     quiet: bool,
+    /// The runtime every evaluation runs on.
+    rt: tokio::runtime::Runtime,
+    /// Cancelled by Ctrl-C, SIGTERM or SIGHUP: stops the current evaluation and the rest.
+    cancel: CancellationToken,
+}
+
+/// The temp dirs `runs/NAME@REF` harnesses were exported to, removed when `ahe eval` ends
+/// (the runtime reads harness files until the last trial).
+struct Exports(Vec<PathBuf>);
+
+impl Drop for Exports {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 /// A loaded harness and, for `runs/NAME@REF`, the run and commit it came from.
 type Loaded = (ahe_harness::Harness, Option<(PathBuf, String)>);
 
 /// Resolves (`runs/NAME@REF` is exported to a temp dir) and validates one harness.
-fn load_harness(arg: &std::path::Path) -> Result<Loaded, CliError> {
+fn load_harness(arg: &std::path::Path, exports: &mut Exports) -> Result<Loaded, CliError> {
     let (harness_dir, replay) = resolve_harness(arg).map_err(CliError::usage)?;
+    if replay.is_some() {
+        exports.0.push(harness_dir.clone());
+    }
     let harness = ahe_harness::load(&harness_dir).map_err(|problems| {
         let list: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
         CliError::usage(anyhow::anyhow!(
@@ -248,18 +324,9 @@ fn evaluate(
             out_dir.display()
         );
     }
-    let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-    let scores = rt.block_on(async {
-        let cancel = CancellationToken::new();
-        let c2 = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: stopping trials and tearing down sandboxes...");
-                c2.cancel();
-            }
-        });
+    let scores = c.rt.block_on(async {
         let bar = crate::progress::Bar::new(c.quiet);
-        let result = ahe_evolve::rollout(spec, cancel, bar.callback()).await;
+        let result = ahe_evolve::rollout(spec, c.cancel.clone(), bar.callback()).await;
         bar.finish();
         result
     });

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use crate::CliError;
 
@@ -52,17 +51,8 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
         run.dir.display()
     );
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-    let res = rt.block_on(async {
-        let cancel = CancellationToken::new();
-        let c2 = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: stopping; resume with `ahe evolve --resume`");
-                c2.cancel();
-            }
-        });
-        run.execute(cancel).await
-    });
+    let cancel = crate::cancel_on_interrupt(&rt, "stopping; resume with `ahe evolve --resume`")?;
+    let res = rt.block_on(run.execute(cancel));
     bar.finish();
     res.map_err(|e| {
         CliError::failed(e.context(format!(

@@ -84,9 +84,11 @@ enum Command {
 
 #[derive(Subcommand)]
 enum SandboxCommand {
-    /// Remove the docker containers of ahe processes that no longer run on this host.
+    /// Remove the sandboxes of ahe processes that no longer run on this host: docker
+    /// containers, and local trial dirs ($TMPDIR/ahe-local-*) with their cgroups.
     Reap {
         /// Remove EVERY ahe container (labelled `ahe.run`), also of running processes.
+        /// Local sandboxes of running processes are never removed.
         #[arg(long)]
         all: bool,
     },
@@ -115,16 +117,33 @@ fn main() -> ExitCode {
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {:#}", e.error);
+            // Not eprintln!: after a SIGHUP the terminal is gone and the write fails.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {:#}", e.error);
             ExitCode::from(e.code)
         }
     }
 }
 
-/// `ahe sandbox reap`: connecting reaps dead processes' containers; `--all` removes the rest.
+/// `ahe sandbox reap`: local sandboxes of dead processes first (they need no engine), then
+/// docker: connecting reaps dead processes' containers; `--all` removes the rest.
 fn reap(all: bool) -> Result<(), CliError> {
     use ahe_sandbox::docker::{self, DockerBackend};
-    let backend = DockerBackend::connect().map_err(CliError::failed)?;
+    let local = ahe_sandbox::local::reap_dead();
+    for (p, e) in &local.failed {
+        eprintln!("warning: cannot remove {}: {e}", p.display());
+    }
+    println!(
+        "ahe sandbox reap: removed {} local sandbox{} and {} cgroup{} of dead ahe processes ({} of running ones kept)",
+        local.removed,
+        if local.removed == 1 { "" } else { "es" },
+        local.cgroups,
+        if local.cgroups == 1 { "" } else { "s" },
+        local.live
+    );
+    let backend = DockerBackend::connect().map_err(|e| {
+        CliError::failed(anyhow::Error::from(e).context("docker containers not reaped"))
+    })?;
     let mut removed = backend.reaped();
     if all {
         let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
@@ -142,6 +161,66 @@ fn reap(all: bool) -> Result<(), CliError> {
         }
     );
     Ok(())
+}
+
+/// Parser of `--concurrency`: a whole number of at least 1 (0 would run nothing, forever).
+pub fn concurrency_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
+/// A token cancelled on the first Ctrl-C (SIGINT), SIGTERM (`kill`, `timeout`, systemd,
+/// `docker stop`) or SIGHUP (a closed terminal), after printing `interrupted (SIG): {what}`:
+/// `ahe eval` and `ahe evolve` stop the same graceful way on each. The handlers are installed
+/// before this returns, so a signal that comes early is caught rather than killing the
+/// process; they live as long as `rt`.
+pub fn cancel_on_interrupt(
+    rt: &tokio::runtime::Runtime,
+    what: &'static str,
+) -> Result<tokio_util::sync::CancellationToken, CliError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let c2 = cancel.clone();
+    rt.block_on(async move {
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        tokio::spawn(async move {
+            use std::io::Write;
+            for n in 0.. {
+                let (by, signo) = tokio::select! {
+                    _ = int.recv() => ("Ctrl-C", libc_signo::INT),
+                    _ = term.recv() => ("SIGTERM", libc_signo::TERM),
+                    _ = hup.recv() => ("SIGHUP", libc_signo::HUP),
+                };
+                // Writes to a hung-up terminal fail: never let that stop the cancellation.
+                if n == 0 {
+                    let _ = writeln!(std::io::stderr(), "\ninterrupted ({by}): {what}");
+                    c2.cancel();
+                    continue;
+                }
+                // A second signal while the graceful stop waits (e.g. for a model call of
+                // the debug phase) exits at once, as `kill -9` would: the run stays resumable.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\ninterrupted again ({by}): exiting now; `ahe sandbox reap` removes sandboxes left behind"
+                );
+                std::process::exit(128 + signo);
+            }
+        });
+        Ok::<_, std::io::Error>(())
+    })
+    .map_err(|e| CliError::failed(anyhow::Error::from(e).context("installing signal handlers")))?;
+    Ok(cancel)
+}
+
+/// Signal numbers for the `128 + n` exit status of a forced stop (the same on every Linux).
+mod libc_signo {
+    /// SIGHUP.
+    pub const HUP: i32 = 1;
+    /// SIGINT.
+    pub const INT: i32 = 2;
+    /// SIGTERM.
+    pub const TERM: i32 = 15;
 }
 
 fn validate(dir: &std::path::Path) -> Result<(), CliError> {

@@ -75,7 +75,8 @@ pub fn run(a: ShowArgs) -> Result<(), CliError> {
         (None, None, _) => (json::run_doc(&run), (!a.json).then(|| run_text(&run))),
     };
     match text {
-        Some(t) => print!("{t}"),
+        // Every table may quote the run's files (task names, model text): escaped as a whole.
+        Some(t) => print!("{}", ahe_harness::trace::escape_controls(&t)),
         None => println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
@@ -84,17 +85,9 @@ pub fn run(a: ShowArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Replaces control characters (terminal escapes in model output) with `?`.
+/// Shows control characters (terminal escapes in model output) as visible escapes.
 fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                '?'
-            } else {
-                c
-            }
-        })
-        .collect()
+    ahe_harness::trace::escape_controls(s).into_owned()
 }
 
 /// A plain table: columns padded to their widest cell; `right` marks numeric columns.

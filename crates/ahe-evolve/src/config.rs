@@ -239,6 +239,9 @@ impl RunConfig {
         if self.sandbox.concurrency == 0 {
             bail!("sandbox.concurrency: must be at least 1");
         }
+        if self.evolve.debugger_concurrency == 0 {
+            bail!("evolve.debugger_concurrency: must be at least 1");
+        }
         if self.agent.max_turns == Some(0) {
             bail!("agent.max_turns: must be at least 1");
         }

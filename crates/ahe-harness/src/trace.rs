@@ -1,5 +1,6 @@
 //! `trace.jsonl`: one JSON event per line, appended and flushed as it happens.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -190,9 +191,29 @@ impl TraceWriter {
             let _ = trace.write_all(buf);
             let _ = trace.flush();
         }
-        let _ = writeln!(log, "{}", human(event));
+        // Model text must not drive the terminal of whoever reads the log.
+        let _ = writeln!(log, "{}", escape_controls(&human(event)));
         let _ = log.flush();
     }
+}
+
+/// `s` with control characters written as visible escapes (C0 controls other than `\n` and
+/// `\t`, and DEL, as `\x1b`; C1 controls as `\u{9b}`), so text from a model cannot move the
+/// cursor, clear the screen or retitle the terminal that displays it.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !s.chars().any(bad) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            c if !bad(c) => out.push(c),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The first `n` characters of `s` on one line (newlines shown as `⏎`), `…` when cut; reads
@@ -297,6 +318,49 @@ mod tests {
         assert_eq!(clip("a\nbc", 3), "a⏎b…");
         assert_eq!(clip("héllo wörld", 5), "héllo…");
         assert_eq!(clip("", 5), "");
+    }
+
+    #[test]
+    fn escape_controls_shows_terminal_controls_and_keeps_text() {
+        assert_eq!(escape_controls("a\x1b[2J\x07b"), "a\\x1b[2J\\x07b");
+        assert_eq!(
+            escape_controls("\r\x00\x7f\u{9b}31m"),
+            "\\x0d\\x00\\x7f\\u{9b}31m"
+        );
+        assert_eq!(escape_controls("héllo\tx\ny ⏎"), "héllo\tx\ny ⏎");
+        assert!(matches!(escape_controls("plain"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn model_text_reaches_agent_log_escaped_and_trace_exact() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = TraceWriter::open(tmp.path()).unwrap();
+        let evil = "ok\x1b[2J\x1b]0;pwned\x07\u{9b}1m";
+        w.emit(&Event::Assistant {
+            agent: "main",
+            turn: 1,
+            content: Some(evil),
+            tool_calls: &[],
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            duration_ms: 1,
+        });
+        let log = std::fs::read_to_string(tmp.path().join("agent.log")).unwrap();
+        assert!(
+            !log.chars().any(|c| c.is_control() && c != '\n'),
+            "raw control characters in agent.log: {log:?}"
+        );
+        assert!(
+            log.contains("ok\\x1b[2J\\x1b]0;pwned\\x07\\u{9b}1m"),
+            "{log}"
+        );
+        let trace = std::fs::read_to_string(tmp.path().join("trace.jsonl")).unwrap();
+        let v: Value = serde_json::from_str(trace.trim()).unwrap();
+        assert_eq!(
+            v["content"].as_str(),
+            Some(evil),
+            "trace.jsonl keeps the exact text"
+        );
     }
 
     #[test]

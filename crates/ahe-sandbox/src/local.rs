@@ -36,6 +36,7 @@ mod cgroup;
 mod fsmap;
 mod owner;
 mod process;
+mod reap;
 mod server;
 mod setup;
 mod transfer;
@@ -61,6 +62,8 @@ pub use owner::DEFAULT_SANDBOX_UID;
 use server::ExecServer;
 use setup::{make_trial_dir, step_error};
 use transfer::{get_blocking, put_blocking, read_only_msg};
+
+pub use reap::{reap_dead, reap_dead_in, LocalReap};
 
 /// Working directory when the Dockerfile sets none (or there is no Dockerfile).
 pub const DEFAULT_WORKDIR: &str = "/app";
