@@ -351,8 +351,11 @@ impl HostTool for ReadVerifier {
             d.file_name()
                 .is_some_and(|n| n.to_string_lossy() == a.to_string())
         }) {
+            // Through a cap-std root at the trial dir: a link out of it is refused, not read.
             Some(d) => ToolReply::Text(clip(
-                &std::fs::read_to_string(d.join("verifier/stdout.txt")).unwrap_or_default(),
+                &cap_std::fs::Dir::open_ambient_dir(d, cap_std::ambient_authority())
+                    .and_then(|dir| dir.read_to_string("verifier/stdout.txt"))
+                    .unwrap_or_default(),
                 8000,
             )),
             None => ToolReply::Error(format!("no trial {a}")),
