@@ -7,7 +7,10 @@ use ahe_harness::trace::{Event, TraceWriter};
 use ahe_model::{
     ChatRequest, Message, ModelClient, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec, Usage,
 };
+use minijinja::context;
 use serde_json::Value;
+
+use crate::text::agent_says;
 
 /// What a host tool answers.
 pub enum ToolReply {
@@ -205,30 +208,29 @@ pub async fn run_host_agent(
 async fn dispatch(tools: &[Box<dyn HostTool>], call: &ToolCall) -> (String, bool) {
     let Some(tool) = tools.iter().find(|t| t.spec().name == call.name) else {
         let names: Vec<String> = tools.iter().map(|t| t.spec().name).collect();
-        return (
-            format!(
-                "[error] unknown tool {:?}; available: {}",
-                call.name,
-                names.join(", ")
-            ),
-            false,
-        );
+        let ctx = context! { name => &call.name, available => names };
+        return (error(agent_says("unknown_tool", ctx)), false);
     };
     if !call.arguments.is_object() {
-        return ("[error] arguments must be a JSON object".into(), false);
+        return (error(agent_says("not_an_object", context! {})), false);
     }
     match tool.call(&call.arguments).await {
         ToolReply::Text(t) => (t, false),
-        ToolReply::Error(e) => (format!("[error] {e}"), false),
+        ToolReply::Error(e) => (error(e), false),
         ToolReply::Stop(t) => (t, true),
     }
+}
+
+/// A tool's error as the model reads it (`[error] …`).
+fn error(message: String) -> String {
+    agent_says("error", context! { message })
 }
 
 /// A string argument, or an error naming it.
 pub fn arg_str<'a>(args: &'a Value, k: &str) -> Result<&'a str, String> {
     args.get(k)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("missing string argument `{k}`"))
+        .ok_or_else(|| agent_says("missing_arg", context! { key => k }))
 }
 
 /// A JSON schema object with string properties (all required unless listed in `optional`).

@@ -204,6 +204,37 @@ impl Harness {
     }
 }
 
+/// Appends the index of enabled skills to the builtin `load_skill` tool's description and
+/// that of enabled sub-agents to `delegate`'s (`[index]` of `templates/messages.toml`).
+fn add_indexes(tools: &mut [ToolDef], skills: &[Skill], subagents: &[SubagentDef]) {
+    use crate::tools::{BuiltinTool, ToolImpl};
+    let entry = |n: &str, d: &str| minijinja::context! { name => n, description => d };
+    for t in tools.iter_mut() {
+        let index = match t.implementation {
+            ToolImpl::Builtin(BuiltinTool::LoadSkill) if !skills.is_empty() => {
+                let list: Vec<_> = skills
+                    .iter()
+                    .map(|s| entry(&s.name, &s.description))
+                    .collect();
+                crate::text::say("index", "skills", minijinja::context! { skills => list })
+            }
+            ToolImpl::Builtin(BuiltinTool::Delegate) if !subagents.is_empty() => {
+                let list: Vec<_> = subagents
+                    .iter()
+                    .map(|s| entry(&s.name, &s.description))
+                    .collect();
+                crate::text::say(
+                    "index",
+                    "subagents",
+                    minijinja::context! { subagents => list },
+                )
+            }
+            _ => continue,
+        };
+        t.description.push_str(&index);
+    }
+}
+
 struct Ctx<'a> {
     root: &'a Path,
     problems: Vec<Problem>,
@@ -339,6 +370,7 @@ pub fn load(dir: &Path) -> Result<Harness, Vec<Problem>> {
         }
     }
     registry_warnings(&mut cx, &agent, &all_tools);
+    add_indexes(&mut all_tools, &skills, &subagents);
     let h = Harness {
         dir: dir.to_path_buf(),
         agent,

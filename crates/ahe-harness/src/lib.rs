@@ -4,6 +4,7 @@ pub mod format;
 pub mod middleware;
 pub mod prompt;
 pub mod runtime;
+pub mod text;
 pub mod tools;
 pub mod trace;
 

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::format::MiddlewareDef;
+use crate::text;
 use crate::tools::{parse_script_json, script_command, truncate_middle, ToolResult};
+use minijinja::context;
 
 /// Where a middleware runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -138,7 +140,7 @@ impl Default for LoopParams {
     fn default() -> Self {
         LoopParams {
             max_repeats: 3,
-            message: "You have made this exact call {n} times in a row. It will not give a different result; change approach.".into(),
+            message: text::template("middleware", "loop_detection").into(),
         }
     }
 }
@@ -153,7 +155,7 @@ struct GuardParams {
     argument: String,
 }
 fn default_guard_msg() -> String {
-    "Blocked by the command guard (pattern `{pattern}`).".into()
+    text::template("middleware", "command_guard").into()
 }
 fn default_guard_arg() -> String {
     "command".into()
@@ -177,7 +179,7 @@ fn default_max_rejections() -> u32 {
     3
 }
 fn default_finish_msg() -> String {
-    "Not finished: the check `{command}` failed (exit code {code}). Its output:\n{output}\nFix the problem, then finish again.".into()
+    text::template("middleware", "finish_verification").into()
 }
 
 #[derive(Deserialize)]
@@ -501,9 +503,10 @@ pub fn compact(m: &[Message], max_chars: usize, keep_last: usize) -> Option<Vec<
         }
         if let Message::Tool { content, .. } | Message::User { content } = msg {
             if content.len() > 200 {
-                let note = format!(
-                    "[output elided by compaction: {} characters]",
-                    content.len()
+                let note = text::say(
+                    "middleware",
+                    "compaction_note",
+                    context! { chars => content.len() },
                 );
                 total = total - content.len() + note.len();
                 *content = note;

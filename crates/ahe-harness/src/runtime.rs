@@ -14,8 +14,10 @@ use serde_json::Value;
 use crate::format::{Harness, ToolDef};
 use crate::middleware::{compact, conversation_chars, Decision, HookInput, Stack};
 use crate::prompt::{self, PromptVars, ToolView};
+use crate::text;
 use crate::tools::{self, BuiltinTool, ToolImpl, ToolResult, SCRIPT_ROOT};
 use crate::trace::{Event, TraceWriter};
+use minijinja::context;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +37,21 @@ pub enum End {
     ModelError,
     /// A permanent model error (bad key, unknown model).
     Fatal,
+}
+
+impl End {
+    /// snake_case name (as in traces and results).
+    pub fn name(self) -> &'static str {
+        match self {
+            End::Finished => "finished",
+            End::Timeout => "timeout",
+            End::TurnLimit => "turn_limit",
+            End::TokenLimit => "token_limit",
+            End::ContextExceeded => "context_exceeded",
+            End::ModelError => "model_error",
+            End::Fatal => "fatal",
+        }
+    }
 }
 
 /// The result of one agent run.
@@ -465,14 +482,18 @@ impl Runtime {
             let Some(def) = p.tools.iter().find(|t| t.name == call.name) else {
                 let names: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
                 break 'r ToolResult::fail(
-                    format!("unknown tool {:?}", call.name),
-                    Some(&format!("available tools: {}", names.join(", "))),
+                    text::say("tools", "unknown_tool", context! { name => &call.name }),
+                    Some(&text::say("tools", "available_tools", context! { names })),
                 );
             };
             if let Value::String(raw) = &args {
                 break 'r tools::invalid_args(
                     &def.name,
-                    &[format!("the arguments are not a JSON object: {raw:.200}")],
+                    &[text::say(
+                        "tools",
+                        "not_an_object",
+                        context! { raw => raw.chars().take(200).collect::<String>() },
+                    )],
                     &def.input_schema,
                 );
             }
@@ -497,7 +518,7 @@ impl Runtime {
                         break 'r ToolResult {
                             ok: false,
                             output: message,
-                            error: Some(format!("blocked by middleware {name}")),
+                            error: Some(text::say("middleware", "blocked", context! { name })),
                             ..Default::default()
                         }
                     }
@@ -560,12 +581,17 @@ impl Runtime {
                 .map(|s| s.name.as_str())
                 .collect();
             return ToolResult::fail(
-                format!("no sub-agent named {name:?}"),
-                Some(&format!("available: {}", names.join(", "))),
+                text::say("tools", "no_subagent", context! { name }),
+                Some(&text::say(
+                    "tools",
+                    "available_subagents",
+                    context! { names },
+                )),
             );
         };
         if p.name != "main" {
-            return ToolResult::fail("sub-agents cannot delegate further", None);
+            let msg = text::say("tools", "no_nested_delegation", context! {});
+            return ToolResult::fail(msg, None);
         }
         let tools: Vec<&ToolDef> = sub
             .tools
@@ -591,9 +617,15 @@ impl Runtime {
         ToolResult {
             ok: out.end == End::Finished,
             output: text,
-            error: (out.end != End::Finished)
-                .then(|| format!("sub-agent {name} ended: {:?}", out.end)),
-            summary: Some(format!("{} turns", out.turns)),
+            error: (out.end != End::Finished).then(|| {
+                let end = out.end.name();
+                text::say("tools", "subagent_ended", context! { name, end })
+            }),
+            summary: Some(text::say(
+                "tools",
+                "subagent_turns",
+                context! { turns => out.turns },
+            )),
             ..Default::default()
         }
     }
