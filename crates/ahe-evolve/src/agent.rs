@@ -3,7 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use ahe_harness::trace::{Event, TraceWriter};
+use std::convert::Infallible;
+
+use ahe_harness::session::{End, Limits, Session, Stop, ToolEvent};
+use ahe_harness::TraceWriter;
 use ahe_model::{
     ChatRequest, Message, ModelClient, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec, Usage,
 };
@@ -71,55 +74,58 @@ pub async fn run_host_agent(
     limits: HostLimits,
     trace: &TraceWriter,
 ) -> HostOutcome {
-    let name = role.as_str();
     let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
-    let deadline = Instant::now() + limits.timeout;
-    trace.emit(&Event::RunStart {
-        agent: name,
-        model: &model.describe(),
-        protocol: "native",
-        tools: specs.iter().map(|s| s.name.as_str()).collect(),
-        limits: serde_json::json!({"max_turns": limits.max_turns, "timeout_sec": limits.timeout.as_secs_f64()}),
-    });
-    trace.emit(&Event::Message {
-        agent: name,
-        role: "system",
-        content: system,
-    });
-    trace.emit(&Event::Message {
-        agent: name,
-        role: "user",
-        content: user,
-    });
-    let mut messages = vec![Message::system(system), Message::user(user)];
-    let mut out = HostOutcome {
-        final_text: None,
-        stopped_by_tool: false,
-        turns: 0,
-        usage: Usage::default(),
-        cost_usd: 0.0,
-        error: None,
+    let lim = Limits {
+        max_turns: limits.max_turns,
+        deadline: Instant::now() + limits.timeout,
+        max_tokens: None,
     };
-    let end = 'run: loop {
-        if out.turns >= limits.max_turns {
-            break "turn_limit";
-        }
-        out.turns += 1;
-        let last = limits
-            .last_turn_note
-            .filter(|_| out.turns == limits.max_turns);
-        if let Some(note) = last.filter(|_| out.turns > 1) {
-            trace.emit(&Event::Message {
-                agent: name,
-                role: "user",
-                content: note,
-            });
-            messages.push(Message::user(note));
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let model_name = model.describe();
+    let mut s = Session::start(
+        role.as_str(),
+        trace,
+        &model_name,
+        ToolProtocol::Native,
+        names,
+        lim,
+        system,
+        user,
+    );
+    let stop = match turns(&mut s, model, role, &specs, tools, limits).await {
+        Err(stop) => stop,
+        Ok(never) => match never {},
+    };
+    let out = s.end(stop);
+    HostOutcome {
+        stopped_by_tool: out.end == End::StoppedByTool,
+        final_text: out.final_message,
+        turns: out.turns,
+        usage: out.usage,
+        cost_usd: out.cost_usd,
+        error: out.error,
+    }
+}
+
+/// The turns of a host agent; leaves only by `?` with the [`Stop`].
+async fn turns(
+    s: &mut Session<'_>,
+    model: &ModelClient,
+    role: Role,
+    specs: &[ToolSpec],
+    tools: &[Box<dyn HostTool>],
+    limits: HostLimits,
+) -> Result<Infallible, Stop> {
+    loop {
+        let turn = s.next_turn()?;
+        let last = limits.last_turn_note.filter(|_| turn == limits.max_turns);
+        if let Some(note) = last.filter(|_| turn > 1) {
+            s.note(note);
         }
         let req = ChatRequest {
             role,
-            messages: messages.clone(),
-            tools: specs.clone(),
+            messages: s.messages.clone(),
+            tools: specs.to_vec(),
             protocol: ToolProtocol::Native,
             temperature: None,
             max_tokens: None,
@@ -129,50 +135,16 @@ pub async fn run_host_agent(
                 ToolChoice::Auto
             },
         };
-        let t0 = Instant::now();
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let resp = match tokio::time::timeout(remaining, model.chat(&req)).await {
-            Err(_) => break "timeout",
-            Ok(Err(e)) => {
-                let msg = e.to_string();
-                trace.emit(&Event::Error {
-                    agent: name,
-                    turn: out.turns,
-                    kind: e.class(),
-                    message: &msg,
-                });
-                out.error = Some(msg);
-                break "model_error";
-            }
-            Ok(Ok(r)) => r,
-        };
-        out.usage.add(&resp.usage);
-        out.cost_usd += resp.cost_usd;
-        trace.emit(&Event::Assistant {
-            agent: name,
-            turn: out.turns,
-            content: resp.content.as_deref(),
-            tool_calls: &resp.tool_calls,
-            usage: resp.usage,
-            cost_usd: resp.cost_usd,
-            duration_ms: t0.elapsed().as_millis() as u64,
-        });
-        if resp
-            .content
-            .as_deref()
-            .is_some_and(|c| !c.trim().is_empty())
-        {
-            out.final_text = resp.content.clone();
-        }
-        messages.push(resp.to_message());
+        let resp = s.call(model, &req).await?;
+        s.keep_text(&resp);
+        s.messages.push(resp.to_message());
         if resp.tool_calls.is_empty() {
-            break "finished";
+            return Err(Stop::at(End::Finished));
         }
         for call in &resp.tool_calls {
+            let t0 = Instant::now();
             let (text, stop) = dispatch(tools, call).await;
-            trace.emit(&Event::ToolCall {
-                agent: name,
-                turn: out.turns,
+            s.tool_event(ToolEvent {
                 id: &call.id,
                 name: &call.name,
                 args: &call.arguments,
@@ -181,28 +153,18 @@ pub async fn run_host_agent(
                 exit_code: None,
                 truncated: false,
                 error: None,
-                duration_ms: 0,
+                duration: t0.elapsed(),
             });
-            messages.push(Message::Tool {
+            s.messages.push(Message::Tool {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
                 content: text,
             });
             if stop {
-                out.stopped_by_tool = true;
-                break 'run "stopped_by_tool";
+                return Err(Stop::at(End::StoppedByTool));
             }
         }
-    };
-    trace.emit(&Event::RunEnd {
-        agent: name,
-        end,
-        turns: out.turns,
-        usage: out.usage,
-        cost_usd: out.cost_usd,
-        final_message: out.final_text.as_deref(),
-    });
-    out
+    }
 }
 
 async fn dispatch(tools: &[Box<dyn HostTool>], call: &ToolCall) -> (String, bool) {

@@ -3,18 +3,17 @@
 //! Only visible tasks ever reach the evolve agent from here.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 use ahe_bench::TrialStatus;
 use minijinja::context;
 
 use crate::attribute::{ChangeEvaluation, Verdict};
+use crate::clean;
 use crate::commit::HarnessRepo;
 use crate::journal::{Entry, Journal};
 use crate::manifest::{Change, ChangeKind, Manifest};
 use crate::run::Exercised;
 use crate::run_dir::{IterationDir, RunDir};
-use crate::{clean, write_json};
 
 /// The harness files each visible task's trials exercised (from `trace.clean.json`).
 pub fn exercised(it: &IterationDir, visible: &BTreeSet<String>) -> Exercised {
@@ -153,18 +152,11 @@ pub fn change_summary(ev: &ChangeEvaluation) -> String {
 
 /// Writes `evolve/inputs/` (change evaluation, score history, stability, best).
 pub fn write_inputs(run: &RunDir, t: u32, visible: &BTreeSet<String>) -> anyhow::Result<()> {
-    let it = run.iteration(t);
-    let d = it.evolve_inputs();
-    std::fs::create_dir_all(&d)?;
-    let ev = it.change_evaluation_path();
-    let name = |p: &Path| p.file_name().map(PathBuf::from).unwrap_or_default();
-    std::fs::copy(&ev, d.join(name(&ev)))?;
-    std::fs::write(d.join("score_history.md"), score_history(run, t))?;
-    std::fs::write(d.join("stability.md"), stability(run, t, visible))?;
-    if let Some(b) = run.best() {
-        write_json(&d.join("best.json"), &b)?;
-    }
-    Ok(())
+    run.iteration(t).write_evolve_inputs(
+        &score_history(run, t),
+        &stability(run, t, visible),
+        run.best().as_ref(),
+    )
 }
 
 /// Template variables of the evolve agent's user prompt.

@@ -58,7 +58,7 @@ impl Agent for HarnessAgent {
             .await;
         AgentOutcome {
             end: match out.end {
-                End::Finished => AgentEnd::Finished,
+                End::Finished | End::StoppedByTool => AgentEnd::Finished,
                 End::Timeout => AgentEnd::Timeout,
                 End::TurnLimit => AgentEnd::TurnLimit,
                 End::TokenLimit => AgentEnd::TokenLimit,

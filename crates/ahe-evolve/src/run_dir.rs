@@ -451,6 +451,28 @@ impl IterationDir {
         self.evolve().join("inputs")
     }
 
+    /// Writes `evolve/inputs/`: a copy of `change_evaluation.json`, `score_history.md`,
+    /// `stability.md` and `best.json`.
+    pub fn write_evolve_inputs(
+        &self,
+        score_history: &str,
+        stability: &str,
+        best: Option<&Best>,
+    ) -> anyhow::Result<()> {
+        let d = self.evolve_inputs();
+        std::fs::create_dir_all(&d)?;
+        std::fs::copy(
+            self.change_evaluation_path(),
+            d.join("change_evaluation.json"),
+        )?;
+        std::fs::write(d.join("score_history.md"), score_history)?;
+        std::fs::write(d.join("stability.md"), stability)?;
+        if let Some(b) = best {
+            write_json(&d.join("best.json"), b)?;
+        }
+        Ok(())
+    }
+
     /// `evolve/preflight/`: the smoke trial of the new harness.
     pub fn preflight(&self) -> PathBuf {
         self.evolve().join("preflight")

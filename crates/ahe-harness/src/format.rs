@@ -7,7 +7,7 @@ use ahe_model::ToolProtocol;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::middleware::{self, Hook, MiddlewareKind};
+use crate::middleware::{Hook, MiddlewareKind};
 use crate::tools::{self, ToolImpl};
 
 /// One problem found in a harness: file (relative to the harness), field, what is wrong.
@@ -544,7 +544,7 @@ fn load_middleware(cx: &mut Ctx, name: &str) -> Option<MiddlewareDef> {
                     );
                 }
             }
-            if let Err(e) = middleware::check_params(*b, &params) {
+            if let Err(e) = crate::builtin_mw::check_params(*b, &params) {
                 cx.err(&file, Some("params"), e);
             }
         }
