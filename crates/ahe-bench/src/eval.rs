@@ -246,6 +246,10 @@ mod tests {
         running: AtomicUsize,
         max: AtomicUsize,
         started: Mutex<Vec<(String, u32)>>,
+        /// Agents started so far.
+        arrivals: AtomicUsize,
+        /// One of the first three agents waited in vain for the other two.
+        alone: std::sync::atomic::AtomicBool,
     }
 
     #[async_trait::async_trait]
@@ -253,6 +257,18 @@ mod tests {
         async fn run(&self, ctx: AgentContext<'_>) -> AgentOutcome {
             let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
             self.max.fetch_max(now, Ordering::SeqCst);
+            // The first three agents wait until all three run at once: serial execution
+            // (or a concurrency of one or two) leaves the first one waiting in vain.
+            if self.arrivals.fetch_add(1, Ordering::SeqCst) < 3 {
+                let t0 = std::time::Instant::now();
+                while self.running.load(Ordering::SeqCst) < 3 {
+                    if t0.elapsed() > Duration::from_secs(5) {
+                        self.alone.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
             let attempt = ctx.trial_dir.file_name().unwrap().to_string_lossy();
             let attempt: u32 = attempt.parse().unwrap();
             self.started
@@ -309,7 +325,11 @@ mod tests {
         assert_eq!(s.statuses.get("pass"), Some(&20), "{:?}", s.statuses);
         assert_eq!(done.load(Ordering::SeqCst), 20);
         let max = agent.max.load(Ordering::SeqCst);
-        assert!((1..=3).contains(&max), "{max} agents ran at once");
+        assert_eq!(max, 3, "{max} agents ran at once (concurrency 3)");
+        assert!(
+            !agent.alone.load(Ordering::SeqCst),
+            "the first three trials did not run at the same time"
+        );
         let started = agent.started.lock().unwrap().clone();
         assert_eq!(started.len(), 20);
         // No attempt starts before every earlier attempt of every task has started.
