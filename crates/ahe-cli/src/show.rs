@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
-use ahe_evolve::report::format::{cell_text, ci, f3, iter_label, secs, tokens, usd};
+use ahe_evolve::report::format::{f3, iter_label, secs, tokens, usd};
 use ahe_evolve::report::json;
-use ahe_evolve::report::model::{verdict_name, IterationReport, RunReport, VERDICTS};
+use ahe_evolve::report::model::{IterationReport, RunReport};
+use ahe_evolve::report::view::{iter_view, summary_row};
 use clap::Args;
 
 use crate::CliError;
@@ -171,56 +172,38 @@ fn run_text(run: &RunReport) -> String {
         .iterations
         .iter()
         .map(|it| {
-            let e = it.evaluation.as_ref();
-            let vc = it.verdict_counts();
-            let verdicts: Vec<String> = VERDICTS
+            let r = summary_row(run, it);
+            let dash = |v: String| if v.is_empty() { "–".to_string() } else { v };
+            let verdicts: Vec<String> = r
+                .verdicts
                 .iter()
-                .filter_map(|v| {
-                    let n = verdict_name(*v);
-                    vc.get(n).map(|c| format!("{}{c}", abbrev(n)))
-                })
+                .map(|(n, c, _)| format!("{}{c}", abbrev(n)))
                 .collect();
-            let dash = || "–".to_string();
             vec![
                 format!(
                     "{}{}{}",
-                    iter_label(it),
-                    if run.is_best(it.iteration) {
-                        " ★"
-                    } else {
+                    r.label,
+                    if r.best { " ★" } else { "" },
+                    if r.status.is_empty() {
                         ""
-                    },
-                    if it.complete { "" } else { " (incomplete)" }
+                    } else {
+                        " (incomplete)"
+                    }
                 ),
-                it.visible().map(|v| f3(v.0)).unwrap_or_else(dash),
-                it.visible().map(|v| ci(v.1)).unwrap_or_else(dash),
-                it.holdout().map(|v| f3(v.0)).unwrap_or_else(dash),
-                e.and_then(|e| e.stats.delta)
-                    .map(|d| {
-                        format!(
-                            "{d:+.3}{}",
-                            if e.is_some_and(|e| e.stats.delta_significant) {
-                                "*"
-                            } else {
-                                ""
-                            }
-                        )
-                    })
-                    .unwrap_or_else(dash),
-                e.map(|e| e.fixed.len().to_string()).unwrap_or_else(dash),
-                e.map(|e| e.regressed.len().to_string())
-                    .unwrap_or_else(dash),
-                if verdicts.is_empty() {
-                    dash()
+                r.pass,
+                dash(r.pass_ci),
+                r.holdout,
+                if r.delta_significant {
+                    format!("{}*", r.delta)
                 } else {
-                    verdicts.join(" ")
+                    r.delta
                 },
-                it.manifest
-                    .as_ref()
-                    .map(|m| m.changes.len().to_string())
-                    .unwrap_or_else(dash),
-                usd(it.cost_usd()),
-                secs(it.wall_sec()),
+                r.fixed,
+                r.regressed,
+                dash(verdicts.join(" ")),
+                r.changes,
+                r.cost,
+                r.wall,
             ]
         })
         .collect();
@@ -249,93 +232,66 @@ fn list(v: &[String]) -> String {
 }
 
 fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
-    let t = it.iteration;
+    let v = iter_view(run, it, false);
+    let t = v.iteration;
     let mut s = format!(
         "iteration {}{}{}",
-        iter_label(it),
-        if run.is_best(t) { " ★ best" } else { "" },
-        match it.visible() {
-            Some((p, c)) => format!(" — visible pass@1 {} (95% CI {})", f3(p), ci(c)),
+        v.label,
+        if v.best { " ★ best" } else { "" },
+        match &v.visible {
+            Some((p, c)) => format!(" — visible pass@1 {p} (95% CI {c})"),
             None => " — not scored yet".into(),
         }
     );
-    if let Some((h, _)) = it.holdout() {
-        s.push_str(&format!(" · held-out {}", f3(h)));
+    if let Some((h, _)) = &v.holdout_score {
+        s.push_str(&format!(" · held-out {h}"));
     }
-    if let Some(c) = &it.evaluated_commit {
-        s.push_str(&format!(
-            " · harness {}",
-            c.chars().take(12).collect::<String>()
-        ));
+    if !v.commit.is_empty() {
+        s.push_str(&format!(" · harness {}", v.commit));
     }
     s.push('\n');
-    if let Some(line) = it.suspect_line() {
+    if let Some(line) = &v.suspect {
         s.push_str(&format!("{line}\n"));
     }
-    if let Some(i) = &it.incomplete {
-        s.push_str(&format!("incomplete: {}\n", i.message));
+    if let Some(i) = &v.incomplete {
+        s.push_str(&format!("incomplete: {i}\n"));
     }
-    let phases: Vec<String> = it
-        .phases
-        .iter()
-        .map(|p| match (p.secs, p.started) {
-            (Some(v), _) => format!("{} {}", p.phase, secs(v)),
-            (None, true) => format!("{} unfinished", p.phase),
-            _ => format!("{} –", p.phase),
-        })
-        .collect();
+    let phases: Vec<String> = v.phases.iter().map(|(p, t)| format!("{p} {t}")).collect();
     s.push_str(&format!("phases: {}\n", phases.join(" · ")));
-    let roles: Vec<String> = it
+    let roles: Vec<String> = v
         .roles
         .iter()
-        .map(|(r, u)| {
-            format!(
-                "{r} {} in / {} out {}",
-                tokens(u.input_tokens),
-                tokens(u.output_tokens),
-                usd(u.cost_usd)
-            )
-        })
+        .map(|(r, i, o, c)| format!("{r} {i} in / {o} out {c}"))
         .collect();
     if !roles.is_empty() {
         s.push_str(&format!("roles: {}\n", roles.join(" · ")));
     }
     s.push('\n');
-    let rows: Vec<Vec<String>> = run
+    let rows: Vec<Vec<String>> = v
         .tasks
         .iter()
-        .filter_map(|task| {
-            let c = it.cell(task)?;
-            let trials: Vec<String> = match it.task(task) {
-                Some(ts) => ts
-                    .trials
-                    .iter()
-                    .map(|x| {
-                        let flag = if x.suspect { " (suspect)" } else { "" };
-                        format!("{}{flag}", x.status.as_str())
-                    })
-                    .collect(),
-                None => it
-                    .journal_trials
-                    .get(task)
-                    .map(|m| m.values().cloned().collect())
-                    .unwrap_or_default(),
-            };
-            Some(vec![
-                format!(
-                    "{}{}",
-                    task,
-                    if run.holdout.contains(task) {
-                        " (held out)"
+        .filter(|r| r.has_cell)
+        .map(|r| {
+            let trials: Vec<String> = r
+                .trials
+                .iter()
+                .map(|(a, _, st)| {
+                    let flag = if r.suspect.contains(a) {
+                        " (suspect)"
                     } else {
                         ""
-                    }
-                ),
-                cell_text(&c),
-                c.status.clone(),
-                it.task_move(task).unwrap_or("").to_string(),
+                    };
+                    format!("{st}{flag}")
+                })
+                .collect();
+            let held = if r.holdout { " (held out)" } else { "" };
+            vec![
+                format!("{}{held}", r.task),
+                r.text.clone(),
+                r.status.clone(),
+                r.movement.clone(),
                 trials.join(" "),
-            ])
+            ]
         })
         .collect();
     s.push_str(&table(
@@ -343,29 +299,30 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
         &rows,
         &[1],
     ));
-    if let Some(e) = &it.evaluation {
+    if let Some(a) = &v.attribution {
         s.push('\n');
-        if let (Some(d), Some(c)) = (e.stats.delta, e.stats.delta_ci) {
+        if let Some(d) = &a.delta_view {
             s.push_str(&format!(
-                "Δ pass@1 {d:+.3} (paired 95% CI {:+.3}…{:+.3}, {})\n",
-                c[0],
-                c[1],
-                if e.stats.delta_significant {
+                "Δ pass@1 {} (paired 95% CI {}…{}, {})\n",
+                d.value,
+                d.lo,
+                d.hi,
+                if d.significant {
                     "significant"
                 } else {
                     "within noise"
                 }
             ));
         }
-        if let Some(m) = e.manifest_iteration {
+        if let Some(m) = a.manifest_iteration {
             s.push_str(&format!("changes of iteration {m} judged here:\n"));
-            let rows: Vec<Vec<String>> = e
-                .changes
+            let rows: Vec<Vec<String>> = a
+                .judged_rows
                 .iter()
                 .map(|c| {
                     vec![
                         c.id.clone(),
-                        verdict_name(c.verdict).to_string(),
+                        c.verdict.clone(),
                         list(&c.predicted_fixes),
                         list(&c.actually_fixed),
                         list(&c.risk_tasks),
@@ -385,47 +342,33 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
                 &rows,
                 &[],
             ));
-            let p = &e.prediction;
-            let r = |v: Option<f64>| v.map(f3).unwrap_or_else(|| "–".into());
+            let p = &a.precision;
             s.push_str(&format!(
                 "predictions: fix precision {} · fix recall {} · risk precision {} · risk recall {}\n",
-                r(p.fix_precision),
-                r(p.fix_recall),
-                r(p.risk_precision),
-                r(p.risk_recall)
+                p.fix_precision, p.fix_recall, p.risk_precision, p.risk_recall
             ));
         }
-        let un: Vec<String> = e
-            .unattributed_regressions
-            .iter()
-            .map(|m| m.task.clone())
-            .collect();
+        let un: Vec<String> = a.unattributed.iter().map(|(t, _)| t.clone()).collect();
         s.push_str(&format!("unattributed regressions: {}\n", list(&un)));
     }
-    if let Some(m) = &it.manifest {
+    if !v.manifest_missing && !v.is_final {
         s.push_str(&format!(
             "\nchanges made in iteration {t} (judged in iteration {}):\n",
             t + 1
         ));
-        let rows: Vec<Vec<String>> = m
+        let rows: Vec<Vec<String>> = v
             .changes
             .iter()
             .map(|c| {
-                let kind = serde_json::to_value(c.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default();
-                let comp = serde_json::to_value(c.component)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default();
                 vec![
                     c.id.clone(),
-                    kind,
-                    comp,
-                    run.outcome(t, &c.id)
-                        .map(|o| verdict_name(o.verdict).to_string())
-                        .unwrap_or_else(|| "pending".into()),
+                    c.kind.clone(),
+                    c.component.clone(),
+                    if c.judged {
+                        c.verdict.clone()
+                    } else {
+                        "pending".into()
+                    },
                     list(&c.predicted_fixes),
                     list(&c.risk_tasks),
                     clean(&c.description).replace('\n', " "),
@@ -446,18 +389,14 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
             &[],
         ));
     }
-    if !it.notes.is_empty() {
+    if !v.notes.is_empty() {
         s.push_str("\nnotes:\n");
-        for n in &it.notes {
+        for (n, _) in &v.notes {
             s.push_str(&format!("  - {}\n", clean(n).replace('\n', "\n    ")));
         }
     }
-    let mut files: Vec<&str> = [&it.files.overview, &it.files.summary, &it.files.diff]
-        .into_iter()
-        .flatten()
-        .map(|s| s.as_str())
-        .collect();
-    if files.is_empty() && it.scores.is_some() {
+    let mut files: Vec<&str> = v.files.iter().map(|(_, p)| p.as_str()).collect();
+    if files.is_empty() && v.scored {
         files.push("(no analysis or evolve files)");
     }
     if !files.is_empty() {

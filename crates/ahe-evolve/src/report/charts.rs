@@ -3,9 +3,9 @@
 use rayon::prelude::*;
 
 use super::format::{cell_class, cell_text, iter_label, secs, tokens, usd};
-use super::html::trial_href;
 use super::model::{phase_name, IterationReport, RunReport, ROLES};
 use super::svg::{self, HeatCell, PassPoint, Series};
+use super::view::trial_href;
 
 /// The heatmap rows (visible tasks, then held-out ones) with their cells.
 fn heatmap_svg(run: &RunReport, pages: bool) -> String {

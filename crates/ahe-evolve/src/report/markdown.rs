@@ -4,10 +4,9 @@
 use std::fmt::Write;
 
 use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, usd, verdict_class};
-use super::model::{
-    phase_name, verdict_name, IterationReport, RunReport, EVOLVE_PHASES, ROLES, VERDICTS,
-};
-use super::{href, trial_page_href};
+use super::href;
+use super::model::{phase_name, verdict_name, RunReport, EVOLVE_PHASES, ROLES, VERDICTS};
+use super::view::{iter_view, IterView};
 
 /// Escapes text for a Markdown table cell or line: HTML specials, pipes, newlines,
 /// backticks and emphasis markers (model-written text must not become markup).
@@ -227,233 +226,178 @@ pub fn render(run: &RunReport, pages: bool) -> String {
     }
 
     for it in &run.iterations {
-        iteration(&mut s, run, it, pages);
+        iteration(&mut s, &iter_view(run, it, pages));
     }
     s
 }
 
-fn iteration(s: &mut String, run: &RunReport, it: &IterationReport, pages: bool) {
-    let t = it.iteration;
+fn iteration(s: &mut String, v: &IterView) {
+    let t = v.iteration;
     let _ = writeln!(
         s,
         "\n<a id=\"iteration-{t}\"></a>\n\n## Iteration {t}{}{}\n",
-        if it.is_final {
+        if v.is_final {
             " — final evaluation"
         } else {
             ""
         },
-        if run.is_best(t) { " ★ best" } else { "" }
+        if v.best { " ★ best" } else { "" }
     );
-    if let Some(i) = &it.incomplete {
-        let _ = writeln!(s, "> **Incomplete:** {}\n", md(&i.message));
+    if let Some(i) = &v.incomplete {
+        let _ = writeln!(s, "> **Incomplete:** {}\n", md(i));
     }
-    if let Some((p, c)) = it.visible() {
-        let _ = write!(s, "Visible pass@1 **{}** (95% CI {})", f3(p), ci(c));
-        if let Some((h, hc)) = it.holdout() {
-            let _ = write!(s, " · held-out pass@1 {} (95% CI {})", f3(h), ci(hc));
+    if let Some((p, c)) = &v.visible {
+        let _ = write!(s, "Visible pass@1 **{p}** (95% CI {c})");
+        if let Some((h, hc)) = &v.holdout_score {
+            let _ = write!(s, " · held-out pass@1 {h} (95% CI {hc})");
         }
-        if let Some(c) = &it.evaluated_commit {
-            let _ = write!(
-                s,
-                " · evaluated harness `{}`",
-                c.chars().take(12).collect::<String>()
-            );
+        if !v.commit.is_empty() {
+            let _ = write!(s, " · evaluated harness `{}`", v.commit);
         }
         s.push_str("\n\n");
-        if let Some(line) = it.suspect_line() {
-            let _ = writeln!(s, "> **{}**\n", md(&line));
+        if let Some(line) = &v.suspect {
+            let _ = writeln!(s, "> **{}**\n", md(line));
         }
     }
-    let mut links = Vec::new();
-    for (label, f) in [
-        ("analysis overview", &it.files.overview),
-        ("evolve summary", &it.files.summary),
-        ("harness diff", &it.files.diff),
-    ] {
-        if let Some(p) = f {
-            links.push(format!("[{label}]({})", href(p)));
-        }
-    }
+    let links: Vec<String> = v
+        .files
+        .iter()
+        .map(|(label, p)| format!("[{label}]({})", href(p)))
+        .collect();
     if !links.is_empty() {
         let _ = writeln!(s, "{}\n", links.join(" · "));
     }
-    if let Some(e) = &it.evaluation {
+    if let Some(a) = &v.attribution {
         let _ = writeln!(
             s,
             "**Attribution**{}:",
-            e.manifest_iteration
+            a.manifest_iteration
                 .map(|m| format!(" (changes of iteration {m} judged here)"))
                 .unwrap_or_default()
         );
-        if let (Some(d), Some(c)) = (e.stats.delta, e.stats.delta_ci) {
+        if let Some(d) = &a.delta_view {
             let _ = writeln!(
                 s,
-                "- Δ pass@1 {d:+.3} (paired 95% CI {:+.3}…{:+.3}{}, {} tasks)",
-                c[0],
-                c[1],
-                if e.stats.delta_significant {
+                "- Δ pass@1 {} (paired 95% CI {}…{}{}, {} tasks)",
+                d.value,
+                d.lo,
+                d.hi,
+                if d.significant {
                     ", significant"
                 } else {
                     ", within noise"
                 },
-                e.stats.n_paired
+                d.n_paired
             );
         }
-        for (kind, moves) in [
-            ("fixed", &e.fixed),
-            ("regressed", &e.regressed),
-            ("improved", &e.improved),
-            ("worsened", &e.worsened),
-            ("infra", &e.infra_changes),
-        ] {
+        for (kind, moves) in &a.moves {
             if moves.is_empty() {
                 continue;
             }
             let items: Vec<String> = moves
                 .iter()
                 .map(|m| {
-                    format!(
-                        "{} {}/{} → {}/{}{}",
-                        md(&m.task),
-                        m.prev_passed,
-                        m.prev_k,
-                        m.cur_passed,
-                        m.cur_k,
-                        if m.within_noise {
-                            " (within noise)"
-                        } else {
-                            ""
-                        }
-                    )
+                    let noise = if m.within_noise {
+                        " (within noise)"
+                    } else {
+                        ""
+                    };
+                    format!("{} {} → {}{noise}", md(&m.task), m.from, m.to)
                 })
                 .collect();
             let _ = writeln!(s, "- {kind}: {}", items.join(", "));
         }
-        if !e.unattributed_regressions.is_empty() {
-            let items: Vec<String> = e
-                .unattributed_regressions
+        if !a.unattributed.is_empty() {
+            let items: Vec<String> = a
+                .unattributed
                 .iter()
-                .map(|m| {
-                    if m.matched_changes.is_empty() {
-                        md(&m.task)
+                .map(|(task, changes)| {
+                    if changes.is_empty() {
+                        md(task)
                     } else {
-                        format!("{} (files of {})", md(&m.task), list(&m.matched_changes))
+                        format!("{} (files of {})", md(task), md(changes))
                     }
                 })
                 .collect();
             let _ = writeln!(s, "- **unattributed regressions**: {}", items.join(", "));
         }
-        if e.manifest_iteration.is_some() {
-            let p = &e.prediction;
-            let r = |v: Option<f64>| v.map(f3).unwrap_or_else(|| "–".into());
+        if a.manifest_iteration.is_some() {
+            let p = &a.precision;
             let _ = writeln!(
                 s,
                 "- predictions: fix precision {} · fix recall {} · risk precision {} · risk recall {}",
-                r(p.fix_precision),
-                r(p.fix_recall),
-                r(p.risk_precision),
-                r(p.risk_recall)
+                p.fix_precision, p.fix_recall, p.risk_precision, p.risk_recall
             );
         }
         s.push('\n');
     }
-    if let Some(m) = &it.manifest {
+    if !v.manifest_missing && !v.is_final {
         let _ = writeln!(
             s,
             "**Changes made in iteration {t}** (judged in iteration {}):\n",
             t + 1
         );
-        if m.changes.is_empty() {
+        if v.changes.is_empty() {
             s.push_str("No changes.\n\n");
         } else {
             s.push_str("| change | type | component | description | predicted fixes | risk tasks | verdict | fixed | risk realized |\n|---|---|---|---|---|---|---|---|---|\n");
-            for c in &m.changes {
-                let out = run.outcome(t, &c.id);
-                let verdict = out
-                    .map(|o| {
-                        let n = verdict_name(o.verdict);
-                        format!("{} {n}", verdict_mark(n))
-                    })
-                    .unwrap_or_else(|| "pending".into());
+            for c in &v.changes {
+                let (verdict, fixed, realized) = if c.judged {
+                    (
+                        format!("{} {}", verdict_mark(&c.verdict), c.verdict),
+                        list(&c.actually_fixed),
+                        list(&c.risk_realized),
+                    )
+                } else {
+                    ("pending".into(), "–".into(), "–".into())
+                };
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {verdict} | {fixed} | {realized} |",
                     md(&c.id),
-                    serde_json::to_value(c.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default(),
-                    serde_json::to_value(c.component)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default(),
+                    c.kind,
+                    c.component,
                     md(&c.description),
                     list(&c.predicted_fixes),
                     list(&c.risk_tasks),
-                    verdict,
-                    out.map(|o| list(&o.actually_fixed))
-                        .unwrap_or_else(|| "–".into()),
-                    out.map(|o| list(&o.risk_realized))
-                        .unwrap_or_else(|| "–".into()),
                 );
             }
             s.push('\n');
         }
     }
-    let leaks = super::format::leak_lines(it.manifest.as_ref());
-    if !leaks.is_empty() {
+    if !v.leaks.is_empty() {
         s.push_str("**Leak guard:**\n\n");
-        for l in &leaks {
+        for l in &v.leaks {
             let _ = writeln!(s, "- {}", md(l));
         }
         s.push('\n');
     }
-    if !it.notes.is_empty() {
+    if !v.notes.is_empty() {
         s.push_str("**Notes from the journal:**\n\n");
-        for n in &it.notes {
+        for (n, _) in &v.notes {
             let _ = writeln!(s, "- {}", md(n));
         }
         s.push('\n');
     }
-    if !it.trials.is_empty() {
-        let failing: Vec<String> = run
-            .tasks
-            .iter()
-            .filter_map(|task| {
-                let c = it.cell(task)?;
-                (c.passed < c.k || c.status == "infra").then(|| {
-                    let a = it
-                        .task(task)
-                        .and_then(|s| s.trials.iter().find(|x| x.status.as_str() != "pass"))
-                        .map(|x| x.attempt)
-                        .unwrap_or(1);
-                    let detail = it
-                        .files
-                        .details
-                        .get(task)
-                        .map(|p| format!(" · [detail]({})", href(p)))
-                        .unwrap_or_default();
-                    format!(
-                        "[{}]({}) {}{}",
-                        md(task),
-                        if pages {
-                            trial_page_href(t, task, a)
-                        } else {
-                            href(&it.trial_rel(task, a))
-                        },
-                        cell_text(&c),
-                        detail
-                    )
-                })
-            })
-            .collect();
-        if !failing.is_empty() {
-            let _ = writeln!(
-                s,
-                "Tasks not passing (first failing trial): {}\n",
-                failing.join(" · ")
-            );
-        }
+    let failing: Vec<String> = v
+        .tasks
+        .iter()
+        .filter_map(|r| {
+            let (_, link) = r.first_failing.as_ref()?;
+            let detail = r
+                .detail
+                .as_ref()
+                .map(|h| format!(" · [detail]({h})"))
+                .unwrap_or_default();
+            Some(format!("[{}]({link}) {}{detail}", md(&r.task), r.text))
+        })
+        .collect();
+    if !failing.is_empty() {
+        let _ = writeln!(
+            s,
+            "Tasks not passing (first failing trial): {}\n",
+            failing.join(" · ")
+        );
     }
 }
 

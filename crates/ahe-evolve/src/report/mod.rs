@@ -10,6 +10,7 @@ pub mod markdown;
 pub mod model;
 pub mod svg;
 pub mod trial;
+pub mod view;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
