@@ -84,6 +84,9 @@ pub struct SandboxConfig {
     /// Retries of a trial that hit an infra error.
     #[serde(default = "default_infra_retries")]
     pub infra_retries: u32,
+    /// When the docker backend pulls images: `missing` (default), `always` or `never`.
+    #[serde(default)]
+    pub pull: ahe_sandbox::PullPolicy,
 }
 
 impl Default for SandboxConfig {
@@ -92,6 +95,7 @@ impl Default for SandboxConfig {
             backend: default_backend(),
             concurrency: default_concurrency(),
             infra_retries: default_infra_retries(),
+            pull: Default::default(),
         }
     }
 }

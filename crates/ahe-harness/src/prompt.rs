@@ -36,6 +36,11 @@ pub struct PromptVars {
     pub subagents: Vec<(String, String)>,
     /// Long-term memory, all memory/*.md joined.
     pub memory: String,
+    /// The agent's wall-time limit in whole seconds (the task's limit and the harness's,
+    /// whichever is lower; a sub-agent's own when it is lower still).
+    pub timeout_sec: u64,
+    /// The agent's turn limit (after `[agent] max_turns` of the run config).
+    pub max_turns: u32,
 }
 
 fn env() -> Environment<'static> {
@@ -63,6 +68,8 @@ pub fn render(template: &str, vars: &PromptVars) -> Result<String, String> {
                 skills => pairs(&vars.skills),
                 subagents => pairs(&vars.subagents),
                 memory => vars.memory,
+                timeout_sec => vars.timeout_sec,
+                max_turns => vars.max_turns,
             },
         )
         .map_err(|e| {
@@ -145,6 +152,8 @@ pub fn sample_vars(h: &Harness) -> PromptVars {
             .map(|(_, t)| t.as_str())
             .collect::<Vec<_>>()
             .join("\n"),
+        timeout_sec: h.agent.limits.timeout_sec.max(0.0) as u64,
+        max_turns: h.agent.limits.max_turns,
     }
 }
 
@@ -162,7 +171,7 @@ pub fn check_templates(h: &Harness) -> Result<(), Vec<Problem>> {
         problems.push(Problem {
             file: "system_prompt.md".into(),
             field: None,
-            message: format!("does not render: {e} (variables: working_dir, date, tools, skills, subagents, memory)"),
+            message: format!("does not render: {e} (variables: working_dir, date, tools, skills, subagents, memory, timeout_sec, max_turns)"),
         });
     }
     for s in &h.subagents {
