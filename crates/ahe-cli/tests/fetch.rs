@@ -30,6 +30,8 @@ fn bare_repo(root: &Path) -> (PathBuf, String, String) {
     let task = |name: &str| {
         let t = work.join("tasks").join(name);
         std::fs::create_dir_all(t.join("tests")).unwrap();
+        std::fs::create_dir_all(t.join("environment")).unwrap();
+        std::fs::write(t.join("environment/Dockerfile"), "FROM ahe-base:bookworm\n").unwrap();
         std::fs::write(t.join("task.toml"), "[agent]\ntimeout_sec = 60.0\n").unwrap();
         std::fs::write(t.join("instruction.md"), format!("Do {name}.\n")).unwrap();
         std::fs::write(t.join("tests/test.sh"), "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
