@@ -54,7 +54,8 @@ fn wrong_key_and_unknown_model_are_named_with_the_env_var_and_the_model() {
     let bench = root().join("benchmarks/smoke");
     let harness = root().join("harness-seed");
     // 401: the server refuses the key (and we check which key was sent).
-    let s401 = TestServer::start_with_fallback(vec![], ScriptedReply::json(401, invalid_key_body()));
+    let s401 =
+        TestServer::start_with_fallback(vec![], ScriptedReply::json(401, invalid_key_body()));
     let cfg = config(
         d.path(),
         &bench,
@@ -70,8 +71,14 @@ fn wrong_key_and_unknown_model_are_named_with_the_env_var_and_the_model() {
     let m = problems(&doc, "model");
     assert_eq!(m.len(), 1, "one model for three roles, asked once: {doc}");
     let msg = m[0]["message"].as_str().unwrap();
-    assert!(msg.contains("401") && msg.contains("AHE_CHECK_TEST_KEY"), "{msg}");
-    assert!(m[0]["subject"].as_str().unwrap().contains("code_agent, debugger, evolve"));
+    assert!(
+        msg.contains("401") && msg.contains("AHE_CHECK_TEST_KEY"),
+        "{msg}"
+    );
+    assert!(m[0]["subject"]
+        .as_str()
+        .unwrap()
+        .contains("code_agent, debugger, evolve"));
     let reqs = s401.requests();
     assert_eq!(reqs.len(), 1, "no retries of a 401");
     assert_eq!(reqs[0].header("authorization"), Some("Bearer wrong-key"));
@@ -107,7 +114,11 @@ fn wrong_key_and_unknown_model_are_named_with_the_env_var_and_the_model() {
     assert_eq!(m.len(), 1, "{doc}");
     let msg = m[0]["message"].as_str().unwrap();
     assert!(msg.contains("404") && msg.contains("gpt-missing"), "{msg}");
-    assert!(m[0]["subject"].as_str().unwrap().starts_with("evolve"), "{}", m[0]);
+    assert!(
+        m[0]["subject"].as_str().unwrap().starts_with("evolve"),
+        "{}",
+        m[0]
+    );
     let ok_models: Vec<&Value> = doc["passed"]
         .as_array()
         .unwrap()
@@ -115,7 +126,10 @@ fn wrong_key_and_unknown_model_are_named_with_the_env_var_and_the_model() {
         .filter(|p| p["area"] == "model")
         .collect();
     assert_eq!(ok_models.len(), 1, "{doc}");
-    assert!(ok_models[0]["subject"].as_str().unwrap().contains("code_agent, debugger"));
+    assert!(ok_models[0]["subject"]
+        .as_str()
+        .unwrap()
+        .contains("code_agent, debugger"));
 }
 
 #[test]
@@ -139,15 +153,25 @@ fn invalid_harness_and_missing_image_are_listed_together() {
     )
     .unwrap();
     std::fs::write(t.join("instruction.md"), "x\n").unwrap();
-    std::fs::write(t.join("tests/test.sh"), "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
-        .unwrap();
+    std::fs::write(
+        t.join("tests/test.sh"),
+        "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+    )
+    .unwrap();
     let backend = if docker { "docker" } else { "local" };
-    let cfg = config(d.path(), &bench, &h, backend, "provider = \"mock\"\nmodel = \"nop\"\n");
+    let cfg = config(
+        d.path(),
+        &bench,
+        &h,
+        backend,
+        "provider = \"mock\"\nmodel = \"nop\"\n",
+    );
     let (code, doc, out) = check_json(&cfg, &[]);
     assert_eq!(code, 2, "{out}");
     let hp = problems(&doc, "harness");
     assert!(
-        hp.iter().any(|p| p["message"].as_str().unwrap().contains("no_such_tool")),
+        hp.iter()
+            .any(|p| p["message"].as_str().unwrap().contains("no_such_tool")),
         "{doc}"
     );
     if docker {
@@ -156,14 +180,21 @@ fn invalid_harness_and_missing_image_are_listed_together() {
         assert_eq!(ip[0]["subject"], "lost-image");
         let msg = ip[0]["message"].as_str().unwrap();
         assert!(
-            msg.contains("127.0.0.1:9/ahe-test/none:1") && msg.contains("no environment/Dockerfile"),
+            msg.contains("127.0.0.1:9/ahe-test/none:1")
+                && msg.contains("no environment/Dockerfile"),
             "{msg}"
         );
     }
     // `ahe evolve` runs the check first: nothing is created, every problem is printed.
     let runs = d.path().join("runs");
     let o = ahe(
-        &["evolve", "--config", &cfg, "--runs-dir", runs.to_str().unwrap()],
+        &[
+            "evolve",
+            "--config",
+            &cfg,
+            "--runs-dir",
+            runs.to_str().unwrap(),
+        ],
         &[],
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -196,10 +227,18 @@ fn all_89_terminal_bench_tasks_are_checked_in_one_run_under_10_s() {
         .iter()
         .filter(|p| p["area"] == "benchmark")
         .collect();
-    assert!(bench[0]["message"].as_str().unwrap().starts_with("89 tasks"), "{doc}");
+    assert!(
+        bench[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("89 tasks"),
+        "{doc}"
+    );
     let images = problems(&doc, "image");
-    let names: std::collections::BTreeSet<&str> =
-        images.iter().map(|p| p["subject"].as_str().unwrap()).collect();
+    let names: std::collections::BTreeSet<&str> = images
+        .iter()
+        .map(|p| p["subject"].as_str().unwrap())
+        .collect();
     // No registry is reachable here: every task's image and every Dockerfile base is out
     // of reach, and each task is named with its image and what to run.
     let unreachable = images
@@ -214,13 +253,19 @@ fn all_89_terminal_bench_tasks_are_checked_in_one_run_under_10_s() {
         }
     }
     assert_eq!(doc["estimate"]["trials_per_iteration"], 178);
-    eprintln!("ahe check over 89 TB2 tasks: {secs:.2}s, {} image problems", names.len());
+    eprintln!(
+        "ahe check over 89 TB2 tasks: {secs:.2}s, {} image problems",
+        names.len()
+    );
 }
 
 fn common_docker_ready() -> bool {
     let ci = std::env::var("CI").as_deref() == Ok("true");
     let ok = ahe_sandbox::docker::DockerBackend::available();
-    assert!(ok || !ci, "no Docker engine answers (required when CI=true)");
+    assert!(
+        ok || !ci,
+        "no Docker engine answers (required when CI=true)"
+    );
     ok
 }
 

@@ -12,12 +12,23 @@ use common::{ahe, text};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
@@ -34,8 +45,11 @@ fn bare_repo(root: &Path) -> (PathBuf, String, String) {
         std::fs::write(t.join("environment/Dockerfile"), "FROM ahe-base:bookworm\n").unwrap();
         std::fs::write(t.join("task.toml"), "[agent]\ntimeout_sec = 60.0\n").unwrap();
         std::fs::write(t.join("instruction.md"), format!("Do {name}.\n")).unwrap();
-        std::fs::write(t.join("tests/test.sh"), "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
-            .unwrap();
+        std::fs::write(
+            t.join("tests/test.sh"),
+            "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+        )
+        .unwrap();
     };
     task("alpha");
     task("beta");
@@ -48,7 +62,16 @@ fn bare_repo(root: &Path) -> (PathBuf, String, String) {
     git(&work, &["commit", "-qm", "three tasks"]);
     let second = git(&work, &["rev-parse", "HEAD"]);
     let bare = root.join("bench.git");
-    git(root, &["clone", "-q", "--bare", work.to_str().unwrap(), bare.to_str().unwrap()]);
+    git(
+        root,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
     (bare, first, second)
 }
 
@@ -62,18 +85,34 @@ fn git_spec_fetches_verifies_and_reuses_the_cache() {
     let o = ahe(&["bench", "fetch", &spec], &env);
     assert!(o.status.success(), "{}", text(&o));
     let dir = cache.join(format!("ahe/benchmarks/bench/{first}"));
-    assert!(text(&o).starts_with("fetched") && text(&o).contains("2 tasks"), "{}", text(&o));
+    assert!(
+        text(&o).starts_with("fetched") && text(&o).contains("2 tasks"),
+        "{}",
+        text(&o)
+    );
     assert!(dir.join("tasks/alpha/task.toml").is_file() && !dir.join("tasks/gamma").exists());
-    assert_eq!(git(&dir, &["rev-parse", "HEAD"]), first, "checked out at the commit");
+    assert_eq!(
+        git(&dir, &["rev-parse", "HEAD"]),
+        first,
+        "checked out at the commit"
+    );
 
     // A branch resolves to its commit; the JSON names it.
     let o = ahe(
-        &["bench", "fetch", &format!("git+file://{}@main#tasks", bare.display()), "--json"],
+        &[
+            "bench",
+            "fetch",
+            &format!("git+file://{}@main#tasks", bare.display()),
+            "--json",
+        ],
         &env,
     );
     assert!(o.status.success(), "{}", text(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((doc["commit"].as_str(), doc["tasks"].as_u64()), (Some(second.as_str()), Some(3)));
+    assert_eq!(
+        (doc["commit"].as_str(), doc["tasks"].as_u64()),
+        (Some(second.as_str()), Some(3))
+    );
 
     // The repository gone: the pinned commit is served from the cache.
     std::fs::remove_dir_all(&bare).unwrap();
@@ -88,7 +127,11 @@ fn git_spec_fetches_verifies_and_reuses_the_cache() {
     // Unreachable and not cached: the error names the URL and the cache dir to fill.
     let other = "0123456789012345678901234567890123456789";
     let o = ahe(
-        &["bench", "fetch", &format!("git+file://{}@{other}", bare.display())],
+        &[
+            "bench",
+            "fetch",
+            &format!("git+file://{}@{other}", bare.display()),
+        ],
         &env,
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -105,11 +148,19 @@ fn wrong_commit_is_refused() {
     let env = [("XDG_CACHE_HOME", cache.to_str().unwrap())];
     let wrong = "deadbeefdeadbeefdeadbeefdeadbeefdeadbeef";
     let o = ahe(
-        &["bench", "fetch", &format!("git+file://{}@{wrong}", bare.display())],
+        &[
+            "bench",
+            "fetch",
+            &format!("git+file://{}@{wrong}", bare.display()),
+        ],
         &env,
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains(&format!("commit {wrong} is not in")), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("commit {wrong} is not in")),
+        "{}",
+        text(&o)
+    );
     assert!(!cache.join(format!("ahe/benchmarks/bench/{wrong}")).exists());
 }
 
@@ -140,7 +191,16 @@ fn name_at_version_uses_the_registry_entry() {
     assert!(text(&o).starts_with("cached"), "{}", text(&o));
     // --to DIR checks out there instead.
     let to = d.path().join("tb2");
-    let o = ahe(&["bench", "fetch", "terminal-bench@2.0", "--to", to.to_str().unwrap()], &env);
+    let o = ahe(
+        &[
+            "bench",
+            "fetch",
+            "terminal-bench@2.0",
+            "--to",
+            to.to_str().unwrap(),
+        ],
+        &env,
+    );
     assert!(o.status.success(), "{}", text(&o));
     assert!(to.join("tasks/beta/task.toml").is_file());
 
@@ -156,7 +216,11 @@ fn name_at_version_uses_the_registry_entry() {
     .unwrap();
     let o = ahe(&["bench", "fetch", "terminal-bench@2.0"], &env);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains(&format!("commit {wrong} is not in")), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("commit {wrong} is not in")),
+        "{}",
+        text(&o)
+    );
     // An unknown version names what the registry has.
     let o = ahe(&["bench", "fetch", "terminal-bench@9.9"], &env);
     assert_eq!(o.status.code(), Some(2));

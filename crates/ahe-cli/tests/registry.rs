@@ -108,7 +108,11 @@ fn image_only_in_the_registry_is_pulled_once_for_three_trials() {
     assert_eq!(p[0]["ok"], true);
     assert!(p[0]["secs"].as_f64().unwrap() >= 0.0 && p[0]["ts"].is_string());
     // The live display (plain lines here: stderr is not a terminal) showed the pull.
-    assert!(text(&o).contains(&format!("image: pulled {image}")), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("image: pulled {image}")),
+        "{}",
+        text(&o)
+    );
     registry_support::remove_image(&image);
 }
 
@@ -139,7 +143,9 @@ fn auth_from_docker_config_and_the_password_stays_out_of_the_run() {
         assert_eq!(r["status"], "pass", "{r}");
         let note = r["notes"][0].as_str().unwrap_or_default();
         assert!(
-            note.contains(&image) && note.contains("pulling it failed") && note.contains("built instead"),
+            note.contains(&image)
+                && note.contains("pulling it failed")
+                && note.contains("built instead"),
             "{r}"
         );
     }
@@ -191,7 +197,10 @@ fn registry_stopped_falls_back_to_the_build_and_never_is_an_infra_error() {
     for r in results(&out, "gonetask") {
         assert_eq!(r["status"], "pass", "{r}");
         let note = r["notes"][0].as_str().unwrap_or_default();
-        assert!(note.contains(&image) && note.contains("connection refused"), "{r}");
+        assert!(
+            note.contains(&image) && note.contains("connection refused"),
+            "{r}"
+        );
     }
     assert!(verifier_out(&out, "gonetask", 3).contains("source=build"));
     let p = pulls(&out);

@@ -189,3 +189,26 @@ pub fn check_templates(h: &Harness) -> Result<(), Vec<Problem>> {
         Err(problems)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_template_variables() {
+        let h = crate::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness-seed"),
+        )
+        .unwrap();
+        let mut v = sample_vars(&h);
+        assert_eq!(
+            (v.timeout_sec, v.max_turns),
+            (1800, 100),
+            "the harness's own limits"
+        );
+        v.timeout_sec = 900;
+        v.max_turns = 12;
+        let s = render("{{ timeout_sec }}s/{{ max_turns }}", &v).unwrap();
+        assert_eq!(s, "900s/12");
+    }
+}

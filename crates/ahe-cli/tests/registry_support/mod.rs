@@ -27,7 +27,9 @@ pub fn ready() -> bool {
     {
         Some("ahe-base:bookworm is missing (scripts/build-base-image.sh)".into())
     } else if which(REGISTRY_BIN).is_none() {
-        Some(format!("{REGISTRY_BIN} is not installed (scripts/setup.sh installs it)"))
+        Some(format!(
+            "{REGISTRY_BIN} is not installed (scripts/setup.sh installs it)"
+        ))
     } else if which("htpasswd").is_none() {
         Some("htpasswd is not installed (apache2-utils; scripts/setup.sh installs it)".into())
     } else {
@@ -182,7 +184,11 @@ impl Registry {
             let mut s = docker.push_image(repo, Some(opts), creds);
             while let Some(item) = s.next().await {
                 let info = item.expect("push");
-                assert!(info.error_detail.is_none(), "push failed: {:?}", info.error_detail);
+                assert!(
+                    info.error_detail.is_none(),
+                    "push failed: {:?}",
+                    info.error_detail
+                );
             }
             docker
                 .remove_image(
