@@ -63,6 +63,8 @@ pub struct Estimate {
     /// Code-agent dollars per iteration, [one short turn per trial, every trial at its
     /// token limit]; `None` when the code agent's model sets no prices.
     pub cost_per_iteration_usd: Option<[f64; 2]>,
+    /// `[evolve] budget_usd`: the run stops gracefully once this much is spent.
+    pub budget_usd: Option<f64>,
 }
 
 /// The whole result of a check.
@@ -148,11 +150,15 @@ pub fn text(r: &Report, config: &Path) -> String {
         ));
         match e.cost_per_iteration_usd {
             Some([lo, hi]) => s.push_str(&format!(
-                "; code agent ${lo:.2}–${hi:.2} per iteration (${:.2}–${:.2} in all; debugger and evolve agent extra)\n",
+                "; code agent ${lo:.2}–${hi:.2} per iteration (${:.2}–${:.2} in all: one short turn per trial to every trial at its token limit; debugger and evolve agent extra)",
                 lo * e.iterations as f64,
                 hi * e.iterations as f64
             )),
-            None => s.push_str("; no prices set, no cost estimate\n"),
+            None => s.push_str("; no prices set, no cost estimate"),
+        }
+        match e.budget_usd {
+            Some(b) => s.push_str(&format!("; budget_usd = {b:.2} stops the run\n")),
+            None => s.push_str("; no budget_usd set\n"),
         }
     }
     s.push_str(&format!(
@@ -274,6 +280,7 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
         trials_per_iteration: trials,
         iterations: cfg.iterations,
         cost_per_iteration_usd: cost,
+        budget_usd: cfg.evolve.budget_usd,
     })
 }
 
@@ -427,6 +434,15 @@ async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, Strin
             }
         }
         _ => {}
+    }
+    if m.cache == ahe_model::CacheMode::Replay {
+        return match &m.cache_dir {
+            Some(d) if !d.is_dir() => Err(format!(
+                "cache = \"replay\": the cache directory {} does not exist",
+                d.display()
+            )),
+            _ => Ok("replays from its recording: no request needed".into()),
+        };
     }
     m.max_retries = 0;
     m.max_malformed_retries = 0;

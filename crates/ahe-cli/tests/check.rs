@@ -281,3 +281,71 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn tb2_config_is_the_papers_setup_and_check_names_what_is_missing_offline() {
+    let cfg_path = root().join("configs/tb2.toml");
+    let cfg = ahe_evolve::RunConfig::load(&cfg_path).unwrap();
+    assert_eq!((cfg.k, cfg.iterations), (2, 10));
+    assert_eq!(cfg.benchmark.path.to_str(), Some("terminal-bench@2.0"));
+    assert_eq!(cfg.sandbox.backend, "docker");
+    assert_eq!(cfg.sandbox.pull, ahe_sandbox::PullPolicy::Missing);
+    assert_eq!(
+        cfg.sandbox.concurrency,
+        ahe_evolve::config::auto_concurrency()
+    );
+    assert!(cfg.holdout.fraction.unwrap() > 0.0 && cfg.evolve.budget_usd.unwrap() > 0.0);
+    let models: Vec<String> = ahe_evolve::config::ROLES
+        .iter()
+        .map(|r| cfg.model(r).describe())
+        .collect();
+    assert!(
+        models
+            .iter()
+            .all(|m| m == &models[0] && m.starts_with("openai:")),
+        "{models:?}"
+    );
+
+    // Offline: the benchmark repository (here a registry entry pointed at a path that does
+    // not exist) and the model API (a refused port) are each named, in one run.
+    let d = tempfile::tempdir().unwrap();
+    let reg = d.path().join("registry.toml");
+    let gone = d.path().join("no-such-repo.git");
+    std::fs::write(
+        &reg,
+        format!(
+            "[[benchmark]]\nname = \"terminal-bench\"\nversion = \"2.0\"\nurl = \"file://{}\"\ncommit = \"69671fbaac6d67a7ef0dfec016cc38a64ef7a77c\"\n",
+            gone.display()
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (code, doc, out) = check_json(
+        cfg_path.to_str().unwrap(),
+        &[
+            ("AHE_BENCH_REGISTRY", reg.to_str().unwrap()),
+            ("XDG_CACHE_HOME", d.path().join("cache").to_str().unwrap()),
+            ("OPENAI_BASE_URL", &format!("http://127.0.0.1:{port}/v1")),
+            ("OPENAI_API_KEY", "sk-test"),
+        ],
+    );
+    assert_eq!(code, 2, "{out}");
+    let b = problems(&doc, "benchmark");
+    let msg = b[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("file://{}", gone.display()))
+            && msg
+                .contains("ahe/benchmarks/terminal-bench/69671fbaac6d67a7ef0dfec016cc38a64ef7a77c"),
+        "{msg}"
+    );
+    let m = problems(&doc, "model");
+    assert_eq!(m.len(), 1, "{doc}");
+    assert!(m[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("127.0.0.1:{port}")));
+}

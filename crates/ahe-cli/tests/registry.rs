@@ -113,6 +113,36 @@ fn image_only_in_the_registry_is_pulled_once_for_three_trials() {
         "{}",
         text(&o)
     );
+    // `ahe evolve` records the pull in the run's journal, with its time.
+    registry_support::remove_image(&image);
+    let cfg = d.path().join("evolve.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "extends = \"{}\"\nk = 1\niterations = 1\n[benchmark]\npath = \"{}\"\n[sandbox]\nbackend = \"docker\"\nconcurrency = 2\n[evolve]\npreflight = false\n",
+            root().join("configs/base.toml").display(),
+            bench.display()
+        ),
+    )
+    .unwrap();
+    let runs = d.path().join("runs");
+    let o = Command::new(env!("CARGO_BIN_EXE_ahe"))
+        .args(["evolve", "--config", cfg.to_str().unwrap(), "--name", "ev"])
+        .args(["--runs-dir", runs.to_str().unwrap(), "--pull", "missing"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let journal = std::fs::read_to_string(runs.join("ev/journal.jsonl")).unwrap();
+    let pulls: Vec<Value> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["ev"] == "image_pull")
+        .collect();
+    assert_eq!(pulls.len(), 1, "{journal}");
+    assert_eq!(pulls[0]["image"], image.as_str());
+    assert_eq!(pulls[0]["ok"], true);
+    assert!(pulls[0]["ts"].is_string() && pulls[0]["secs"].is_number());
     registry_support::remove_image(&image);
 }
 
