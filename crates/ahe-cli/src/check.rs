@@ -15,6 +15,9 @@ use serde::Serialize;
 
 use crate::CliError;
 
+/// The one-token request each role's model is sent.
+const PROBE_PROMPT: &str = include_str!("../templates/check_probe.md");
+
 /// How long one registry probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
@@ -451,7 +454,7 @@ async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, Strin
     let client = ahe_model::build_client(&m).map_err(|e| format!("{e:#}"))?;
     let req = ChatRequest {
         role: role_of(roles.first().copied().unwrap_or("code_agent")),
-        messages: vec![Message::user("Reply with the single word OK.")],
+        messages: vec![Message::user(PROBE_PROMPT.trim())],
         tools: Vec::new(),
         protocol: Default::default(),
         temperature: None,

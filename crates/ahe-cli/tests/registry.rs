@@ -143,6 +143,13 @@ fn image_only_in_the_registry_is_pulled_once_for_three_trials() {
     assert_eq!(pulls[0]["image"], image.as_str());
     assert_eq!(pulls[0]["ok"], true);
     assert!(pulls[0]["ts"].is_string() && pulls[0]["secs"].is_number());
+
+    // `--pull always`: the local copy is pulled again, once for the three trials.
+    let out = d.path().join("runs/always");
+    let o = eval(&bench, &out, &["--pull", "always"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let p = pulls(&out);
+    assert_eq!((p.len(), &p[0]["ok"]), (1, &Value::Bool(true)), "{p:?}");
     registry_support::remove_image(&image);
 }
 

@@ -40,12 +40,15 @@ pub(crate) struct ImageInfo {
 
 type Cell<T> = Arc<OnceCell<T>>;
 
+/// A named image found (or pulled) and the notes every trial using it gets.
+type Named = (Arc<ImageInfo>, Vec<String>);
+
 /// Per-backend image state: content hashes, builds in flight or done, named images.
 #[derive(Default)]
 pub(crate) struct ImageCache {
     hashes: Mutex<HashMap<PathBuf, Cell<String>>>,
     built: Mutex<HashMap<String, Cell<Arc<ImageInfo>>>>,
-    named: Mutex<HashMap<String, (Arc<ImageInfo>, Vec<String>)>>,
+    named: Mutex<HashMap<String, Named>>,
     builds: AtomicU64,
 }
 
