@@ -134,15 +134,15 @@ fn image_only_in_the_registry_is_pulled_once_for_three_trials() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let journal = std::fs::read_to_string(runs.join("ev/journal.jsonl")).unwrap();
-    let pulls: Vec<Value> = journal
+    let journaled: Vec<Value> = journal
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["ev"] == "image_pull")
         .collect();
-    assert_eq!(pulls.len(), 1, "{journal}");
-    assert_eq!(pulls[0]["image"], image.as_str());
-    assert_eq!(pulls[0]["ok"], true);
-    assert!(pulls[0]["ts"].is_string() && pulls[0]["secs"].is_number());
+    assert_eq!(journaled.len(), 1, "{journal}");
+    assert_eq!(journaled[0]["image"], image.as_str());
+    assert_eq!(journaled[0]["ok"], true);
+    assert!(journaled[0]["ts"].is_string() && journaled[0]["secs"].is_number());
 
     // `--pull always`: the local copy is pulled again, once for the three trials.
     let out = d.path().join("runs/always");
