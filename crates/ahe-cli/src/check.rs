@@ -257,6 +257,9 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
         acc.problems.extend(a.problems);
         acc.passed.extend(a.passed);
     }
+    if tasks.is_empty() {
+        return None;
+    }
     let (_, holdout) = ahe_evolve::r#loop::split_holdout(cfg, &tasks)
         .map_err(|e| acc.bad("config", "holdout", format!("{e:#}")))
         .ok()?;

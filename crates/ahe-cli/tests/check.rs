@@ -348,4 +348,6 @@ fn tb2_config_is_the_papers_setup_and_check_names_what_is_missing_offline() {
         .as_str()
         .unwrap()
         .contains(&format!("127.0.0.1:{port}")));
+    // Only those two: no follow-on problem of the tasks that could not be loaded.
+    assert_eq!(doc["problems"].as_array().unwrap().len(), 2, "{doc}");
 }
