@@ -150,6 +150,14 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
         let backend = ahe_evolve::rollout::select_backend_with(&a.sandbox, a.pull)
             .map_err(CliError::usage)?;
         sandbox_name = Some(backend.name());
+        // Image pulls (docker) as plain lines: the oracle/nop runs have no progress bar.
+        if !a.json {
+            backend.set_pull_sink(Some(Arc::new(|e| {
+                if let Some(l) = crate::progress::pull_line(&e) {
+                    eprintln!("{l}");
+                }
+            })));
+        }
         let runnable: Vec<Task> = checks.iter().filter_map(|c| c.task.clone()).collect();
         let dir = a.out.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!(

@@ -109,7 +109,7 @@ fn pull_text(image: &str, (ld, lt, bd, bt): (u32, u32, u64, u64)) -> String {
 }
 
 /// The plain line of a pull event that starts, ends or fails (progress is bar-only).
-fn pull_line(e: &ahe_sandbox::PullEvent) -> Option<String> {
+pub fn pull_line(e: &ahe_sandbox::PullEvent) -> Option<String> {
     use ahe_sandbox::PullPhase;
     match &e.phase {
         PullPhase::Started => Some(format!("image: pulling {} ...", e.image)),
