@@ -40,6 +40,9 @@ command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 # The image-pull tests run a real Distribution registry (Debian's docker-registry) on
 # 127.0.0.1, once with htpasswd (bcrypt) auth: htpasswd comes from apache2-utils.
 command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
+# `ahe bench fetch` clones over https with git2, whose libgit2 links OpenSSL.
+dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v htpasswd >/dev/null 2>&1 || need_apt+=(apache2-utils)
 # scripts/bench-scale.sh reads the peak RSS of `ahe` from GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
