@@ -37,6 +37,13 @@ command -v debootstrap >/dev/null 2>&1 || with_recommends+=(debootstrap)
 command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || need_apt+=(python3-pytest)
+# The image-pull tests run a real Distribution registry (Debian's docker-registry) on
+# 127.0.0.1, once with htpasswd (bcrypt) auth: htpasswd comes from apache2-utils.
+command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
+# `ahe bench fetch` clones over https with git2, whose libgit2 links OpenSSL.
+dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v htpasswd >/dev/null 2>&1 || need_apt+=(apache2-utils)
 # scripts/bench-scale.sh reads the peak RSS of `ahe` from GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
 # The embedded `local` model provider builds llama.cpp (llama-cpp-sys-2): cmake, a C++

@@ -101,6 +101,8 @@ impl Findings {
 /// The task directories of a benchmark (subdirectories holding `task.toml`), sorted; a
 /// directory that itself holds `task.toml` is a benchmark of that one task.
 pub fn task_dirs(bench: &Path) -> Result<Vec<PathBuf>, TaskError> {
+    let resolved = crate::task::resolve_benchmark(bench)?;
+    let bench = resolved.as_path();
     if bench.join("task.toml").is_file() {
         return Ok(vec![bench.to_path_buf()]);
     }

@@ -37,6 +37,8 @@ pub enum Progress {
         /// The text.
         text: String,
     },
+    /// An image pull of the sandbox backend started, progressed, finished or failed.
+    Pull(ahe_sandbox::PullEvent),
 }
 
 /// Options of one evaluation.
@@ -52,6 +54,15 @@ pub struct EvalOptions {
     pub cancel: CancellationToken,
     /// Trials already finished (e.g. before a crash): not run again, but scored.
     pub prior: Vec<TrialResult>,
+}
+
+/// Detaches the pull sink of a backend when an evaluation ends (also on error or cancel).
+struct Unhook(Arc<dyn ahe_sandbox::Backend>);
+
+impl Drop for Unhook {
+    fn drop(&mut self) {
+        self.0.set_pull_sink(None);
+    }
 }
 
 /// Runs `k` attempts of every task; returns the scores (also written to `scores.json`).
@@ -78,6 +89,11 @@ pub async fn run_eval(
         .filter(|(t, a)| !done.contains(&(t.name.as_str(), *a)))
         .collect();
     progress(Progress::Start { total: jobs.len() });
+    // The backend's pulls (docker) show in the live display and are recorded by the caller.
+    let pull_progress = progress.clone();
+    env.backend
+        .set_pull_sink(Some(Arc::new(move |e| pull_progress(Progress::Pull(e)))));
+    let _unhook = Unhook(env.backend.clone());
     let mut results: Vec<TrialResult> = opts
         .prior
         .iter()

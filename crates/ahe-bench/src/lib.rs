@@ -2,6 +2,8 @@
 
 pub mod check;
 pub mod eval;
+pub mod fetch;
+pub mod images;
 pub mod layout;
 pub mod oracle;
 pub mod scores;

@@ -229,9 +229,29 @@ impl Task {
     }
 }
 
-/// Loads every task directory (a subdirectory with `task.toml`) of a benchmark, sorted by name.
-/// Returns all tasks that loaded and every error of those that did not.
+/// The directory a benchmark path names: itself, or for a fetch SPEC (`terminal-bench@2.0`,
+/// `git+URL[@REV][#SUBDIR]`) its checkout in the cache, fetched on first use.
+pub fn resolve_benchmark(dir: &Path) -> Result<PathBuf, TaskError> {
+    let Some(spec) = dir.to_str().filter(|s| crate::fetch::is_spec(s)) else {
+        return Ok(dir.to_path_buf());
+    };
+    let f = crate::fetch::fetch(spec, None).map_err(|e| err(dir, format!("{e:#}")))?;
+    if !f.cached {
+        eprintln!(
+            "ahe: fetched {spec} (commit {}) into {}",
+            &f.commit[..12],
+            f.path.display()
+        );
+    }
+    Ok(f.path)
+}
+
+/// Loads every task directory (a subdirectory with `task.toml`) of a benchmark (a directory
+/// or a fetch SPEC), sorted by name. Returns all tasks that loaded and every error of those
+/// that did not.
 pub fn load_benchmark(dir: &Path) -> Result<(Vec<Task>, Vec<TaskError>), TaskError> {
+    let resolved = resolve_benchmark(dir)?;
+    let dir = resolved.as_path();
     let rd =
         std::fs::read_dir(dir).map_err(|e| err(dir, format!("cannot read benchmark dir: {e}")))?;
     let mut dirs: Vec<PathBuf> = rd

@@ -158,6 +158,10 @@ pub struct TrialResult {
     /// What the verifier hand-over ended and kept of the agent's processes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handover: Option<HandOver>,
+    /// How the sandbox was made, when the researcher should know (e.g. the image pull that
+    /// failed and the environment/ build used instead).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Start time (RFC 3339).
     pub started_at: String,
     /// End time (RFC 3339).
@@ -183,6 +187,7 @@ impl TrialResult {
             infra_retries: 0,
             suspect: None,
             handover: None,
+            notes: Vec::new(),
             started_at: now(),
             finished_at: String::new(),
         }
@@ -266,6 +271,7 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
             return r;
         }
     };
+    r.notes = sandbox.notes();
     // What tests/test.sh runs, fingerprinted before the agent can touch it.
     let programs = verify::replaceable(task, sandbox.as_ref());
     let before = verify::fingerprint(sandbox.as_ref(), &programs).await;

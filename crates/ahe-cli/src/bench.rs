@@ -19,6 +19,22 @@ pub enum BenchCommand {
     Check(CheckArgs),
     /// List the tasks of a benchmark with their metadata and limits.
     List(ListArgs),
+    /// Fetch a benchmark: NAME@VERSION (built-in registry) or git+URL[@REV][#SUBDIR], into
+    /// ~/.cache/ahe/benchmarks/<name>/<commit>/ (or --to DIR); verified, reused when cached.
+    Fetch(FetchArgs),
+}
+
+/// Arguments of `ahe bench fetch`.
+#[derive(Args)]
+pub struct FetchArgs {
+    /// NAME@VERSION (e.g. terminal-bench@2.0) or git+URL[@REV][#SUBDIR].
+    spec: String,
+    /// Check out here instead of the cache.
+    #[arg(long)]
+    to: Option<PathBuf>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `ahe bench check`.
@@ -35,6 +51,9 @@ pub struct CheckArgs {
     /// Sandbox backend for --oracle/--nop: auto, docker or local.
     #[arg(long, default_value = "auto")]
     sandbox: String,
+    /// When the docker backend pulls images: missing (default), always or never.
+    #[arg(long, default_value = "missing")]
+    pull: ahe_sandbox::PullPolicy,
     /// Tasks checked at once (at least 1).
     #[arg(long, default_value_t = 2, value_parser = crate::concurrency_parser())]
     concurrency: usize,
@@ -64,7 +83,42 @@ pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Check(a) => run_check(a),
         BenchCommand::List(a) => run_list(a),
+        BenchCommand::Fetch(a) => run_fetch(a),
     }
+}
+
+fn run_fetch(a: FetchArgs) -> Result<(), CliError> {
+    let f = ahe_bench::fetch::fetch(&a.spec, a.to.as_deref()).map_err(CliError::usage)?;
+    let (tasks, errors) = ahe_bench::load_benchmark(&f.path).map_err(CliError::usage)?;
+    if a.json {
+        let doc = json!({
+            "spec": a.spec,
+            "url": f.url,
+            "commit": f.commit,
+            "path": f.path,
+            "cached": f.cached,
+            "tasks": tasks.len(),
+            "invalid_tasks": errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
+        );
+    } else {
+        for e in &errors {
+            eprintln!("warning: {e}");
+        }
+        println!(
+            "{} {} at {} ({}): {} tasks in {}",
+            if f.cached { "cached" } else { "fetched" },
+            a.spec,
+            f.commit,
+            f.url,
+            tasks.len(),
+            f.path.display()
+        );
+    }
+    Ok(())
 }
 
 fn run_check(a: CheckArgs) -> Result<(), CliError> {
@@ -93,8 +147,17 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
     let mut sandbox_name = None;
     let mut out_dir = None;
     if !kinds.is_empty() {
-        let backend = ahe_evolve::select_backend(&a.sandbox).map_err(CliError::usage)?;
+        let backend = ahe_evolve::rollout::select_backend_with(&a.sandbox, a.pull)
+            .map_err(CliError::usage)?;
         sandbox_name = Some(backend.name());
+        // Image pulls (docker) as plain lines: the oracle/nop runs have no progress bar.
+        if !a.json {
+            backend.set_pull_sink(Some(Arc::new(|e| {
+                if let Some(l) = crate::progress::pull_line(&e) {
+                    eprintln!("{l}");
+                }
+            })));
+        }
         let runnable: Vec<Task> = checks.iter().filter_map(|c| c.task.clone()).collect();
         let dir = a.out.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!(

@@ -21,7 +21,8 @@ pub struct EvalArgs {
     /// every --harness against.
     #[arg(long)]
     against: Option<PathBuf>,
-    /// Benchmark directory (Terminal-Bench 2 / Harbor task dirs).
+    /// Benchmark directory (Terminal-Bench 2 / Harbor task dirs), or a fetch SPEC
+    /// (NAME@VERSION or git+URL[@REV][#SUBDIR], fetched on first use).
     #[arg(long)]
     benchmark: PathBuf,
     /// Trials per task.
@@ -39,6 +40,9 @@ pub struct EvalArgs {
     /// Sandbox backend: auto, docker or local.
     #[arg(long)]
     sandbox: Option<String>,
+    /// When the docker backend pulls images: missing (default), always or never.
+    #[arg(long)]
+    pull: Option<ahe_sandbox::PullPolicy>,
     /// Output directory (default runs/eval-<timestamp>). An existing non-empty one is
     /// refused (old and new trials would mix) unless --force.
     #[arg(long)]
@@ -118,7 +122,12 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         .clone()
         .or_else(|| cfg.as_ref().map(|c| c.sandbox.backend.clone()))
         .unwrap_or_else(|| "auto".into());
-    let backend = ahe_evolve::select_backend(&sandbox_name).map_err(CliError::usage)?;
+    let pull = a
+        .pull
+        .or(cfg.as_ref().map(|c| c.sandbox.pull))
+        .unwrap_or_default();
+    let backend =
+        ahe_evolve::rollout::select_backend_with(&sandbox_name, pull).map_err(CliError::usage)?;
     let k = a.k.or(cfg.as_ref().map(|c| c.k)).unwrap_or(1);
     if k == 0 {
         return Err(CliError::usage(anyhow::anyhow!("-k: must be at least 1")));
@@ -324,7 +333,10 @@ fn evaluate(
     }
     let scores = c.rt.block_on(async {
         let bar = crate::progress::Bar::new(c.quiet);
-        let result = ahe_evolve::rollout(spec, c.cancel.clone(), bar.callback()).await;
+        let target = std::sync::Arc::new(std::sync::OnceLock::new());
+        let _ = target.set(out_dir.join("pulls.jsonl"));
+        let progress = crate::pulls::recorder(bar.callback(), target);
+        let result = ahe_evolve::rollout(spec, c.cancel.clone(), progress).await;
         bar.finish();
         result
     });

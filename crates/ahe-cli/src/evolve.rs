@@ -1,6 +1,7 @@
 //! `ahe evolve`: start or resume an evolve run.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use clap::Args;
 
@@ -24,23 +25,46 @@ pub struct EvolveArgs {
     /// Where new runs go.
     #[arg(long, default_value = "runs")]
     runs_dir: PathBuf,
+    /// When the docker backend pulls images: missing, always or never (overrides the
+    /// config's `[sandbox] pull`; a resumed run keeps its own).
+    #[arg(long, conflicts_with = "resume")]
+    pull: Option<ahe_sandbox::PullPolicy>,
+    /// Skip `ahe check` before a new run starts.
+    #[arg(long)]
+    no_check: bool,
 }
 
 /// Runs `ahe evolve`.
 pub fn run(a: EvolveArgs) -> Result<(), CliError> {
+    if let (Some(cfg), false) = (&a.config, a.no_check) {
+        preflight_check(cfg, a.pull)?;
+    }
     let bar = crate::progress::Bar::new(false);
+    // Pulls go to the run's journal (known once the run dir exists) as well as the display.
+    let journal = Arc::new(OnceLock::<PathBuf>::new());
+    let progress = crate::pulls::recorder(bar.callback(), journal.clone());
+    let iterations = a.iterations;
+    let pull = a.pull;
     let run = match (&a.config, &a.resume) {
-        (Some(cfg), None) => ahe_evolve::start::start(
+        (Some(cfg), None) => ahe_evolve::start::start_overridden(
             cfg,
             a.name.clone(),
-            a.iterations,
+            |c| {
+                if let Some(n) = iterations {
+                    c.iterations = n;
+                }
+                if let Some(p) = pull {
+                    c.sandbox.pull = p;
+                }
+            },
             &a.runs_dir,
-            bar.callback(),
+            progress,
         ),
-        (None, Some(dir)) => ahe_evolve::start::resume(dir, bar.callback()),
+        (None, Some(dir)) => ahe_evolve::start::resume(dir, progress),
         _ => unreachable!("clap enforces exactly one of --config and --resume"),
     }
     .map_err(CliError::usage)?;
+    let _ = journal.set(run.dir.journal_path());
     eprintln!(
         "ahe evolve: {} ({} visible + {} held-out tasks, k={}, {} iterations) → {}",
         run.cfg.name.as_deref().unwrap_or(""),
@@ -69,4 +93,28 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
     }
     println!("run: {}", run.dir.path().display());
     Ok(())
+}
+
+/// `ahe check` on the config before a new run: every problem listed, exit 2 when any.
+/// A config that does not load is left to `start` (its error names the file and key).
+fn preflight_check(cfg: &Path, pull: Option<ahe_sandbox::PullPolicy>) -> Result<(), CliError> {
+    if ahe_evolve::RunConfig::load(cfg).is_err() {
+        return Ok(());
+    }
+    let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+    let report = rt.block_on(crate::check::check_config(cfg, pull));
+    if report.ok {
+        eprintln!(
+            "ahe evolve: ahe check passed ({} checks, {:.1}s)",
+            report.passed.len(),
+            report.secs
+        );
+        return Ok(());
+    }
+    eprint!("{}", crate::check::text(&report, cfg));
+    Err(CliError::usage(anyhow::anyhow!(
+        "ahe check found {} problem(s) in {}; fix them, or pass --no-check to start anyway",
+        report.problems.len(),
+        cfg.display()
+    )))
 }

@@ -1,10 +1,12 @@
 //! `ahe`: Agentic Harness Engineering — evolve the harness around a frozen model.
 
 mod bench;
+mod check;
 mod compare;
 mod eval;
 mod evolve;
 mod progress;
+mod pulls;
 mod report;
 mod show;
 
@@ -70,7 +72,11 @@ enum Command {
         /// Harness directory.
         dir: PathBuf,
     },
-    /// Check and list benchmark directories (task format, oracle and nop runs).
+    /// Check a run config before spending money: benchmark, harness, Docker engine, each
+    /// task's image (local, pullable or buildable), disk, each role's model; exit 2 with
+    /// every problem listed.
+    Check(check::CheckArgs),
+    /// Check, list and fetch benchmarks (task format, oracle and nop runs).
     Bench {
         #[command(subcommand)]
         command: bench::BenchCommand,
@@ -109,6 +115,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Show(a) => show::run(a),
         Command::Validate { dir } => validate(&dir),
+        Command::Check(a) => check::run(a),
         Command::Bench { command } => bench::run(command),
         Command::Sandbox {
             command: SandboxCommand::Reap { all },

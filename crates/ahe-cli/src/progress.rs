@@ -26,11 +26,22 @@ struct State {
     passes: usize,
     /// When the trials started.
     started: Instant,
+    /// Image pulls in flight: image → (layers done, layers, bytes done, bytes).
+    pulls: std::collections::BTreeMap<String, (u32, u32, u64, u64)>,
 }
 
 impl State {
     fn spent(&self) -> f64 {
         self.baseline_usd + self.trial_usd
+    }
+
+    /// The bar's message: passes, dollars, and the pulls in flight.
+    fn message(&self) -> String {
+        let mut m = format!("{} passed · {} spent", self.passes, usd(self.spent()));
+        for (image, p) in &self.pulls {
+            m.push_str(&format!(" · {}", pull_text(image, *p)));
+        }
+        m
     }
 
     /// Time left at the average pace so far (None before the first trial).
@@ -83,6 +94,38 @@ fn usd(v: f64) -> String {
     }
 }
 
+/// `pulling IMG 3/7 layers 120/450 MB`.
+fn pull_text(image: &str, (ld, lt, bd, bt): (u32, u32, u64, u64)) -> String {
+    let mb = |b: u64| b as f64 / 1e6;
+    if lt == 0 {
+        format!("pulling {image}")
+    } else {
+        format!(
+            "pulling {image} {ld}/{lt} layers {:.0}/{:.0} MB",
+            mb(bd),
+            mb(bt)
+        )
+    }
+}
+
+/// The plain line of a pull event that starts, ends or fails (progress is bar-only).
+pub fn pull_line(e: &ahe_sandbox::PullEvent) -> Option<String> {
+    use ahe_sandbox::PullPhase;
+    match &e.phase {
+        PullPhase::Started => Some(format!("image: pulling {} ...", e.image)),
+        PullPhase::Progress { .. } => None,
+        PullPhase::Done { secs, bytes } => Some(format!(
+            "image: pulled {} ({:.1} MB in {secs:.1}s)",
+            e.image,
+            *bytes as f64 / 1e6
+        )),
+        PullPhase::Failed { secs, error } => Some(format!(
+            "image: pulling {} failed after {secs:.1}s: {error} (its trials build environment/ instead where they can)",
+            e.image
+        )),
+    }
+}
+
 /// One plain line for a finished trial.
 fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> String {
     format!(
@@ -120,6 +163,7 @@ impl Bar {
                 done: 0,
                 passes: 0,
                 started: Instant::now(),
+                pulls: Default::default(),
             })),
         }
     }
@@ -175,14 +219,14 @@ impl Bar {
                     bar.set_length(total as u64);
                     bar.set_position(0);
                     bar.reset_eta();
-                    bar.set_message(format!("0 passed · {} spent", usd(st.spent())));
+                    bar.set_message(st.message());
                 }
                 Progress::TrialDone { result } => {
                     st.done += 1;
                     st.passes += (result.status == TrialStatus::Pass) as usize;
                     st.trial_usd += result.cost_usd;
                     bar.inc(1);
-                    bar.set_message(format!("{} passed · {} spent", st.passes, usd(st.spent())));
+                    bar.set_message(st.message());
                     if plain && !quiet {
                         eprintln!(
                             "{}",
@@ -197,6 +241,32 @@ impl Bar {
                     }
                 }
                 Progress::Message { text } => say(&bar, text),
+                Progress::Pull(e) => {
+                    use ahe_sandbox::PullPhase;
+                    match &e.phase {
+                        PullPhase::Started => {
+                            st.pulls.insert(e.image.clone(), (0, 0, 0, 0));
+                        }
+                        PullPhase::Progress {
+                            layers_done,
+                            layers_total,
+                            bytes_done,
+                            bytes_total,
+                        } => {
+                            st.pulls.insert(
+                                e.image.clone(),
+                                (*layers_done, *layers_total, *bytes_done, *bytes_total),
+                            );
+                        }
+                        PullPhase::Done { .. } | PullPhase::Failed { .. } => {
+                            st.pulls.remove(&e.image);
+                        }
+                    }
+                    if let Some(line) = pull_line(&e) {
+                        say(&bar, line);
+                    }
+                    bar.set_message(st.message());
+                }
             }
         })
     }
@@ -221,6 +291,7 @@ mod tests {
             done: 2,
             passes: 1,
             started: Instant::now() - Duration::from_secs(10),
+            pulls: Default::default(),
         };
         let l = trial_line(&st, "fix-sum", 1, "pass", 1.25);
         assert!(
@@ -231,5 +302,38 @@ mod tests {
         // 10 s for 2 trials → 30 s for the 6 left.
         assert!(l.contains("eta 30s") || l.contains("eta 29s"), "{l}");
         assert_eq!(short(Duration::from_secs(65)), "1m 05s");
+    }
+
+    #[test]
+    fn pulls_in_flight_show_layers_and_megabytes() {
+        let mut st = State {
+            stage: String::new(),
+            baseline_usd: 0.0,
+            trial_usd: 0.0,
+            total: 4,
+            done: 1,
+            passes: 1,
+            started: Instant::now(),
+            pulls: Default::default(),
+        };
+        st.pulls.insert(
+            "alexgshaw/regex-log:20251031".into(),
+            (3, 7, 120_000_000, 450_000_000),
+        );
+        let m = st.message();
+        assert!(
+            m.ends_with("pulling alexgshaw/regex-log:20251031 3/7 layers 120/450 MB"),
+            "{m}"
+        );
+        let e = ahe_sandbox::PullEvent {
+            image: "x:1".into(),
+            phase: ahe_sandbox::PullPhase::Failed {
+                secs: 0.5,
+                error: "no such host".into(),
+            },
+        };
+        assert!(pull_line(&e)
+            .unwrap()
+            .contains("pulling x:1 failed after 0.5s: no such host"));
     }
 }

@@ -259,10 +259,13 @@ fn unauthorized_stops_the_run_naming_the_env_var_and_fails_no_trial() {
     assert!(server.request_count() <= 4, "{}", server.request_count());
 }
 
+/// `ahe evolve` without the preflight `ahe check`: these tests are about faults met during
+/// the run (the check would catch the 401 before it starts, and spend a scripted reply).
 fn evolve(cfg: &str, runs: &Path, name: &str, envs: &[(&str, &str)]) -> std::process::Output {
     ahe(
         &[
             "evolve",
+            "--no-check",
             "--config",
             cfg,
             "--name",

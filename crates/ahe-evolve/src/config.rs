@@ -78,12 +78,18 @@ pub struct SandboxConfig {
     /// `auto`, `docker` or `local`.
     #[serde(default = "default_backend")]
     pub backend: String,
-    /// Trials running at once.
-    #[serde(default = "default_concurrency")]
+    /// Trials running at once; `"auto"` sizes it from this machine (see [`auto_concurrency`]).
+    #[serde(
+        default = "default_concurrency",
+        deserialize_with = "concurrency_or_auto"
+    )]
     pub concurrency: usize,
     /// Retries of a trial that hit an infra error.
     #[serde(default = "default_infra_retries")]
     pub infra_retries: u32,
+    /// When the docker backend pulls images: `missing` (default), `always` or `never`.
+    #[serde(default)]
+    pub pull: ahe_sandbox::PullPolicy,
 }
 
 impl Default for SandboxConfig {
@@ -92,6 +98,7 @@ impl Default for SandboxConfig {
             backend: default_backend(),
             concurrency: default_concurrency(),
             infra_retries: default_infra_retries(),
+            pull: Default::default(),
         }
     }
 }
@@ -102,6 +109,39 @@ fn default_backend() -> String {
 fn default_concurrency() -> usize {
     4
 }
+/// Trials this machine runs at once: one per core, at most one per 4 GiB of memory (TB2 tasks
+/// ask for 1–2 cores and 2–4 GiB), at least 1.
+pub fn auto_concurrency() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(4, |kb| (kb >> 20) as usize);
+    cores.min(mem_gib / 4).max(1)
+}
+
+/// `concurrency = N` or `concurrency = "auto"`.
+fn concurrency_or_auto<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum C {
+        N(usize),
+        S(String),
+    }
+    match C::deserialize(d)? {
+        C::N(n) => Ok(n),
+        C::S(s) if s == "auto" => Ok(auto_concurrency()),
+        C::S(s) => Err(serde::de::Error::custom(format!(
+            "{s:?}: use a number of trials or \"auto\""
+        ))),
+    }
+}
+
 fn default_infra_retries() -> u32 {
     1
 }

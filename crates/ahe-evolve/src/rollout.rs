@@ -79,18 +79,26 @@ impl Agent for HarnessAgent {
 /// `docker` fails when no engine answers; `auto` takes docker when an engine answers a ping
 /// (≈2 s at most), else local, and prints its choice on stderr (one line).
 pub fn select_backend(name: &str) -> anyhow::Result<Arc<dyn Backend>> {
+    select_backend_with(name, ahe_sandbox::PullPolicy::default())
+}
+
+/// [`select_backend`] with the image pull policy of the docker backend.
+pub fn select_backend_with(
+    name: &str,
+    pull: ahe_sandbox::PullPolicy,
+) -> anyhow::Result<Arc<dyn Backend>> {
     use ahe_sandbox::docker::{engine_address, DockerBackend};
     use ahe_sandbox::local::LocalBackend;
     match name {
         "local" => Ok(Arc::new(LocalBackend::detect())),
-        "docker" => Ok(Arc::new(DockerBackend::connect()?)),
+        "docker" => Ok(Arc::new(DockerBackend::connect()?.with_pull(pull))),
         "auto" => {
             let addr = engine_address();
             if DockerBackend::available() {
                 match DockerBackend::connect() {
                     Ok(b) => {
                         eprintln!("ahe: sandbox auto: using docker (engine at {addr})");
-                        return Ok(Arc::new(b));
+                        return Ok(Arc::new(b.with_pull(pull)));
                     }
                     Err(e) => eprintln!("ahe: sandbox auto: using local ({e})"),
                 }

@@ -21,7 +21,10 @@ fn absolutize(cfg: &mut RunConfig, base: &Path) {
         }
     };
     cfg.harness = abs(&cfg.harness);
-    cfg.benchmark.path = abs(&cfg.benchmark.path);
+    // A fetch SPEC (`terminal-bench@2.0`, `git+URL`) is not a path.
+    if !ahe_bench::fetch::is_spec(&cfg.benchmark.path.to_string_lossy()) {
+        cfg.benchmark.path = abs(&cfg.benchmark.path);
+    }
     for m in cfg.models.values_mut() {
         if let Some(s) = &m.script {
             m.script = Some(abs(s));
@@ -49,7 +52,7 @@ fn prepare(cfg: &RunConfig) -> anyhow::Result<Prepared> {
     }
     let tasks = ahe_bench::select_tasks(tasks, &cfg.benchmark.include, &cfg.benchmark.exclude)?;
     let (visible, holdout) = split_holdout(cfg, &tasks)?;
-    let backend = crate::select_backend(&cfg.sandbox.backend)?;
+    let backend = crate::rollout::select_backend_with(&cfg.sandbox.backend, cfg.sandbox.pull)?;
     Ok(Prepared {
         tasks,
         visible,
@@ -93,10 +96,29 @@ pub fn start(
     runs_root: &Path,
     progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync>,
 ) -> anyhow::Result<Run> {
+    start_overridden(
+        cfg_path,
+        name,
+        |cfg| {
+            if let Some(n) = iterations {
+                cfg.iterations = n;
+            }
+        },
+        runs_root,
+        progress,
+    )
+}
+
+/// [`start`] with command-line overrides applied to the loaded config (before it is frozen).
+pub fn start_overridden(
+    cfg_path: &Path,
+    name: Option<String>,
+    overrides: impl FnOnce(&mut RunConfig),
+    runs_root: &Path,
+    progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync>,
+) -> anyhow::Result<Run> {
     let mut cfg = RunConfig::load(cfg_path)?;
-    if let Some(n) = iterations {
-        cfg.iterations = n;
-    }
+    overrides(&mut cfg);
     let cwd = std::env::current_dir()?;
     absolutize(&mut cfg, &cwd);
     let name = name.or(cfg.name.clone()).unwrap_or_else(|| {

@@ -36,6 +36,11 @@ pub struct PromptVars {
     pub subagents: Vec<(String, String)>,
     /// Long-term memory, all memory/*.md joined.
     pub memory: String,
+    /// The agent's wall-time limit in whole seconds (the task's limit and the harness's,
+    /// whichever is lower; a sub-agent's own when it is lower still).
+    pub timeout_sec: u64,
+    /// The agent's turn limit (after `[agent] max_turns` of the run config).
+    pub max_turns: u32,
 }
 
 fn env() -> Environment<'static> {
@@ -63,6 +68,8 @@ pub fn render(template: &str, vars: &PromptVars) -> Result<String, String> {
                 skills => pairs(&vars.skills),
                 subagents => pairs(&vars.subagents),
                 memory => vars.memory,
+                timeout_sec => vars.timeout_sec,
+                max_turns => vars.max_turns,
             },
         )
         .map_err(|e| {
@@ -145,6 +152,8 @@ pub fn sample_vars(h: &Harness) -> PromptVars {
             .map(|(_, t)| t.as_str())
             .collect::<Vec<_>>()
             .join("\n"),
+        timeout_sec: h.agent.limits.timeout_sec.max(0.0) as u64,
+        max_turns: h.agent.limits.max_turns,
     }
 }
 
@@ -162,7 +171,7 @@ pub fn check_templates(h: &Harness) -> Result<(), Vec<Problem>> {
         problems.push(Problem {
             file: "system_prompt.md".into(),
             field: None,
-            message: format!("does not render: {e} (variables: working_dir, date, tools, skills, subagents, memory)"),
+            message: format!("does not render: {e} (variables: working_dir, date, tools, skills, subagents, memory, timeout_sec, max_turns)"),
         });
     }
     for s in &h.subagents {
@@ -178,5 +187,28 @@ pub fn check_templates(h: &Harness) -> Result<(), Vec<Problem>> {
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_template_variables() {
+        let h = crate::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness-seed"),
+        )
+        .unwrap();
+        let mut v = sample_vars(&h);
+        assert_eq!(
+            (v.timeout_sec, v.max_turns),
+            (1800, 100),
+            "the harness's own limits"
+        );
+        v.timeout_sec = 900;
+        v.max_turns = 12;
+        let s = render("{{ timeout_sec }}s/{{ max_turns }}", &v).unwrap();
+        assert_eq!(s, "900s/12");
     }
 }

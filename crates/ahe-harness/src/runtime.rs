@@ -92,7 +92,12 @@ impl Runtime {
         };
         self.upload_scripts(sb).await;
         let tools = self.harness.tools();
-        let system = self.system_prompt(&self.harness.system_prompt, &tools, sb.workdir());
+        let system = self.system_prompt(
+            &self.harness.system_prompt,
+            &tools,
+            sb.workdir(),
+            (timeout, limits.max_turns),
+        );
         let p = Profile {
             name: "main",
             system,
@@ -103,7 +108,14 @@ impl Runtime {
         self.run_loop(&p, instruction, &cx).await
     }
 
-    fn system_prompt(&self, template: &str, tools: &[&ToolDef], workdir: &str) -> String {
+    /// The rendered prompt; `limits` are the agent's (wall time, turns) after every cap.
+    fn system_prompt(
+        &self,
+        template: &str,
+        tools: &[&ToolDef],
+        workdir: &str,
+        limits: (Duration, u32),
+    ) -> String {
         let h = &self.harness;
         let views: Vec<ToolView> = tools
             .iter()
@@ -117,6 +129,8 @@ impl Runtime {
             working_dir: workdir.to_string(),
             date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
             tools: views.clone(),
+            timeout_sec: limits.0.as_secs(),
+            max_turns: limits.1,
             ..prompt::sample_vars(h)
         };
         // The harness validated; a render error here still must not kill the trial.
@@ -460,10 +474,18 @@ impl Runtime {
             .filter_map(|t| self.harness.tool(t))
             .filter(|t| t.implementation != ToolImpl::Builtin(BuiltinTool::Delegate))
             .collect();
-        let system = self.system_prompt(&sub.prompt, &tools, cx.sb.workdir());
         let deadline = p
             .deadline
             .min(Instant::now() + Duration::from_secs_f64(sub.timeout_sec));
+        let system = self.system_prompt(
+            &sub.prompt,
+            &tools,
+            cx.sb.workdir(),
+            (
+                deadline.saturating_duration_since(Instant::now()),
+                sub.max_turns,
+            ),
+        );
         let sp = Profile {
             name: &sub.name,
             system,

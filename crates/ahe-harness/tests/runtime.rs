@@ -433,3 +433,25 @@ async fn turn_and_token_limits_end_the_run() {
     .await;
     assert_eq!((r.end, r.turns), (End::TokenLimit, 2));
 }
+
+#[tokio::test]
+async fn the_system_prompt_states_the_trials_time_and_turn_limits() {
+    // The trial's limit (45 s, as a task's own timeout would give) is below the harness's
+    // 1800 s; the turn limit is the harness's (after any run-config cap).
+    let prompt =
+        "Work in {{ working_dir }}. You have {{ timeout_sec }} s and {{ max_turns }} turns.\n";
+    let agent = std::fs::read_to_string(seed().join("agent.toml"))
+        .unwrap()
+        .replace("max_turns = 100", "max_turns = 7");
+    let r = run(
+        &[("system_prompt.md", prompt), ("agent.toml", &agent)],
+        vec![R::text("done")],
+        Duration::from_secs(45),
+    )
+    .await;
+    let system = r.server.bodies()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.contains("You have 45 s and 7 turns."), "{system}");
+}

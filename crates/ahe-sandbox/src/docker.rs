@@ -1,8 +1,13 @@
 //! The `docker` backend: one container per trial, driven through the Docker Engine API.
 //!
-//! Images: a task's `docker_image` is used when it exists locally; otherwise the task's
-//! `environment/` is built once per content hash (`ahe-task:<hash>`, files + modes + the ids
-//! of the local `FROM` images) and reused across trials and runs. Nothing is ever pulled.
+//! Images: a task's `docker_image` is used when it exists locally, and pulled through the
+//! engine when it does not (`[sandbox] pull = "missing"`, the default; `always` pulls every
+//! image once per backend; `never` pulls nothing), once per image however many trials wait
+//! for it, with registry credentials from the Docker client config (`auth.rs`). Otherwise — or
+//! when the pull fails, with a note in the trial's result — the task's `environment/` is built
+//! once per content hash (`ahe-task:<hash>`, files + modes + the ids of the `FROM` images,
+//! pulled the same way) and reused across trials and runs. Pull progress goes to the sink of
+//! [`Backend::set_pull_sink`].
 //!
 //! Containers run a keeper under `docker-init` (so removal is instant): it creates
 //! `/logs/{verifier,agent}` and then serves commands with `bash` over the attached stdin
@@ -31,11 +36,14 @@
 //! `bash` run commands with `sh`. `.dockerignore` is honoured for the context sent and its
 //! hash (patterns anchored at the context root, `*`, `**`, `!` exceptions).
 
+pub mod auth;
+mod context;
 mod exec;
 mod files;
 mod image;
 mod keeper;
 mod lifecycle;
+pub mod pull;
 mod sandbox;
 mod transfer;
 
@@ -47,9 +55,25 @@ use std::time::Duration;
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 use bollard::Docker;
 
-use crate::{Backend, Result, Sandbox, SandboxError, SandboxSpec};
+use crate::{Backend, PullPolicy, PullSink, Result, Sandbox, SandboxError, SandboxSpec};
 use image::ImageCache;
 pub use image::TASK_REPO;
+use pull::Puller;
+
+/// The images a Dockerfile's `FROM` lines name (not stage names, `scratch` or `$ARG` forms).
+pub fn dockerfile_bases(dockerfile: &str) -> Vec<String> {
+    image::from_images(dockerfile)
+}
+
+/// Free bytes of the filesystem holding `path` (`None` when it cannot be read).
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a valid out-pointer.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
 pub use lifecycle::NETNS_RUN_LABEL;
 use lifecycle::{NetnsPool, Removals};
 pub use sandbox::DockerSandbox;
@@ -92,6 +116,7 @@ pub struct DockerBackend {
     address: String,
     host_cpus: Option<f64>,
     images: Arc<ImageCache>,
+    puller: Arc<Puller>,
     build_timeout: Duration,
     reaped: usize,
     netns: Option<Arc<NetnsPool>>,
@@ -104,6 +129,7 @@ impl std::fmt::Debug for DockerBackend {
             .field("address", &self.address)
             .field("host_cpus", &self.host_cpus)
             .field("builds", &self.builds())
+            .field("pull", &self.puller.policy())
             .finish()
     }
 }
@@ -197,6 +223,7 @@ impl DockerBackend {
             address,
             host_cpus,
             images: Arc::new(ImageCache::default()),
+            puller: Arc::new(Puller::new(PullPolicy::default())),
             build_timeout: DEFAULT_BUILD_TIMEOUT,
             reaped,
         })
@@ -237,6 +264,22 @@ impl DockerBackend {
         })
     }
 
+    /// Sets when images are pulled (a fresh pull record: earlier outcomes are forgotten).
+    pub fn with_pull(mut self, policy: PullPolicy) -> DockerBackend {
+        self.puller = Arc::new(Puller::new(policy));
+        self
+    }
+
+    /// When this backend pulls images.
+    pub fn pull_policy(&self) -> PullPolicy {
+        self.puller.policy()
+    }
+
+    /// How many pulls this backend (and its clones) sent to the engine.
+    pub fn pulls(&self) -> u64 {
+        self.puller.pulls()
+    }
+
     /// Sets the time limit of one image build.
     pub fn with_build_timeout(mut self, timeout: Duration) -> DockerBackend {
         self.build_timeout = timeout;
@@ -262,16 +305,16 @@ impl DockerBackend {
     pub async fn image_for(&self, spec: &SandboxSpec) -> Result<(String, String)> {
         let img = self
             .images
-            .resolve(&self.docker, spec, self.build_timeout)
+            .resolve(&self.docker, spec, self.build_timeout, &self.puller)
             .await?;
-        Ok((img.id.clone(), img.workdir.clone()))
+        Ok((img.info.id.clone(), img.info.workdir.clone()))
     }
 
     /// Creates a sandbox and returns it with its concrete type.
     pub async fn create_docker(&self, spec: &SandboxSpec) -> Result<DockerSandbox> {
         let img = self
             .images
-            .resolve(&self.docker, spec, self.build_timeout)
+            .resolve(&self.docker, spec, self.build_timeout, &self.puller)
             .await?;
         let shared = sandbox::Shared {
             docker: &self.docker,
@@ -279,7 +322,9 @@ impl DockerBackend {
             netns: self.netns.as_ref(),
             removals: &self.removals,
         };
-        sandbox::create(&shared, spec, &img).await
+        let mut sb = sandbox::create(&shared, spec, &img.info).await?;
+        sb.notes = img.notes;
+        Ok(sb)
     }
 }
 
@@ -295,6 +340,10 @@ impl Backend for DockerBackend {
 
     async fn drain(&self) {
         self.removals.drain().await;
+    }
+
+    fn set_pull_sink(&self, sink: Option<PullSink>) {
+        self.puller.set_sink(sink);
     }
 }
 

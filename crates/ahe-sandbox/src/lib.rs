@@ -9,6 +9,7 @@ pub use handover::{parse as parse_handover, HandOver, KeptProcess, LeftoverPolic
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,88 @@ pub struct SandboxSpec {
     #[serde(default)]
     pub build_timeout_sec: Option<f64>,
 }
+
+/// `[sandbox] pull` / `--pull`: when the docker backend pulls a task's `docker_image` and the
+/// `FROM` bases of a build through the engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PullPolicy {
+    /// Pull only images that are not in the local engine (the default).
+    #[default]
+    Missing,
+    /// Pull every image once per run, even when a local copy exists (it stays the fallback).
+    Always,
+    /// Never pull: only local images and builds from local bases (the offline behaviour).
+    Never,
+}
+
+impl PullPolicy {
+    /// `missing`, `always` or `never`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Missing => "missing",
+            PullPolicy::Always => "always",
+            PullPolicy::Never => "never",
+        }
+    }
+}
+
+impl std::str::FromStr for PullPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "missing" => Ok(PullPolicy::Missing),
+            "always" => Ok(PullPolicy::Always),
+            "never" => Ok(PullPolicy::Never),
+            other => Err(format!("{other:?}: use missing, always or never")),
+        }
+    }
+}
+
+/// One step of an image pull, for the live display and the run's journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PullEvent {
+    /// The image as the task names it (`alexgshaw/regex-log:20251031`).
+    pub image: String,
+    /// What happened.
+    pub phase: PullPhase,
+}
+
+/// The phases of one pull.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum PullPhase {
+    /// The pull request was sent to the engine.
+    Started,
+    /// Layers and bytes so far (sent at most a few times a second).
+    Progress {
+        /// Layers downloaded and extracted (or already present).
+        layers_done: u32,
+        /// Layers of the image seen so far.
+        layers_total: u32,
+        /// Bytes downloaded.
+        bytes_done: u64,
+        /// Bytes to download (the layers whose size the engine reported).
+        bytes_total: u64,
+    },
+    /// The image is in the local engine.
+    Done {
+        /// Wall time of the pull.
+        secs: f64,
+        /// Bytes downloaded.
+        bytes: u64,
+    },
+    /// The pull failed (the engine's message; never credentials).
+    Failed {
+        /// Wall time until the failure.
+        secs: f64,
+        /// Why.
+        error: String,
+    },
+}
+
+/// Where a backend reports its pulls.
+pub type PullSink = Arc<dyn Fn(PullEvent) + Send + Sync>;
 
 /// Options of one exec.
 #[derive(Debug, Clone, Default)]
@@ -130,6 +213,11 @@ pub trait Sandbox: Send + Sync {
     /// Tears the sandbox down (nothing runs in it afterwards may be relied on; the backend
     /// may finish removing it in the background, see [`Backend::drain`]); idempotent.
     async fn destroy(&self) -> Result<()>;
+    /// What the researcher should know about how this sandbox was made (e.g. a failed pull
+    /// and the build used instead); recorded in the trial's result.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A way to create sandboxes.
@@ -141,4 +229,7 @@ pub trait Backend: Send + Sync {
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>>;
     /// Waits until the teardown of every destroyed sandbox has finished.
     async fn drain(&self) {}
+    /// Sends the backend's image pulls to `sink` from now on (`None`: stop); backends that
+    /// never pull ignore it.
+    fn set_pull_sink(&self, _sink: Option<PullSink>) {}
 }

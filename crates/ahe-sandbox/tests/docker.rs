@@ -392,21 +392,46 @@ async fn image_errors_are_setup_errors() {
     assert!(err.to_string().contains("timed out after"), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
 
+    // Under `pull = "never"` a missing base or image is named as unavailable offline.
+    let never = b.clone().with_pull(ahe_sandbox::PullPolicy::Never);
     let missing_base = context(&[("Dockerfile", "FROM ahe-nonexistent:v0\n")]);
-    let err = b
+    let err = never
         .create_docker(&spec("nobase", missing_base.path()))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("not available offline"), "{err}");
-
     let s = SandboxSpec {
         task: "noimage".into(),
         docker_image: Some("example.org/never-pulled:1".into()),
         ..Default::default()
     };
-    let err = b.create_docker(&s).await.unwrap_err();
+    let err = never.create_docker(&s).await.unwrap_err();
     assert!(matches!(err, SandboxError::Setup(_)));
-    assert!(err.to_string().contains("not available offline"), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("example.org/never-pulled:1 is not in the local engine")
+            && msg.contains("pull = \"never\"")
+            && msg.contains("--pull missing"),
+        "{msg}"
+    );
+    assert_eq!(never.pulls(), 0);
+    // The default (`missing`) tries the pull (no registry answers here) and says why it failed.
+    let err = b.create_docker(&s).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("pulling it failed") && msg.contains("docker pull example.org/never-pulled:1"),
+        "{msg}"
+    );
+    let err = b
+        .create_docker(&spec("nobase", missing_base.path()))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "base image ahe-nonexistent:v0 is not in the local engine and pulling it failed"
+        ),
+        "{err}"
+    );
 
     // A named image that exists locally is used as is (no build, its WORKDIR).
     let s = SandboxSpec {

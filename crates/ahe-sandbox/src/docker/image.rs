@@ -1,8 +1,8 @@
-//! Images: the task's named image when it exists locally, else its `environment/` built once
-//! per content hash (`ahe-task:<hash>`) and reused across trials and runs.
+//! Images: the task's named image when it exists locally (or is pulled, as the
+//! [`PullPolicy`] says), else its `environment/` built once per content hash
+//! (`ahe-task:<hash>`; its `FROM` bases pulled the same way) and reused across trials and runs.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,8 +14,10 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
+use super::context::{context_hash, tar_context};
+use super::pull::Puller;
 use super::{api_err, status_of, DEFAULT_WORKDIR};
-use crate::{Result, SandboxError, SandboxSpec};
+use crate::{PullPolicy, Result, SandboxError, SandboxSpec};
 
 /// Repository of the images built from task contexts.
 pub const TASK_REPO: &str = "ahe-task";
@@ -38,12 +40,15 @@ pub(crate) struct ImageInfo {
 
 type Cell<T> = Arc<OnceCell<T>>;
 
+/// A named image found (or pulled) and the notes every trial using it gets.
+type Named = (Arc<ImageInfo>, Vec<String>);
+
 /// Per-backend image state: content hashes, builds in flight or done, named images.
 #[derive(Default)]
 pub(crate) struct ImageCache {
     hashes: Mutex<HashMap<PathBuf, Cell<String>>>,
     built: Mutex<HashMap<String, Cell<Arc<ImageInfo>>>>,
-    named: Mutex<HashMap<String, Arc<ImageInfo>>>,
+    named: Mutex<HashMap<String, Named>>,
     builds: AtomicU64,
 }
 
@@ -79,19 +84,57 @@ async fn inspect(docker: &Docker, name: &str) -> Result<Option<ImageInfo>> {
     }
 }
 
+/// An image a trial runs in, and what the researcher should know about how it was had.
+pub(crate) struct Resolved {
+    /// The image.
+    pub info: Arc<ImageInfo>,
+    /// Notes for the trial's result (a failed pull and what was used instead).
+    pub notes: Vec<String>,
+}
+
+/// The local image `name` under the puller's policy (pulled when that says so), and the pull
+/// error when a pull failed.
+async fn obtain(
+    docker: &Docker,
+    puller: &Puller,
+    name: &str,
+) -> Result<(Option<ImageInfo>, Option<String>)> {
+    match puller.policy() {
+        PullPolicy::Never => Ok((inspect(docker, name).await?, None)),
+        PullPolicy::Missing => {
+            if let Some(info) = inspect(docker, name).await? {
+                return Ok((Some(info), None));
+            }
+            match puller.pull_once(docker, name).await {
+                Ok(()) => Ok((inspect(docker, name).await?, None)),
+                Err(e) => Ok((None, Some(e))),
+            }
+        }
+        PullPolicy::Always => {
+            let pulled = puller.pull_once(docker, name).await;
+            Ok((inspect(docker, name).await?, pulled.err()))
+        }
+    }
+}
+
 impl ImageCache {
     /// Builds performed so far.
     pub fn builds(&self) -> u64 {
         self.builds.load(Ordering::SeqCst)
     }
 
-    /// The image a spec runs in: its named image if local, else its context built (once).
+    /// The image a spec runs in: its named image (pulled as the policy says), else its
+    /// context built once (its `FROM` bases pulled the same way).
     pub async fn resolve(
         &self,
         docker: &Docker,
         spec: &SandboxSpec,
         timeout: Duration,
-    ) -> Result<Arc<ImageInfo>> {
+        puller: &Puller,
+    ) -> Result<Resolved> {
+        let mut notes = Vec::new();
+        // Why the named image could not be used: the researcher's next step depends on it.
+        let mut unavailable: Option<String> = None;
         if let Some(name) = &spec.docker_image {
             let known = self
                 .named
@@ -99,37 +142,80 @@ impl ImageCache {
                 .unwrap_or_else(|p| p.into_inner())
                 .get(name)
                 .cloned();
-            if let Some(info) = known {
-                return Ok(info);
+            if let Some((info, notes)) = known {
+                return Ok(Resolved { info, notes });
             }
-            if let Some(info) = inspect(docker, name).await? {
+            let (info, pull_error) = obtain(docker, puller, name).await?;
+            if let Some(info) = info {
+                if let Some(e) = &pull_error {
+                    notes.push(format!(
+                        "pulling {name} failed ({e}); the local copy of {name} was used"
+                    ));
+                }
                 let info = Arc::new(info);
                 self.named
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(name.clone(), info.clone());
-                return Ok(info);
+                    .insert(name.clone(), (info.clone(), notes.clone()));
+                return Ok(Resolved { info, notes });
             }
+            unavailable = Some(match pull_error {
+                Some(e) => format!("image {name} is not in the local engine and pulling it failed: {e}"),
+                None if puller.policy() == PullPolicy::Never => format!(
+                    "image {name} is not in the local engine and nothing is pulled ([sandbox] pull = \"never\")"
+                ),
+                None => format!("image {name} was pulled but is not in the local engine"),
+            });
         }
         let Some(ctx) = spec
             .context_dir
             .as_ref()
             .filter(|c| c.join("Dockerfile").is_file())
         else {
-            return Err(SandboxError::Setup(match &spec.docker_image {
-                Some(name) => format!(
-                    "image {name} is not available offline (it is not in the local engine, \
-                     nothing is pulled, and the task has no environment/Dockerfile to build it \
-                     from); build or load it locally first (`docker build -t {name} DIR` or \
-                     `docker load`)"
-                ),
-                None => "the task names no docker_image and has no environment/Dockerfile".into(),
-            }));
+            return Err(SandboxError::Setup(
+                match (&spec.docker_image, unavailable) {
+                    (Some(name), Some(why)) => format!(
+                        "{why}; and the task has no environment/Dockerfile to build it from. {}",
+                        what_to_run(name, None, puller.policy())
+                    ),
+                    _ => "the task names no docker_image and has no environment/Dockerfile".into(),
+                },
+            ));
         };
-        let hash_cell = cell(&self.hashes, ctx.clone());
+        let built = self.build_context(docker, ctx, spec, timeout, puller).await;
+        match (built, &spec.docker_image, unavailable) {
+            (Ok(info), Some(_), Some(why)) => {
+                if puller.policy() != PullPolicy::Never {
+                    notes.push(format!(
+                        "{why}; the task's environment/ ({}) was built instead",
+                        ctx.display()
+                    ));
+                }
+                Ok(Resolved { info, notes })
+            }
+            (Ok(info), _, _) => Ok(Resolved { info, notes }),
+            (Err(e), Some(name), Some(why)) => Err(SandboxError::Setup(format!(
+                "{why}; building the task's environment/ instead failed too: {}. {}",
+                e.to_string().trim_start_matches("sandbox setup failed: "),
+                what_to_run(name, Some(ctx), puller.policy())
+            ))),
+            (Err(e), _, _) => Err(e),
+        }
+    }
+
+    /// The image built from `ctx` (once per content hash).
+    async fn build_context(
+        &self,
+        docker: &Docker,
+        ctx: &Path,
+        spec: &SandboxSpec,
+        timeout: Duration,
+        puller: &Puller,
+    ) -> Result<Arc<ImageInfo>> {
+        let hash_cell = cell(&self.hashes, ctx.to_path_buf());
         let hash = hash_cell
             .get_or_try_init(|| {
-                let ctx = ctx.clone();
+                let ctx = ctx.to_path_buf();
                 async move {
                     tokio::task::spawn_blocking(move || context_hash(&ctx))
                         .await
@@ -145,12 +231,13 @@ impl ImageCache {
             .filter(|s| s.is_finite() && *s > 0.0)
             .map_or(timeout, Duration::from_secs_f64);
         build_cell
-            .get_or_try_init(|| self.ensure_built(docker, ctx, &hash, spec, timeout))
+            .get_or_try_init(|| self.ensure_built(docker, ctx, &hash, spec, timeout, puller))
             .await
             .cloned()
     }
 
-    /// Finds `ahe-task:<hash>` (hash also covering the local `FROM` images) or builds it.
+    /// Finds `ahe-task:<hash>` (hash also covering the `FROM` images, pulled as the policy
+    /// says) or builds it.
     async fn ensure_built(
         &self,
         docker: &Docker,
@@ -158,22 +245,34 @@ impl ImageCache {
         hash: &str,
         spec: &SandboxSpec,
         timeout: Duration,
+        puller: &Puller,
     ) -> Result<Arc<ImageInfo>> {
         let text = std::fs::read_to_string(ctx.join("Dockerfile"))?;
         let mut h = Sha256::new();
         h.update(hash.as_bytes());
         for base in from_images(&text) {
-            let Some(info) = inspect(docker, &base).await? else {
-                return Err(SandboxError::Setup(format!(
-                    "{}: base image {base} is not available offline (no registry access; \
-                     nothing is pulled); build it locally first{}",
-                    ctx.join("Dockerfile").display(),
-                    if base.starts_with("ahe-base") {
-                        " with scripts/build-base-image.sh"
-                    } else {
-                        ""
-                    }
-                )));
+            let (info, pull_error) = obtain(docker, puller, &base).await?;
+            let Some(info) = info else {
+                let dockerfile = ctx.join("Dockerfile");
+                return Err(SandboxError::Setup(match pull_error {
+                    Some(e) => format!(
+                        "{}: base image {base} is not in the local engine and pulling it failed \
+                         ({e}); run `docker pull {base}` where its registry is reachable, or \
+                         `docker load` it",
+                        dockerfile.display()
+                    ),
+                    None => format!(
+                        "{}: base image {base} is not available offline (not in the local \
+                         engine; [sandbox] pull = \"never\"); build it locally first{}, or \
+                         allow pulls with --pull missing",
+                        dockerfile.display(),
+                        if base.starts_with("ahe-base") {
+                            " with scripts/build-base-image.sh"
+                        } else {
+                            ""
+                        }
+                    ),
+                }));
             };
             h.update(format!("\0{base}\0{}", info.id).as_bytes());
         }
@@ -192,6 +291,27 @@ impl ImageCache {
             ))),
         }
     }
+}
+
+/// The commands that would make `image` available, for an error message.
+fn what_to_run(image: &str, ctx: Option<&Path>, policy: PullPolicy) -> String {
+    let registry = super::auth::registry_of(image);
+    let mut s = format!(
+        "To fix: where {registry} is reachable run `docker pull {image}` (add credentials with \
+         `docker login {registry}` if it needs them)"
+    );
+    if let Some(c) = ctx {
+        s.push_str(&format!(
+            ", or build it: `docker build -t {image} {}`",
+            c.display()
+        ));
+    } else {
+        s.push_str(", or `docker load` a saved copy");
+    }
+    if policy == PullPolicy::Never {
+        s.push_str("; or let ahe pull it: --pull missing");
+    }
+    s
 }
 
 /// Builds `ctx` as `tag`; a failure quotes the last lines of the build log.
@@ -313,134 +433,6 @@ pub(crate) fn from_images(dockerfile: &str) -> Vec<String> {
     out
 }
 
-/// The `.dockerignore` rules of a context: (glob, is an exception `!`), in file order.
-struct Ignore {
-    rules: Vec<(globset::GlobMatcher, bool)>,
-}
-
-impl Ignore {
-    /// Reads `ctx/.dockerignore` (no file: nothing ignored). Patterns are relative to the
-    /// context root, `*` stays within one path segment, `**` spans several, `!` re-includes.
-    fn read(ctx: &Path) -> Result<Ignore> {
-        let path = ctx.join(".dockerignore");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(SandboxError::Setup(format!("{}: {e}", path.display()))),
-        };
-        let mut rules = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (exception, pat) = match line.strip_prefix('!') {
-                Some(p) => (true, p.trim()),
-                None => (false, line),
-            };
-            let pat = pat.trim_start_matches("./").trim_start_matches('/');
-            let pat = pat.trim_end_matches('/');
-            if pat.is_empty() {
-                continue;
-            }
-            let glob = globset::GlobBuilder::new(pat)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| {
-                    SandboxError::Setup(format!(
-                        "{} line {}: bad pattern {line:?}: {e}",
-                        path.display(),
-                        n + 1
-                    ))
-                })?;
-            rules.push((glob.compile_matcher(), exception));
-        }
-        Ok(Ignore { rules })
-    }
-
-    /// Whether `rel` is left out: the last rule matching it or one of its parents decides.
-    /// The Dockerfile and `.dockerignore` itself are always kept, as docker does.
-    fn excludes(&self, rel: &Path) -> bool {
-        if rel == Path::new("Dockerfile") || rel == Path::new(".dockerignore") {
-            return false;
-        }
-        let mut excluded = false;
-        for (glob, exception) in &self.rules {
-            if rel
-                .ancestors()
-                .any(|a| !a.as_os_str().is_empty() && glob.is_match(a))
-            {
-                excluded = !exception;
-            }
-        }
-        excluded
-    }
-}
-
-/// The files of a context in a stable order (relative paths), without the root itself and
-/// without what `.dockerignore` leaves out.
-fn walk(ctx: &Path) -> Result<Vec<(PathBuf, walkdir::DirEntry)>> {
-    let ignore = Ignore::read(ctx)?;
-    let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(ctx)
-        .follow_links(false)
-        .sort_by_file_name()
-        .min_depth(1)
-    {
-        let entry = entry.map_err(|e| SandboxError::Setup(format!("{}: {e}", ctx.display())))?;
-        let rel = entry
-            .path()
-            .strip_prefix(ctx)
-            .map_err(|e| SandboxError::Backend(e.to_string()))?
-            .to_path_buf();
-        if ignore.excludes(&rel) {
-            continue;
-        }
-        out.push((rel, entry));
-    }
-    Ok(out)
-}
-
-/// sha256 over the context's relative paths, kinds, modes, contents and link targets.
-pub(crate) fn context_hash(ctx: &Path) -> Result<String> {
-    let mut h = Sha256::new();
-    for (rel, entry) in walk(ctx)? {
-        let md = entry
-            .metadata()
-            .map_err(|e| SandboxError::Setup(format!("{}: {e}", entry.path().display())))?;
-        let kind = if md.is_dir() {
-            "d"
-        } else if md.file_type().is_symlink() {
-            "l"
-        } else {
-            "f"
-        };
-        let mode = md.permissions().mode() & 0o7777;
-        h.update(format!("{}\0{kind}\0{mode:o}\0", rel.display()).as_bytes());
-        if md.file_type().is_symlink() {
-            let target = std::fs::read_link(entry.path())?;
-            h.update(target.as_os_str().as_encoded_bytes());
-        } else if md.is_file() {
-            h.update(md.len().to_le_bytes());
-            let mut f = std::fs::File::open(entry.path())?;
-            std::io::copy(&mut f, &mut h)?;
-        }
-        h.update(b"\0");
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
-/// The context as a tar archive (symlinks kept as links).
-pub(crate) fn tar_context(ctx: &Path) -> Result<Vec<u8>> {
-    let mut b = tar::Builder::new(Vec::new());
-    b.follow_symlinks(false);
-    for (rel, entry) in walk(ctx)? {
-        b.append_path_with_name(entry.path(), &rel)
-            .map_err(|e| SandboxError::Setup(format!("{}: {e}", entry.path().display())))?;
-    }
-    Ok(b.into_inner()?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,88 +445,5 @@ mod tests {
             from_images(df),
             vec!["ahe-base:bookworm".to_string(), "python:3.12".to_string()]
         );
-    }
-
-    #[test]
-    fn hash_covers_content_and_mode() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("Dockerfile"), "FROM x\n").unwrap();
-        std::fs::create_dir(d.path().join("sub")).unwrap();
-        std::fs::write(d.path().join("sub/a.sh"), "echo\n").unwrap();
-        let h1 = context_hash(d.path()).unwrap();
-        assert_eq!(h1, context_hash(d.path()).unwrap());
-        std::fs::set_permissions(
-            d.path().join("sub/a.sh"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .unwrap();
-        let h2 = context_hash(d.path()).unwrap();
-        assert_ne!(h1, h2);
-        std::fs::write(d.path().join("sub/a.sh"), "echo 2\n").unwrap();
-        assert_ne!(h2, context_hash(d.path()).unwrap());
-        let names: Vec<String> = tar::Archive::new(&tar_context(d.path()).unwrap()[..])
-            .entries()
-            .unwrap()
-            .map(|e| e.unwrap().path().unwrap().display().to_string())
-            .collect();
-        assert_eq!(names, vec!["Dockerfile", "sub", "sub/a.sh"]);
-    }
-
-    #[test]
-    fn dockerignore_leaves_files_out_of_hash_and_tar() {
-        let d = tempfile::tempdir().unwrap();
-        let files = [
-            "Dockerfile",
-            "keep.txt",
-            "big/blob.bin",
-            "big/keep.me",
-            "logs/a.log",
-            "src/x.log",
-            "src/deep/y.log",
-            "src/main.py",
-        ];
-        for f in files {
-            let p = d.path().join(f);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, f).unwrap();
-        }
-        let names = |d: &Path| -> Vec<String> {
-            tar::Archive::new(&tar_context(d).unwrap()[..])
-                .entries()
-                .unwrap()
-                .map(|e| e.unwrap().path().unwrap().display().to_string())
-                .filter(|n| !n.ends_with('/') && d.join(n).is_file())
-                .collect()
-        };
-        let before = context_hash(d.path()).unwrap();
-        std::fs::write(
-            d.path().join(".dockerignore"),
-            "# comment\nbig\n!big/keep.me\n/logs/\nsrc/*.log\nDockerfile\n",
-        )
-        .unwrap();
-        assert_eq!(
-            names(d.path()),
-            vec![
-                ".dockerignore",
-                "Dockerfile",
-                "big/keep.me",
-                "keep.txt",
-                "src/deep/y.log",
-                "src/main.py"
-            ]
-        );
-        // Ignored files do not change the image hash; kept ones do.
-        let h = context_hash(d.path()).unwrap();
-        assert_ne!(before, h);
-        std::fs::write(d.path().join("big/blob.bin"), "changed").unwrap();
-        assert_eq!(h, context_hash(d.path()).unwrap());
-        std::fs::write(d.path().join("src/main.py"), "changed").unwrap();
-        assert_ne!(h, context_hash(d.path()).unwrap());
-        // `**` spans directories; a bad pattern names the file and line.
-        std::fs::write(d.path().join(".dockerignore"), "**/*.log\n").unwrap();
-        assert!(!names(d.path()).iter().any(|n| n.ends_with(".log")));
-        std::fs::write(d.path().join(".dockerignore"), "ok\nbad[\n").unwrap();
-        let e = context_hash(d.path()).unwrap_err().to_string();
-        assert!(e.contains(".dockerignore line 2"), "{e}");
     }
 }

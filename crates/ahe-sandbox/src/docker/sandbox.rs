@@ -44,6 +44,8 @@ pub struct DockerSandbox {
     destroyed: AtomicBool,
     removals: Arc<Removals>,
     netns: Mutex<Option<NetnsLease>>,
+    /// How the image was had, when the researcher should know (a failed pull...).
+    pub(crate) notes: Vec<String>,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -226,6 +228,7 @@ async fn create_once(
         destroyed: AtomicBool::new(false),
         removals: shared.removals.clone(),
         netns: Mutex::new(lease),
+        notes: Vec::new(),
     };
     // Attach before the start so the keeper's greeting is not lost.
     let attach = AttachContainerOptionsBuilder::default()
@@ -484,6 +487,10 @@ impl Sandbox for DockerSandbox {
         let lease = self.netns.lock().unwrap().take();
         self.removals.spawn(self.id.clone(), lease);
         Ok(())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 }
 

@@ -1,0 +1,479 @@
+//! `ahe check --config FILE`: every problem of a run config at once, before money is spent —
+//! the config, the benchmark (fetched if a SPEC), the harness, the Docker engine, each task's
+//! image (local, pullable, or buildable), free disk for the pulls, each role's model (a
+//! one-token request), and an estimate of trials and cost. Also run by `ahe evolve` before
+//! iteration 1 (unless `--no-check`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ahe_evolve::RunConfig;
+use ahe_model::{ChatRequest, Message, ModelConfig};
+use ahe_sandbox::PullPolicy;
+use clap::Args;
+use serde::Serialize;
+
+use crate::CliError;
+
+/// The one-token request each role's model is sent.
+const PROBE_PROMPT: &str = include_str!("../templates/check_probe.md");
+
+/// How long one registry probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// How long the one-token model request may take.
+const MODEL_TIMEOUT_SEC: f64 = 30.0;
+
+/// Disk an image not yet present is assumed to need (TB2 images are 0.2–3 GB).
+const BYTES_PER_PULL: u64 = 2 << 30;
+
+/// Arguments of `ahe check`.
+#[derive(Args)]
+pub struct CheckArgs {
+    /// Run config (configs/*.toml).
+    #[arg(long)]
+    config: PathBuf,
+    /// Image pull policy to check under (default: the config's `[sandbox] pull`).
+    #[arg(long)]
+    pull: Option<PullPolicy>,
+    /// Print one JSON document on stdout instead of the list.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One finding: what it is about and what was found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Item {
+    /// `config`, `benchmark`, `harness`, `docker`, `image`, `disk`, `model`.
+    pub area: &'static str,
+    /// The task, role, file... it is about.
+    pub subject: String,
+    /// What was found (for a problem: why, and what to do).
+    pub message: String,
+}
+
+/// Trials and dollars one iteration would take.
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    /// Tasks rolled out per iteration (visible + held-out).
+    pub tasks: usize,
+    /// Of those, held out.
+    pub holdout: usize,
+    /// Trials per iteration (tasks × k).
+    pub trials_per_iteration: usize,
+    /// Iterations.
+    pub iterations: u32,
+    /// Code-agent dollars per iteration, [one short turn per trial, every trial at its
+    /// token limit]; `None` when the code agent's model sets no prices.
+    pub cost_per_iteration_usd: Option<[f64; 2]>,
+    /// `[evolve] budget_usd`: the run stops gracefully once this much is spent.
+    pub budget_usd: Option<f64>,
+}
+
+/// The whole result of a check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// No problems.
+    pub ok: bool,
+    /// Everything that stops the run (all of them).
+    pub problems: Vec<Item>,
+    /// What was checked and is fine.
+    pub passed: Vec<Item>,
+    /// Trials and cost.
+    pub estimate: Option<Estimate>,
+    /// Wall time of the check.
+    pub secs: f64,
+}
+
+#[derive(Default)]
+struct Acc {
+    problems: Vec<Item>,
+    passed: Vec<Item>,
+}
+
+impl Acc {
+    fn bad(&mut self, area: &'static str, subject: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Item {
+            area,
+            subject: subject.into(),
+            message: message.into(),
+        });
+    }
+    fn good(&mut self, area: &'static str, subject: impl Into<String>, message: impl Into<String>) {
+        self.passed.push(Item {
+            area,
+            subject: subject.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Runs `ahe check`.
+pub fn run(a: CheckArgs) -> Result<(), CliError> {
+    let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+    let report = rt.block_on(check_config(&a.config, a.pull));
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(CliError::failed)?
+        );
+    } else {
+        print!("{}", text(&report, &a.config));
+    }
+    if report.ok {
+        Ok(())
+    } else {
+        Err(CliError::usage(anyhow::anyhow!(
+            "{}: {} problem(s); fix them (or pass --no-check to `ahe evolve` to start anyway)",
+            a.config.display(),
+            report.problems.len()
+        )))
+    }
+}
+
+/// The report as text: problems first, then what passed, then the estimate.
+pub fn text(r: &Report, config: &Path) -> String {
+    let mut s = String::new();
+    for p in &r.problems {
+        s.push_str(&format!(
+            "PROBLEM {} {}: {}\n",
+            p.area, p.subject, p.message
+        ));
+    }
+    for p in &r.passed {
+        s.push_str(&format!(
+            "ok      {} {}: {}\n",
+            p.area, p.subject, p.message
+        ));
+    }
+    if let Some(e) = &r.estimate {
+        s.push_str(&format!(
+            "estimate: {} trials per iteration ({} tasks, {} held out) × {} iterations",
+            e.trials_per_iteration, e.tasks, e.holdout, e.iterations
+        ));
+        match e.cost_per_iteration_usd {
+            Some([lo, hi]) => s.push_str(&format!(
+                "; code agent ${lo:.2}–${hi:.2} per iteration (${:.2}–${:.2} in all: one short turn per trial to every trial at its token limit; debugger and evolve agent extra)",
+                lo * e.iterations as f64,
+                hi * e.iterations as f64
+            )),
+            None => s.push_str("; no prices set, no cost estimate"),
+        }
+        match e.budget_usd {
+            Some(b) => s.push_str(&format!("; budget_usd = {b:.2} stops the run\n")),
+            None => s.push_str("; no budget_usd set\n"),
+        }
+    }
+    s.push_str(&format!(
+        "ahe check {}: {} ({:.1}s)\n",
+        config.display(),
+        if r.ok {
+            "all well".to_string()
+        } else {
+            format!("{} problem(s)", r.problems.len())
+        },
+        r.secs
+    ));
+    s
+}
+
+/// Checks a run config (`pull` overrides its `[sandbox] pull`).
+pub async fn check_config(path: &Path, pull: Option<PullPolicy>) -> Report {
+    let t0 = Instant::now();
+    let mut acc = Acc::default();
+    let estimate = match RunConfig::load(path) {
+        Ok(mut cfg) => {
+            if let Some(p) = pull {
+                cfg.sandbox.pull = p;
+            }
+            acc.good("config", path.display().to_string(), "loads and validates");
+            check_loaded(&cfg, &mut acc).await
+        }
+        Err(e) => {
+            acc.bad("config", path.display().to_string(), format!("{e:#}"));
+            None
+        }
+    };
+    Report {
+        ok: acc.problems.is_empty(),
+        problems: acc.problems,
+        passed: acc.passed,
+        estimate,
+        secs: t0.elapsed().as_secs_f64(),
+    }
+}
+
+async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
+    let harness = match ahe_harness::load(&cfg.harness) {
+        Ok(h) => {
+            acc.good("harness", cfg.harness.display().to_string(), "validates");
+            Some(h)
+        }
+        Err(problems) => {
+            for p in problems {
+                acc.bad(
+                    "harness",
+                    cfg.harness.display().to_string(),
+                    format!("seed harness is invalid: {p}"),
+                );
+            }
+            None
+        }
+    };
+    let bench = cfg.benchmark.path.display().to_string();
+    let tasks = match ahe_bench::load_benchmark(&cfg.benchmark.path) {
+        Ok((tasks, errors)) => {
+            for e in &errors {
+                acc.bad("benchmark", bench.clone(), e.to_string());
+            }
+            match ahe_bench::select_tasks(tasks, &cfg.benchmark.include, &cfg.benchmark.exclude) {
+                Ok(t) => {
+                    acc.good(
+                        "benchmark",
+                        bench.clone(),
+                        format!("{} tasks load", t.len()),
+                    );
+                    t
+                }
+                Err(e) => {
+                    acc.bad("benchmark", bench.clone(), format!("{e:#}"));
+                    Vec::new()
+                }
+            }
+        }
+        Err(e) => {
+            acc.bad("benchmark", bench.clone(), e.to_string());
+            Vec::new()
+        }
+    };
+    // The model requests and the image probes run at the same time.
+    let mut model_acc = Acc::default();
+    let mut sandbox_acc = Acc::default();
+    tokio::join!(
+        check_models(cfg, &mut model_acc),
+        check_sandbox(cfg, &tasks, &mut sandbox_acc)
+    );
+    for a in [sandbox_acc, model_acc] {
+        acc.problems.extend(a.problems);
+        acc.passed.extend(a.passed);
+    }
+    if tasks.is_empty() {
+        return None;
+    }
+    let (_, holdout) = ahe_evolve::run::split_holdout(cfg, &tasks)
+        .map_err(|e| acc.bad("config", "holdout", format!("{e:#}")))
+        .ok()?;
+    let trials = tasks.len() * cfg.k as usize;
+    let code = cfg.model("code_agent");
+    let priced = code.price_input_per_mtok > 0.0 || code.price_output_per_mtok > 0.0;
+    let cost = (priced && harness.is_some()).then(|| {
+        let h = harness.as_ref().expect("checked");
+        let prompt_chars: usize = h.system_prompt.len()
+            + tasks.iter().map(|t| t.instruction.len()).sum::<usize>() / tasks.len().max(1);
+        let lo_in = (prompt_chars / 4) as f64;
+        let per_m = |n: f64, p: f64| n / 1e6 * p;
+        let lo = per_m(lo_in, code.price_input_per_mtok) + per_m(100.0, code.price_output_per_mtok);
+        let hi_tokens = h.agent.limits.max_total_tokens as f64;
+        let hi = per_m(
+            hi_tokens,
+            code.price_input_per_mtok.max(code.price_output_per_mtok),
+        );
+        [lo * trials as f64, hi * trials as f64]
+    });
+    Some(Estimate {
+        tasks: tasks.len(),
+        holdout: holdout.len(),
+        trials_per_iteration: trials,
+        iterations: cfg.iterations,
+        cost_per_iteration_usd: cost,
+        budget_usd: cfg.evolve.budget_usd,
+    })
+}
+
+/// The Docker engine, each task's image, free disk for the pulls.
+async fn check_sandbox(cfg: &RunConfig, tasks: &[ahe_bench::Task], acc: &mut Acc) {
+    use ahe_sandbox::docker::{engine_address, DockerBackend};
+    let name = cfg.sandbox.backend.as_str();
+    if name == "local" {
+        acc.good("docker", "sandbox", "backend local: no images needed");
+        return;
+    }
+    let addr = engine_address();
+    let backend = match tokio::task::spawn_blocking(|| {
+        DockerBackend::available()
+            .then(DockerBackend::connect)
+            .transpose()
+    })
+    .await
+    {
+        Ok(Ok(Some(b))) => b,
+        Ok(Ok(None)) if name == "auto" => {
+            acc.good(
+                "docker",
+                "sandbox",
+                format!("backend auto: no engine at {addr}, trials use the local sandbox"),
+            );
+            return;
+        }
+        Ok(Ok(None)) => {
+            acc.bad("docker", "sandbox", format!("no Docker engine answers at {addr}; start one (scripts/start-dockerd.sh) or set [sandbox] backend = \"local\""));
+            return;
+        }
+        Ok(Err(e)) => {
+            acc.bad("docker", "sandbox", e.to_string());
+            return;
+        }
+        Err(e) => {
+            acc.bad("docker", "sandbox", e.to_string());
+            return;
+        }
+    };
+    acc.good("docker", "sandbox", format!("engine answers at {addr}"));
+    let docker = backend.docker().clone();
+    let policy = cfg.sandbox.pull;
+    let findings = ahe_bench::images::check_images(&docker, policy, tasks, PROBE_TIMEOUT).await;
+    let mut pulls = std::collections::BTreeSet::new();
+    let (mut local, mut pull, mut build) = (0, 0, 0);
+    for f in &findings {
+        match (&f.problem, &f.how) {
+            (Some(p), _) => acc.bad("image", f.task.clone(), p.clone()),
+            (None, Some(how)) if how.starts_with("image ") => local += 1,
+            (None, Some(how)) if how.starts_with("pull ") => pull += 1,
+            _ => build += 1,
+        }
+        pulls.extend(f.pulls.iter().cloned());
+    }
+    let fine = findings.iter().filter(|f| f.problem.is_none()).count();
+    if fine > 0 {
+        acc.good(
+            "image",
+            format!("{fine} tasks"),
+            format!(
+                "{local} local, {pull} to pull, {build} to build (pull = \"{}\")",
+                policy.as_str()
+            ),
+        );
+    }
+    if pulls.is_empty() {
+        return;
+    }
+    let root = docker
+        .info()
+        .await
+        .ok()
+        .and_then(|i| i.docker_root_dir)
+        .unwrap_or_else(|| "/var/lib/docker".into());
+    let need = pulls.len() as u64 * BYTES_PER_PULL;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    match ahe_sandbox::docker::free_bytes(Path::new(&root)) {
+        Some(free) if free < need => acc.bad(
+            "disk",
+            root,
+            format!(
+                "{:.1} GiB free, but {} images are to be pulled (~{:.0} GiB at ~2 GiB each); free space or prune (`docker image prune`)",
+                gib(free),
+                pulls.len(),
+                gib(need)
+            ),
+        ),
+        Some(free) => acc.good(
+            "disk",
+            root,
+            format!("{:.1} GiB free for {} pulls (~{:.0} GiB)", gib(free), pulls.len(), gib(need)),
+        ),
+        None => acc.good("disk", root, "free space unknown (cannot stat the engine's root dir)"),
+    }
+}
+
+/// Each role's model answers a one-token request (distinct models asked once).
+async fn check_models(cfg: &RunConfig, acc: &mut Acc) {
+    let mut seen: Vec<(String, Vec<&str>, ModelConfig)> = Vec::new();
+    for role in ahe_evolve::config::ROLES {
+        let m = cfg.model(role);
+        let key = format!(
+            "{}|{}|{}|{}",
+            m.describe(),
+            m.base_url.as_deref().unwrap_or(""),
+            m.key_env(),
+            m.path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
+        match seen.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, roles, _)) => roles.push(role),
+            None => seen.push((key, vec![role], m)),
+        }
+    }
+    let probes = seen.into_iter().map(|(_, roles, m)| async move {
+        let subject = format!("{} ({})", roles.join(", "), m.describe());
+        (subject, probe_model(m, &roles).await)
+    });
+    for (subject, r) in futures_util::future::join_all(probes).await {
+        match r {
+            Ok(msg) => acc.good("model", subject, msg),
+            Err(e) => acc.bad("model", subject, e),
+        }
+    }
+}
+
+/// The model-API role of a config role name.
+fn role_of(role: &str) -> ahe_model::Role {
+    match role {
+        "debugger" => ahe_model::Role::Debugger,
+        "evolve" => ahe_model::Role::Evolve,
+        _ => ahe_model::Role::CodeAgent,
+    }
+}
+
+/// One request of at most one output token; mock and local models are not asked.
+async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, String> {
+    match m.provider.as_str() {
+        "mock" => return Ok("mock model: no request needed".into()),
+        "local" => {
+            return match &m.path {
+                Some(p) if !p.is_file() => Err(format!(
+                    "model file {} does not exist (scripts/fetch-model.sh fetches the default)",
+                    p.display()
+                )),
+                _ => Ok("local model: not loaded by the check".into()),
+            }
+        }
+        _ => {}
+    }
+    if m.cache == ahe_model::CacheMode::Replay {
+        return match &m.cache_dir {
+            Some(d) if !d.is_dir() => Err(format!(
+                "cache = \"replay\": the cache directory {} does not exist",
+                d.display()
+            )),
+            _ => Ok("replays from its recording: no request needed".into()),
+        };
+    }
+    m.max_retries = 0;
+    m.max_malformed_retries = 0;
+    m.timeout_sec = MODEL_TIMEOUT_SEC;
+    m.cache = ahe_model::CacheMode::Off;
+    let client = ahe_model::build_client(&m).map_err(|e| format!("{e:#}"))?;
+    let req = ChatRequest {
+        role: role_of(roles.first().copied().unwrap_or("code_agent")),
+        messages: vec![Message::user(PROBE_PROMPT.trim())],
+        tools: Vec::new(),
+        protocol: Default::default(),
+        temperature: None,
+        max_tokens: Some(1),
+        tool_choice: Default::default(),
+    };
+    match client.chat(&req).await {
+        Ok(_) => Ok("answers a one-token request".into()),
+        Err(e) => {
+            let msg = e.to_string();
+            let env = m.key_env();
+            Err(if std::env::var(&env).is_err() && !msg.contains(&env) {
+                format!("{msg} ({env} is not set)")
+            } else {
+                msg
+            })
+        }
+    }
+}
