@@ -259,6 +259,7 @@ impl Runtime {
                 ToolProtocol::JsonInText => Message::Assistant {
                     content: resp.content.clone(),
                     tool_calls: vec![],
+                    opaque: resp.opaque.clone(),
                 },
             });
             if let Some((name, Decision::Block { message })) = blocked.last() {
@@ -674,6 +675,7 @@ mod tests {
             usage: Usage::default(),
             finish_reason: None,
             cost_usd: 0.0,
+            opaque: vec![],
         }
     }
 
