@@ -326,6 +326,7 @@ fn evaluate(
     }
     let scores = c.rt.block_on(async {
         let bar = crate::progress::Bar::new(c.quiet);
+        bar.set_cost_unknown(c.model_cfg.prices_unknown());
         let result = ahe_evolve::rollout(spec, c.cancel.clone(), bar.callback()).await;
         bar.finish();
         result

@@ -26,11 +26,25 @@ struct State {
     passes: usize,
     /// When the trials started.
     started: Instant,
+    /// The config names no prices: dollars are unknown, not $0.
+    cost_unknown: bool,
 }
+
+/// Shown instead of dollars when the config names no prices.
+pub const COST_UNKNOWN: &str = "cost unknown (no prices in the config)";
 
 impl State {
     fn spent(&self) -> f64 {
         self.baseline_usd + self.trial_usd
+    }
+
+    /// `$0.1234 spent`, or [`COST_UNKNOWN`].
+    fn spent_text(&self) -> String {
+        if self.cost_unknown {
+            COST_UNKNOWN.to_string()
+        } else {
+            format!("{} spent", usd(self.spent()))
+        }
     }
 
     /// Time left at the average pace so far (None before the first trial).
@@ -86,7 +100,7 @@ fn usd(v: f64) -> String {
 /// One plain line for a finished trial.
 fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> String {
     format!(
-        "{}[{}/{}] {task} #{attempt}: {status} ({secs:.1}s) · {} passed · {} spent · eta {}",
+        "{}[{}/{}] {task} #{attempt}: {status} ({secs:.1}s) · {} passed · {} · eta {}",
         if st.stage.is_empty() {
             String::new()
         } else {
@@ -95,7 +109,7 @@ fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> 
         st.done,
         st.total,
         st.passes,
-        usd(st.spent()),
+        st.spent_text(),
         st.eta().map(short).unwrap_or_else(|| "?".into())
     )
 }
@@ -120,8 +134,14 @@ impl Bar {
                 done: 0,
                 passes: 0,
                 started: Instant::now(),
+                cost_unknown: false,
             })),
         }
+    }
+
+    /// Says "cost unknown (no prices in the config)" instead of dollars when `unknown`.
+    pub fn set_cost_unknown(&self, unknown: bool) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).cost_unknown = unknown;
     }
 
     /// The callback to hand to the evaluation or the evolve run.
@@ -150,14 +170,16 @@ impl Bar {
                     st.total = 0;
                     st.done = 0;
                     st.passes = 0;
-                    say(
-                        &bar,
-                        format!("[{label}] started · {} spent so far", usd(spent_usd)),
-                    );
+                    let so_far = if st.cost_unknown {
+                        COST_UNKNOWN.to_string()
+                    } else {
+                        format!("{} spent so far", usd(spent_usd))
+                    };
+                    say(&bar, format!("[{label}] started · {so_far}"));
                     bar.set_style(spinner_style());
                     bar.reset_elapsed();
                     bar.set_prefix(label);
-                    bar.set_message(format!("{} spent", usd(spent_usd)));
+                    bar.set_message(st.spent_text());
                     bar.enable_steady_tick(Duration::from_millis(200));
                 }
                 Progress::Start { total } => {
@@ -175,14 +197,14 @@ impl Bar {
                     bar.set_length(total as u64);
                     bar.set_position(0);
                     bar.reset_eta();
-                    bar.set_message(format!("0 passed · {} spent", usd(st.spent())));
+                    bar.set_message(format!("0 passed · {}", st.spent_text()));
                 }
                 Progress::TrialDone { result } => {
                     st.done += 1;
                     st.passes += (result.status == TrialStatus::Pass) as usize;
                     st.trial_usd += result.cost_usd;
                     bar.inc(1);
-                    bar.set_message(format!("{} passed · {} spent", st.passes, usd(st.spent())));
+                    bar.set_message(format!("{} passed · {}", st.passes, st.spent_text()));
                     if plain && !quiet {
                         eprintln!(
                             "{}",
@@ -221,6 +243,7 @@ mod tests {
             done: 2,
             passes: 1,
             started: Instant::now() - Duration::from_secs(10),
+            cost_unknown: false,
         };
         let l = trial_line(&st, "fix-sum", 1, "pass", 1.25);
         assert!(
@@ -231,5 +254,12 @@ mod tests {
         // 10 s for 2 trials → 30 s for the 6 left.
         assert!(l.contains("eta 30s") || l.contains("eta 29s"), "{l}");
         assert_eq!(short(Duration::from_secs(65)), "1m 05s");
+        let unknown = State {
+            cost_unknown: true,
+            ..st
+        };
+        let l = trial_line(&unknown, "fix-sum", 1, "pass", 1.25);
+        assert!(l.contains("1 passed · cost unknown (no prices in the config) · eta"), "{l}");
+        assert!(!l.contains('$'), "{l}");
     }
 }

@@ -42,11 +42,15 @@ pub fn record_role_cost(dir: &Path, role: &str, usage: &Usage, cost: f64) -> any
         .or_insert_with(|| serde_json::json!({}));
     roles["code_agent"] = serde_json::json!({
         "input_tokens": s.tokens.input, "cached_input_tokens": s.tokens.cached_input,
-        "output_tokens": s.tokens.output, "cost_usd": s.cost_usd,
+        "cache_write_input_tokens": s.tokens.cache_write_input,
+        "output_tokens": s.tokens.output, "reasoning_tokens": s.tokens.reasoning,
+        "cost_usd": s.cost_usd,
     });
     roles[role] = serde_json::json!({
         "input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
-        "output_tokens": usage.output_tokens, "cost_usd": cost,
+        "cache_write_input_tokens": usage.cache_write_input_tokens,
+        "output_tokens": usage.output_tokens, "reasoning_tokens": usage.reasoning_tokens,
+        "cost_usd": cost,
     });
     write_json(&path, &s)
 }

@@ -354,6 +354,25 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_recordings_made_before_the_frontier_fields_are_unchanged() {
+        // The key document of a plain request, byte for byte as KEY_VERSION 1 wrote it.
+        let r = ChatRequest {
+            role: Role::CodeAgent,
+            messages: vec![Message::system("s"), Message::user("hi")],
+            tools: vec![],
+            protocol: ToolProtocol::Native,
+            temperature: None,
+            max_tokens: Some(5),
+            tool_choice: Default::default(),
+        };
+        let old = r#"{"max_tokens":5,"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"m","protocol":"native","provider":"openai","temperature":null,"tools":[],"v":1}"#;
+        assert_eq!(canonical_request("openai", "m", &r), old);
+        // A config with none of the new answer settings keys the same.
+        let cfg = crate::ModelConfig::from_spec("anthropic:m").unwrap();
+        assert_eq!(canonical_request_with("openai", "m", &cfg.answer_settings(), &r), old);
+    }
+
+    #[test]
     fn hash_is_canonical_and_covers_the_request() {
         let a = req("hi");
         let h = request_hash("openai", "m", &a);

@@ -414,7 +414,7 @@ fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView {
                         r.to_string(),
                         tokens(u.input_tokens),
                         tokens(u.output_tokens),
-                        usd(u.cost_usd),
+                        run.usd(u.cost_usd),
                     )
                 })
             })
@@ -462,7 +462,7 @@ fn summary_row(run: &RunReport, it: &IterationReport) -> SummaryRow {
             .as_ref()
             .map(|m| m.changes.len().to_string())
             .unwrap_or_else(|| "–".into()),
-        cost: usd(it.cost_usd()),
+        cost: run.usd(it.cost_usd()),
         wall: secs(it.wall_sec()),
     }
 }
@@ -470,7 +470,6 @@ fn summary_row(run: &RunReport, it: &IterationReport) -> SummaryRow {
 /// Renders `report.html` (links to trial pages when `pages`, else to trial directories).
 pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::Result<String> {
     let scored: Vec<&IterationReport> = run.iterations.iter().collect();
-    let total_cost = run.cost_usd();
     let phase_names: Vec<&str> = super::model::EVOLVE_PHASES
         .iter()
         .map(|p: &Phase| phase_name(*p))
@@ -490,12 +489,12 @@ pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::R
                         "{} in / {} out · {}",
                         tokens(u.input_tokens),
                         tokens(u.output_tokens),
-                        usd(u.cost_usd)
+                        run.usd(u.cost_usd)
                     ),
                     None => "–".into(),
                 })
                 .collect();
-            (iter_label(i), cells, usd(i.cost_usd()))
+            (iter_label(i), cells, run.usd(i.cost_usd()))
         })
         .collect();
     let phase_rows: Vec<(String, Vec<String>, String)> = scored
@@ -538,7 +537,7 @@ pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::R
         ("benchmark".into(), run.info.benchmark.clone()),
         ("sandbox".into(), run.info.sandbox.clone()),
         ("rollback policy".into(), run.info.rollback.clone()),
-        ("cost".into(), usd(total_cost)),
+        ("cost".into(), run.cost_text()),
         ("wall time (phases)".into(), secs(run.wall_sec())),
     ];
     if let Some(b) = run.info.budget_usd {
