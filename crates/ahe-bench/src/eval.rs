@@ -7,6 +7,7 @@ use std::time::Instant;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::layout::EvalDir;
 use crate::scores::{self, Scores};
 use crate::task::Task;
 use crate::trial::{run_trial, TrialEnv, TrialResult, TrialStatus};
@@ -53,11 +54,6 @@ pub struct EvalOptions {
     pub prior: Vec<TrialResult>,
 }
 
-/// Directory of one trial inside an evaluation's output dir.
-pub fn trial_dir(out_dir: &Path, task: &str, attempt: u32) -> PathBuf {
-    out_dir.join("trials").join(task).join(attempt.to_string())
-}
-
 /// Runs `k` attempts of every task; returns the scores (also written to `scores.json`).
 /// Cancelled runs return an error after writing nothing but the finished trials.
 pub async fn run_eval(
@@ -102,7 +98,10 @@ pub async fn run_eval(
         }
         let env = env.clone();
         let task = task.clone();
-        let dir = trial_dir(&opts.out_dir, &task.name, attempt);
+        let dir = EvalDir::new(&opts.out_dir)
+            .trial(&task.name, attempt)
+            .path()
+            .to_path_buf();
         let cancel = opts.cancel.clone();
         let progress = progress.clone();
         set.spawn(async move {
@@ -129,7 +128,7 @@ pub async fn run_eval(
             "interrupted: {} of {} trials finished (kept under {})",
             results.len(),
             tasks.len() * opts.k as usize,
-            opts.out_dir.join("trials").display()
+            EvalDir::new(&opts.out_dir).trials().display()
         );
     }
     if let Some(fatal) = results
@@ -145,11 +144,9 @@ pub async fn run_eval(
     Ok(s)
 }
 
-/// Writes `scores.json` atomically.
+/// Writes `scores.json` of the evaluation in `out_dir` atomically.
 pub fn write_scores(out_dir: &Path, s: &Scores) -> std::io::Result<()> {
-    let tmp = out_dir.join("scores.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(s)?)?;
-    std::fs::rename(tmp, out_dir.join("scores.json"))
+    EvalDir::new(out_dir).write_scores(s)
 }
 
 /// A plain-text per-task table of scores.
@@ -322,8 +319,9 @@ mod tests {
         }
         for t in &tasks {
             for a in 1..=4 {
-                assert!(trial_dir(&opts.out_dir, &t.name, a)
-                    .join("result.json")
+                assert!(EvalDir::new(&opts.out_dir)
+                    .trial(&t.name, a)
+                    .result_path()
                     .is_file());
             }
         }

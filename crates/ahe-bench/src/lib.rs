@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod eval;
+pub mod layout;
 pub mod oracle;
 pub mod scores;
 pub mod tamper;
@@ -11,8 +12,9 @@ pub mod verify;
 
 pub use check::{check_benchmark, check_task, FormatCheck, Severity};
 pub use eval::{run_eval, EvalOptions, Progress};
+pub use layout::{EvalDir, TrialDir};
 pub use oracle::{run_checks, NopAgent, OracleAgent, RunCheck, RunKind, RunOptions};
-pub use scores::{Scores, TaskStatus};
+pub use scores::{Scores, ScoresMeta, TaskStatus};
 pub use tamper::{OnSuspect, Suspect, SuspectReason};
 pub use task::{load_benchmark, select_tasks, Task, TaskError};
 pub use trial::{Agent, AgentContext, AgentEnd, AgentOutcome, TrialEnv, TrialResult, TrialStatus};

@@ -115,9 +115,48 @@ pub struct Scores {
     pub cost_usd: f64,
     /// Wall-time figures.
     pub durations: Durations,
-    /// Free-form facts about the run (model, harness, backend, commit...).
+    /// Facts about the evaluation (model, harness, backend, model-call counters...).
     #[serde(default)]
-    pub meta: BTreeMap<String, serde_json::Value>,
+    pub meta: ScoresMeta,
+}
+
+/// `scores.json` `meta`: who was evaluated, where, and what the model calls cost.
+/// Keys written by other layers (an evolve run's iteration record) are kept in `extra`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScoresMeta {
+    /// The code agent's model (`provider:model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Directory of the evaluated harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+    /// Sandbox backend name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Model calls made, retries included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_calls: Option<u64>,
+    /// Model calls retried after a transient error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_retries: Option<u64>,
+    /// Transient model faults by kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_faults: Option<BTreeMap<String, u64>>,
+    /// Model calls that failed for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_failed_calls: Option<u64>,
+    /// Every model call paid for, including attempts re-run after an infra error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_cost_usd: Option<f64>,
+    /// The run a replayed harness came from (`ahe eval --harness runs/X@REF`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
+    /// Full commit id of a replayed harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_commit: Option<String>,
+    /// Keys of other layers, kept as they are.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -260,7 +299,7 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
         tokens,
         cost_usd: cost,
         durations: d,
-        meta: BTreeMap::new(),
+        meta: ScoresMeta::default(),
     }
 }
 

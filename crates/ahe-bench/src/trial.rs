@@ -234,12 +234,7 @@ pub async fn run_trial(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) ->
 
 /// Writes `result.json` (atomically: temp file then rename).
 pub fn write_result(dir: &Path, r: &TrialResult) {
-    let _ = std::fs::create_dir_all(dir);
-    let tmp = dir.join("result.json.tmp");
-    let json = serde_json::to_vec_pretty(r).expect("result serializes");
-    if std::fs::write(&tmp, json).is_ok() {
-        let _ = std::fs::rename(&tmp, dir.join("result.json"));
-    }
+    crate::layout::TrialDir::new(dir).write_result(r)
 }
 
 async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> TrialResult {

@@ -141,7 +141,7 @@ pub fn document(ev: &[Evaluated], k: u32, model: &str) -> Value {
                 "pass_at_1": e.scores.pass_at_1,
                 "pass_at_1_ci": e.scores.pass_at_1_ci,
                 "n_tasks": e.scores.n_tasks,
-                "commit": e.scores.meta.get("harness_commit"),
+                "commit": e.scores.meta.harness_commit,
             })
         })
         .collect();

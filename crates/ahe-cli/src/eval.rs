@@ -168,7 +168,10 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             );
         } else {
             print!("{}", ahe_bench::eval::table(&scores));
-            println!("scores: {}", out_dir.join("scores.json").display());
+            println!(
+                "scores: {}",
+                ahe_bench::EvalDir::new(out_dir).scores_path().display()
+            );
         }
         return Ok(());
     }
@@ -212,7 +215,7 @@ fn prepare_out(out: &std::path::Path, subdirs: &[&str], force: bool) -> Result<(
     }
     for sub in subdirs {
         let dir = out.join(sub);
-        let trials = dir.join("trials");
+        let trials = ahe_bench::EvalDir::new(&dir).trials();
         match std::fs::remove_dir_all(&trials) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(CliError::failed(
@@ -222,17 +225,12 @@ fn prepare_out(out: &std::path::Path, subdirs: &[&str], force: bool) -> Result<(
             }
             _ => {}
         }
-        for f in ["scores.json", "scores.json.tmp"] {
-            let p = dir.join(f);
-            match std::fs::remove_file(&p) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(CliError::failed(
-                        anyhow::Error::from(e)
-                            .context(format!("--force: removing {}", p.display())),
-                    ))
-                }
-                _ => {}
-            }
+        let eval = ahe_bench::EvalDir::new(&dir);
+        if let Err(e) = eval.remove_scores() {
+            return Err(CliError::failed(anyhow::Error::from(e).context(format!(
+                "--force: removing {}",
+                eval.scores_path().display()
+            ))));
         }
     }
     Ok(())
@@ -333,13 +331,11 @@ fn evaluate(
     });
     let mut scores = scores.map_err(CliError::failed)?;
     if let Some((run, commit)) = &replay {
-        scores
-            .meta
-            .insert("replay_of".into(), run.display().to_string().into());
-        scores
-            .meta
-            .insert("harness_commit".into(), commit.clone().into());
-        ahe_bench::eval::write_scores(out_dir, &scores).map_err(CliError::failed)?;
+        scores.meta.replay_of = Some(run.display().to_string());
+        scores.meta.harness_commit = Some(commit.clone());
+        ahe_bench::EvalDir::new(out_dir)
+            .write_scores(&scores)
+            .map_err(CliError::failed)?;
     }
     Ok(scores)
 }
@@ -351,7 +347,8 @@ fn resolve_harness(arg: &std::path::Path) -> anyhow::Result<(PathBuf, Option<(Pa
     let Some((run, rev)) = ahe_evolve::commit::split_ref(&s).filter(|_| !arg.is_dir()) else {
         return Ok((arg.to_path_buf(), None));
     };
-    let repo = ahe_evolve::commit::HarnessRepo::open(&run.join("harness"))?;
+    let repo =
+        ahe_evolve::commit::HarnessRepo::open(&ahe_evolve::RunDir::new(&run).harness_repo())?;
     let commit = repo.resolve(&rev)?;
     let dest = std::env::temp_dir().join(format!(
         "ahe-replay-{}-{}",

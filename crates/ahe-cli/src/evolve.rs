@@ -49,7 +49,7 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
         run.holdout.len(),
         run.cfg.k,
         run.cfg.iterations,
-        run.dir.display()
+        run.dir.path().display()
     );
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
     let cancel = crate::cancel_on_interrupt(&rt, "stopping; resume with `ahe evolve --resume`")?;
@@ -58,12 +58,16 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
     res.map_err(|e| {
         CliError::failed(e.context(format!(
             "resume with: ahe evolve --resume {}",
-            run.dir.display()
+            run.dir.path().display()
         )))
     })?;
-    if let Ok(b) = std::fs::read_to_string(run.dir.join("best.json")) {
-        println!("best: {}", b.trim());
+    if let Some(b) = run.dir.best() {
+        // As in best.json.
+        println!(
+            "best: {}",
+            serde_json::to_string_pretty(&b).unwrap_or_default()
+        );
     }
-    println!("run: {}", run.dir.display());
+    println!("run: {}", run.dir.path().display());
     Ok(())
 }

@@ -32,7 +32,7 @@ pub fn run(a: ReportArgs) -> Result<(), CliError> {
         },
     )
     .map_err(|e| {
-        if a.run.join("journal.jsonl").exists() || a.run.join("run.toml").exists() {
+        if ahe_evolve::RunDir::new(&a.run).looks_like_run() {
             CliError::failed(e)
         } else {
             CliError::usage(e)

@@ -5,49 +5,13 @@
 //! `CI=true`, where that is a failure. Local-backend runs of the built-in benchmarks need
 //! the task tools on the host (the local backend uses the host's /usr) and skip otherwise.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-use ahe_sandbox::docker::DockerBackend;
+use common::{copy_dir, docker_ready, root, run as ahe, stdout_json as json, text};
+
+use std::process::Command;
+
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ahe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ahe"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", text(o)))
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
-}
 
 /// A benchmark in a temp dir holding copies of the named smoke tasks.
 fn smoke_copy(tasks: &[&str]) -> tempfile::TempDir {
@@ -68,28 +32,6 @@ fn task<'a>(doc: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|t| t["name"] == name)
         .unwrap_or_else(|| panic!("no task {name} in {doc}"))
-}
-
-/// Whether the docker tests can run here (panics under `CI=true` when they cannot).
-fn docker_ready() -> bool {
-    let ci = std::env::var("CI").as_deref() == Ok("true");
-    if !DockerBackend::available() {
-        assert!(!ci, "no Docker engine answers (required when CI=true)");
-        eprintln!("note: no Docker engine; skipping this docker bench check");
-        return false;
-    }
-    let base = Command::new("docker")
-        .args(["image", "inspect", "ahe-base:bookworm"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        base || !ci,
-        "ahe-base:bookworm is missing (required when CI=true)"
-    );
-    if !base {
-        eprintln!("note: ahe-base:bookworm is missing; skipping this docker bench check");
-    }
-    base
 }
 
 #[test]

@@ -1,30 +1,14 @@
 //! The `ahe` binary end to end: eval on the smoke benchmark (local sandbox, mock model),
 //! and the errors bad input gets (exit 2, naming file and field).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use common::{copy_dir, root, run as ahe, text};
+
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ahe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ahe"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn eval(model: &str, out: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -204,19 +188,6 @@ fn bad_inputs_exit_2_naming_file_and_field() {
         t.contains("fix-sum/task.toml") && t.contains("timeout_sec"),
         "{t}"
     );
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), to).unwrap();
-        }
-    }
 }
 
 #[test]

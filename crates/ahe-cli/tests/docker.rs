@@ -3,8 +3,12 @@
 //! Without an engine (or the base image) the tests print a note and pass, except with
 //! `CI=true`, where a missing engine or base image is a failure.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use common::{docker_ready, root, run as ahe, text};
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ahe_sandbox::docker::DockerBackend;
@@ -16,45 +20,6 @@ static EVALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn evals() -> std::sync::MutexGuard<'static, ()> {
     EVALS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Whether the docker tests can run here (panics under `CI=true` when they cannot).
-fn docker_ready() -> bool {
-    let ci = std::env::var("CI").as_deref() == Ok("true");
-    if !DockerBackend::available() {
-        assert!(!ci, "no Docker engine answers (required when CI=true)");
-        eprintln!("note: no Docker engine; skipping docker eval tests");
-        return false;
-    }
-    let base = Command::new("docker")
-        .args(["image", "inspect", "ahe-base:bookworm"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !base {
-        assert!(!ci, "ahe-base:bookworm is missing (required when CI=true)");
-        eprintln!("note: ahe-base:bookworm is missing; skipping docker eval tests");
-    }
-    base
-}
-
-fn ahe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ahe"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn eval_args<'a>(model: &'a str, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {

@@ -2,40 +2,16 @@
 //! flips, verdicts, auto-rollback, best, tags, held-out isolation, invalid edits,
 //! kill -9 + resume, replay, and no secrets in the run directory.
 
+mod common;
+
+use common::{ahe, json_file as json, root, text};
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ahe(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ahe"));
-    c.args(args).current_dir(root());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
 
 fn it(run: &Path, t: u32) -> PathBuf {
     run.join(format!("iterations/{t:03}"))

@@ -4,29 +4,14 @@
 //! file. Under `reject` the leaking file is refused, then reverted, and the legitimate edit
 //! is committed; under `warn` everything is kept and recorded; under `off` nothing is checked.
 
+mod common;
+
+use common::{json_file as json, root, text};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{json, Value};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
 
 /// A file of the committed harness at `tag` (`None` when absent).
 fn committed(run: &Path, tag: &str, file: &str) -> Option<String> {

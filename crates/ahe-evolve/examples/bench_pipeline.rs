@@ -348,7 +348,7 @@ fn main() {
     let pages = generate(&run_dir, &ReportOptions { trial_pages: true }).expect("report");
     let pages_s = t.elapsed().as_secs_f64();
 
-    let clean_bytes = dir_bytes(&root, clean::CLEAN_FILE);
+    let clean_bytes = dir_bytes(&root, ahe_bench::TrialDir::CLEAN_FILE);
     let ci = ev.stats.delta_ci.unwrap_or_default();
     println!(
         "clean traces: {:.1} MB; pass@1 {:.3} (prev {:.3}, Δ {:+.3} CI [{:+.3}, {:+.3}]); {} fixed, {} regressed ({} re-read)",

@@ -3,11 +3,17 @@
 
 use std::time::{Duration, Instant};
 
-use ahe_harness::trace::{Event, TraceWriter};
+use std::convert::Infallible;
+
+use ahe_harness::session::{End, Limits, Session, Stop, ToolEvent};
+use ahe_harness::TraceWriter;
 use ahe_model::{
     ChatRequest, Message, ModelClient, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec, Usage,
 };
+use minijinja::context;
 use serde_json::Value;
+
+use crate::text::agent_says;
 
 /// What a host tool answers.
 pub enum ToolReply {
@@ -68,55 +74,58 @@ pub async fn run_host_agent(
     limits: HostLimits,
     trace: &TraceWriter,
 ) -> HostOutcome {
-    let name = role.as_str();
     let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
-    let deadline = Instant::now() + limits.timeout;
-    trace.emit(&Event::RunStart {
-        agent: name,
-        model: &model.describe(),
-        protocol: "native",
-        tools: specs.iter().map(|s| s.name.as_str()).collect(),
-        limits: serde_json::json!({"max_turns": limits.max_turns, "timeout_sec": limits.timeout.as_secs_f64()}),
-    });
-    trace.emit(&Event::Message {
-        agent: name,
-        role: "system",
-        content: system,
-    });
-    trace.emit(&Event::Message {
-        agent: name,
-        role: "user",
-        content: user,
-    });
-    let mut messages = vec![Message::system(system), Message::user(user)];
-    let mut out = HostOutcome {
-        final_text: None,
-        stopped_by_tool: false,
-        turns: 0,
-        usage: Usage::default(),
-        cost_usd: 0.0,
-        error: None,
+    let lim = Limits {
+        max_turns: limits.max_turns,
+        deadline: Instant::now() + limits.timeout,
+        max_tokens: None,
     };
-    let end = 'run: loop {
-        if out.turns >= limits.max_turns {
-            break "turn_limit";
-        }
-        out.turns += 1;
-        let last = limits
-            .last_turn_note
-            .filter(|_| out.turns == limits.max_turns);
-        if let Some(note) = last.filter(|_| out.turns > 1) {
-            trace.emit(&Event::Message {
-                agent: name,
-                role: "user",
-                content: note,
-            });
-            messages.push(Message::user(note));
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let model_name = model.describe();
+    let mut s = Session::start(
+        role.as_str(),
+        trace,
+        &model_name,
+        ToolProtocol::Native,
+        names,
+        lim,
+        system,
+        user,
+    );
+    let stop = match turns(&mut s, model, role, &specs, tools, limits).await {
+        Err(stop) => stop,
+        Ok(never) => match never {},
+    };
+    let out = s.end(stop);
+    HostOutcome {
+        stopped_by_tool: out.end == End::StoppedByTool,
+        final_text: out.final_message,
+        turns: out.turns,
+        usage: out.usage,
+        cost_usd: out.cost_usd,
+        error: out.error,
+    }
+}
+
+/// The turns of a host agent; leaves only by `?` with the [`Stop`].
+async fn turns(
+    s: &mut Session<'_>,
+    model: &ModelClient,
+    role: Role,
+    specs: &[ToolSpec],
+    tools: &[Box<dyn HostTool>],
+    limits: HostLimits,
+) -> Result<Infallible, Stop> {
+    loop {
+        let turn = s.next_turn()?;
+        let last = limits.last_turn_note.filter(|_| turn == limits.max_turns);
+        if let Some(note) = last.filter(|_| turn > 1) {
+            s.note(note);
         }
         let req = ChatRequest {
             role,
-            messages: messages.clone(),
-            tools: specs.clone(),
+            messages: s.messages.clone(),
+            tools: specs.to_vec(),
             protocol: ToolProtocol::Native,
             temperature: None,
             max_tokens: None,
@@ -126,50 +135,16 @@ pub async fn run_host_agent(
                 ToolChoice::Auto
             },
         };
-        let t0 = Instant::now();
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let resp = match tokio::time::timeout(remaining, model.chat(&req)).await {
-            Err(_) => break "timeout",
-            Ok(Err(e)) => {
-                let msg = e.to_string();
-                trace.emit(&Event::Error {
-                    agent: name,
-                    turn: out.turns,
-                    kind: e.class(),
-                    message: &msg,
-                });
-                out.error = Some(msg);
-                break "model_error";
-            }
-            Ok(Ok(r)) => r,
-        };
-        out.usage.add(&resp.usage);
-        out.cost_usd += resp.cost_usd;
-        trace.emit(&Event::Assistant {
-            agent: name,
-            turn: out.turns,
-            content: resp.content.as_deref(),
-            tool_calls: &resp.tool_calls,
-            usage: resp.usage,
-            cost_usd: resp.cost_usd,
-            duration_ms: t0.elapsed().as_millis() as u64,
-        });
-        if resp
-            .content
-            .as_deref()
-            .is_some_and(|c| !c.trim().is_empty())
-        {
-            out.final_text = resp.content.clone();
-        }
-        messages.push(resp.to_message());
+        let resp = s.call(model, &req).await?;
+        s.keep_text(&resp);
+        s.messages.push(resp.to_message());
         if resp.tool_calls.is_empty() {
-            break "finished";
+            return Err(Stop::at(End::Finished));
         }
         for call in &resp.tool_calls {
+            let t0 = Instant::now();
             let (text, stop) = dispatch(tools, call).await;
-            trace.emit(&Event::ToolCall {
-                agent: name,
-                turn: out.turns,
+            s.tool_event(ToolEvent {
                 id: &call.id,
                 name: &call.name,
                 args: &call.arguments,
@@ -178,57 +153,46 @@ pub async fn run_host_agent(
                 exit_code: None,
                 truncated: false,
                 error: None,
-                duration_ms: 0,
+                duration: t0.elapsed(),
             });
-            messages.push(Message::Tool {
+            s.messages.push(Message::Tool {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
                 content: text,
             });
             if stop {
-                out.stopped_by_tool = true;
-                break 'run "stopped_by_tool";
+                return Err(Stop::at(End::StoppedByTool));
             }
         }
-    };
-    trace.emit(&Event::RunEnd {
-        agent: name,
-        end,
-        turns: out.turns,
-        usage: out.usage,
-        cost_usd: out.cost_usd,
-        final_message: out.final_text.as_deref(),
-    });
-    out
+    }
 }
 
 async fn dispatch(tools: &[Box<dyn HostTool>], call: &ToolCall) -> (String, bool) {
     let Some(tool) = tools.iter().find(|t| t.spec().name == call.name) else {
         let names: Vec<String> = tools.iter().map(|t| t.spec().name).collect();
-        return (
-            format!(
-                "[error] unknown tool {:?}; available: {}",
-                call.name,
-                names.join(", ")
-            ),
-            false,
-        );
+        let ctx = context! { name => &call.name, available => names };
+        return (error(agent_says("unknown_tool", ctx)), false);
     };
     if !call.arguments.is_object() {
-        return ("[error] arguments must be a JSON object".into(), false);
+        return (error(agent_says("not_an_object", context! {})), false);
     }
     match tool.call(&call.arguments).await {
         ToolReply::Text(t) => (t, false),
-        ToolReply::Error(e) => (format!("[error] {e}"), false),
+        ToolReply::Error(e) => (error(e), false),
         ToolReply::Stop(t) => (t, true),
     }
+}
+
+/// A tool's error as the model reads it (`[error] …`).
+fn error(message: String) -> String {
+    agent_says("error", context! { message })
 }
 
 /// A string argument, or an error naming it.
 pub fn arg_str<'a>(args: &'a Value, k: &str) -> Result<&'a str, String> {
     args.get(k)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("missing string argument `{k}`"))
+        .ok_or_else(|| agent_says("missing_arg", context! { key => k }))
 }
 
 /// A JSON schema object with string properties (all required unless listed in `optional`).

@@ -9,7 +9,6 @@ use std::path::Path;
 
 use ahe_bench::scores::{mean_with_ci, TaskScore};
 use ahe_bench::{Scores, TaskStatus, TrialStatus};
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::{Component, Manifest};
@@ -17,9 +16,6 @@ use crate::stats::{excludes_zero, fisher_exact, paired_delta_ci, ALPHA};
 
 /// Version of the `change_evaluation.json` format.
 pub const ATTRIBUTION_SCHEMA_VERSION: u32 = 1;
-
-/// File name of the attribution output inside an iteration directory.
-pub const CHANGE_EVALUATION_FILE: &str = "change_evaluation.json";
 
 /// Verdict on one change (DESIGN §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -480,22 +476,14 @@ pub fn harmful_changes(ev: &ChangeEvaluation) -> Vec<String> {
         .collect()
 }
 
-/// Writes `change_evaluation.json` into `dir` (atomically: temp file then rename).
+/// Writes `change_evaluation.json` into the iteration directory `dir`.
 pub fn write(dir: &Path, ev: &ChangeEvaluation) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(CHANGE_EVALUATION_FILE);
-    let tmp = dir.join(format!("{CHANGE_EVALUATION_FILE}.tmp"));
-    let mut json = serde_json::to_vec_pretty(ev)?;
-    json.push(b'\n');
-    std::fs::write(&tmp, json).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))
+    crate::run_dir::IterationDir::at(dir).write_change_evaluation(ev)
 }
 
-/// Reads `change_evaluation.json` from `dir`.
+/// Reads `change_evaluation.json` from the iteration directory `dir`.
 pub fn read(dir: &Path) -> anyhow::Result<ChangeEvaluation> {
-    let path = dir.join(CHANGE_EVALUATION_FILE);
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+    crate::run_dir::IterationDir::at(dir).change_evaluation()
 }
 
 #[cfg(test)]
@@ -782,7 +770,9 @@ mod tests {
         write(d.path(), &ev).unwrap();
         assert!(!d.path().join("change_evaluation.json.tmp").exists());
         assert_eq!(read(d.path()).unwrap(), ev);
-        let text = std::fs::read(d.path().join(CHANGE_EVALUATION_FILE)).unwrap();
+        let text =
+            std::fs::read(crate::run_dir::IterationDir::at(d.path()).change_evaluation_path())
+                .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
         assert_eq!(v["changes"][0]["verdict"], "PARTIALLY_EFFECTIVE");
         assert_eq!(v["changes"][0]["component"], "tool_impl");

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use ahe_bench::TrialResult;
+use ahe_bench::{TrialDir, TrialResult};
 use ahe_model::Usage;
 use anyhow::Context;
 use rayon::prelude::*;
@@ -19,9 +19,6 @@ use serde_json::Value;
 
 /// Version of the `trace.clean.json` format.
 pub const CLEAN_SCHEMA_VERSION: u32 = 1;
-
-/// File name of a clean trace inside a trial directory.
-pub const CLEAN_FILE: &str = "trace.clean.json";
 
 /// How much of the raw trace was there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -356,7 +353,7 @@ fn outside_error(kind: &str, message: String) -> CleanError {
 
 /// Reads `result.json` of a trial directory.
 pub fn read_result(trial_dir: &Path) -> anyhow::Result<TrialResult> {
-    let p = trial_dir.join("result.json");
+    let p = TrialDir::new(trial_dir).result_path();
     let bytes = std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
     serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", p.display()))
 }
@@ -366,7 +363,7 @@ pub fn read_result(trial_dir: &Path) -> anyhow::Result<TrialResult> {
 pub fn clean_trial(trial_dir: &Path) -> anyhow::Result<CleanTrace> {
     let r = read_result(trial_dir)?;
     let mut b = Builder::default();
-    let trace_path = trial_dir.join("trace.jsonl");
+    let trace_path = TrialDir::new(trial_dir).trace_path();
     let state = match File::open(&trace_path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => TraceState::Missing,
         Err(e) => return Err(e).with_context(|| format!("opening {}", trace_path.display())),
@@ -443,21 +440,22 @@ pub fn write_clean(trial_dir: &Path) -> anyhow::Result<()> {
 
 fn clean_and_write(trial_dir: &Path) -> anyhow::Result<CleanTrace> {
     let t = clean_trial(trial_dir)?;
-    let tmp = trial_dir.join(format!("{CLEAN_FILE}.tmp"));
+    let path = TrialDir::new(trial_dir).clean_path();
+    let tmp = path.with_extension("json.tmp");
     let write = || -> std::io::Result<()> {
         let mut w = BufWriter::with_capacity(1 << 18, File::create(&tmp)?);
         serde_json::to_writer_pretty(&mut w, &t)?;
         w.write_all(b"\n")?;
         w.into_inner().map_err(|e| e.into_error())?;
-        std::fs::rename(&tmp, trial_dir.join(CLEAN_FILE))
+        std::fs::rename(&tmp, &path)
     };
-    write().with_context(|| format!("writing {}", trial_dir.join(CLEAN_FILE).display()))?;
+    write().with_context(|| format!("writing {}", path.display()))?;
     Ok(t)
 }
 
 /// Reads a `trace.clean.json` written by [`write_clean`].
 pub fn read_clean(trial_dir: &Path) -> anyhow::Result<CleanTrace> {
-    let p = trial_dir.join(CLEAN_FILE);
+    let p = TrialDir::new(trial_dir).clean_path();
     let f = File::open(&p).with_context(|| format!("opening {}", p.display()))?;
     serde_json::from_reader(BufReader::new(f)).with_context(|| format!("parsing {}", p.display()))
 }
@@ -750,7 +748,8 @@ mod tests {
         let back = read_clean(d.path()).unwrap();
         assert_eq!(back, clean_trial(d.path()).unwrap());
         let v: Value =
-            serde_json::from_slice(&std::fs::read(d.path().join(CLEAN_FILE)).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(TrialDir::new(d.path()).clean_path()).unwrap())
+                .unwrap();
         assert_eq!(v["schema_version"], 1);
         assert_eq!(v["trace"], "complete");
         assert_eq!(v["turns"][0]["tool_calls"][0]["exit_code"], 0);
@@ -791,7 +790,7 @@ mod tests {
         assert_eq!(s.failed.len(), 1);
         assert!(s.failed[0].0.ends_with("c/1"));
         assert!(s.failed[0].1.contains("result.json"), "{}", s.failed[0].1);
-        assert!(d.path().join("a/2").join(CLEAN_FILE).is_file());
+        assert!(TrialDir::new(d.path().join("a/2")).clean_path().is_file());
         assert!(s.exercised["a"].contains("subagents/explorer.toml"));
         assert!(!s.exercised["b"].contains("subagents/explorer.toml"));
         assert!(s.exercised["b"].contains("skills/git/SKILL.md"));

@@ -14,6 +14,8 @@ use serde_json::Value;
 
 use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
 use crate::clean::{read_clean, CleanTrace};
+use crate::run_dir::IterationDir;
+use crate::text;
 
 const SYSTEM: &str = include_str!("../templates/debugger_system.md");
 const USER: &str = include_str!("../templates/debugger_user.md");
@@ -245,7 +247,7 @@ impl HostTool for ListTrials {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "list_trials".into(),
-            description: "List this task's trials: attempt, status, reward, turns.".into(),
+            description: text::describe("debugger", "list_trials"),
             input_schema: schema(&[], &[]),
         }
     }
@@ -255,15 +257,12 @@ impl HostTool for ListTrials {
             .traces
             .iter()
             .map(|t| {
-                format!(
-                    "trial {}: status={} reward={} turns={} end={}{}",
-                    t.attempt,
-                    t.status,
-                    t.reward.map_or("none".to_string(), |r| format!("{r:.2}")),
-                    t.turns.len(),
-                    t.agent_end.as_deref().unwrap_or("-"),
-                    if t.suspect.is_empty() { "" } else { " SUSPECT" }
-                )
+                let ctx = context! {
+                    attempt => t.attempt, status => &t.status, reward => t.reward,
+                    turns => t.turns.len(), end => t.agent_end.as_deref().unwrap_or("-"),
+                    suspect => !t.suspect.is_empty(),
+                };
+                text::say("debugger", "list_trials", "line", ctx)
             })
             .collect();
         ToolReply::Text(lines.join("\n"))
@@ -275,14 +274,26 @@ impl HostTool for ReadTrace {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "read_trace".into(),
-            description: "Read turns of one trial's cleaned trace (assistant text, tool calls, outputs, middleware).".into(),
-            input_schema: schema(&[("attempt", "integer"), ("from_turn", "integer"), ("to_turn", "integer")], &["from_turn", "to_turn"]),
+            description: text::describe("debugger", "read_trace"),
+            input_schema: schema(
+                &[
+                    ("attempt", "integer"),
+                    ("from_turn", "integer"),
+                    ("to_turn", "integer"),
+                ],
+                &["from_turn", "to_turn"],
+            ),
         }
     }
     async fn call(&self, args: &Value) -> ToolReply {
         let a = args.get("attempt").and_then(Value::as_u64).unwrap_or(0) as u32;
         let Some(t) = self.0.traces.iter().find(|t| t.attempt == a) else {
-            return ToolReply::Error(format!("no trial {a}; use list_trials"));
+            return ToolReply::Error(text::say(
+                "debugger",
+                "read_trace",
+                "no_trial",
+                context! { attempt => a },
+            ));
         };
         let from = args.get("from_turn").and_then(Value::as_u64).unwrap_or(1) as u32;
         let to = args
@@ -299,14 +310,17 @@ impl HostTool for Search {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "search".into(),
-            description: "Search all of this task's traces with a regular expression; returns matching lines with trial and turn.".into(),
+            description: text::describe("debugger", "search"),
             input_schema: schema(&[("pattern", "string")], &[]),
         }
     }
     async fn call(&self, args: &Value) -> ToolReply {
         let re = match arg_str(args, "pattern").map(regex::Regex::new) {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return ToolReply::Error(format!("bad pattern: {e}")),
+            Ok(Err(e)) => {
+                let ctx = context! { error => e.to_string() };
+                return ToolReply::Error(text::say("debugger", "search", "bad_pattern", ctx));
+            }
             Err(e) => return ToolReply::Error(e),
         };
         let mut hits = Vec::new();
@@ -317,16 +331,14 @@ impl HostTool for Search {
                 if let Some(n) = line.strip_prefix("--- turn ") {
                     turn = n.split(' ').next().unwrap_or("?").to_string();
                 } else if re.is_match(line) && hits.len() < 60 {
-                    hits.push(format!(
-                        "trial {} turn {turn}: {}",
-                        t.attempt,
-                        clip(line, 300)
-                    ));
+                    let ctx =
+                        context! { attempt => t.attempt, turn => &turn, line => clip(line, 300) };
+                    hits.push(text::say("debugger", "search", "hit", ctx));
                 }
             }
         }
         ToolReply::Text(if hits.is_empty() {
-            "no match".into()
+            text::say("debugger", "search", "no_match", context! {})
         } else {
             hits.join("\n")
         })
@@ -338,13 +350,14 @@ impl HostTool for ReadVerifier {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "read_verifier_output".into(),
-            description: "Show what the task's tests printed for one trial.".into(),
+            description: text::describe("debugger", "read_verifier_output"),
             input_schema: schema(&[("attempt", "integer")], &[]),
         }
     }
     async fn call(&self, args: &Value) -> ToolReply {
         if !self.0.show_verifier {
-            return ToolReply::Error("verifier output is hidden in this run".into());
+            let msg = text::say("debugger", "read_verifier_output", "hidden", context! {});
+            return ToolReply::Error(msg);
         }
         let a = args.get("attempt").and_then(Value::as_u64).unwrap_or(0) as usize;
         match self.0.trial_dirs.iter().find(|d| {
@@ -358,16 +371,18 @@ impl HostTool for ReadVerifier {
                     .unwrap_or_default(),
                 8000,
             )),
-            None => ToolReply::Error(format!("no trial {a}")),
+            None => ToolReply::Error(text::say(
+                "debugger",
+                "read_verifier_output",
+                "no_trial",
+                context! { attempt => a },
+            )),
         }
     }
 }
 
 fn render(tpl: &str, ctx: minijinja::Value) -> String {
-    let mut env = minijinja::Environment::new();
-    env.set_trim_blocks(true);
-    env.render_str(tpl, ctx)
-        .unwrap_or_else(|e| format!("[template error: {e}]"))
+    text::render(tpl, ctx)
 }
 
 /// Analyses one task; returns (markdown report, one-line cause, LLM outcome).
@@ -448,26 +463,22 @@ async fn analyze_task(
 
 /// Runs the debug phase over the visible tasks of an iteration; writes the reports.
 pub async fn debug(
-    iter_dir: &Path,
-    iteration: u32,
+    iter_dir: &IterationDir,
     visible: &[String],
     scores: &Scores,
     settings: &DebugSettings,
 ) -> anyhow::Result<DebugReport> {
-    let detail = iter_dir.join("analysis/detail");
-    std::fs::create_dir_all(&detail)?;
+    let iteration = iter_dir.number();
+    std::fs::create_dir_all(iter_dir.details())?;
     let sem = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1)));
     let mut lines: Vec<(String, TaskStatus, String, String)> = Vec::new();
     let mut report = DebugReport::default();
     let futs = visible.iter().filter_map(|task| {
         let ts = scores.tasks.get(task)?;
         let sem = sem.clone();
-        let task_dir = iter_dir.join("trials").join(task);
-        let trace_path = iter_dir
-            .join("analysis/debugger")
-            .join(task)
-            .join("trace.jsonl");
-        let existing = detail.join(format!("{task}.md"));
+        let task_dir = iter_dir.trials().join(task);
+        let trace_path = iter_dir.debugger_trace(task);
+        let existing = iter_dir.detail_path(task);
         Some(async move {
             let _p = sem.acquire().await.ok();
             let cached = std::fs::read_to_string(&existing).ok();
@@ -516,10 +527,7 @@ pub async fn debug(
         lines.push((task, status, results, line));
     }
     lines.sort_by(|a, b| a.0.cmp(&b.0));
-    std::fs::write(
-        iter_dir.join("analysis/overview.md"),
-        overview(iteration, &lines),
-    )?;
+    std::fs::write(iter_dir.overview_path(), overview(iteration, &lines))?;
     Ok(report)
 }
 

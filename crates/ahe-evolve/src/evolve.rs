@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ahe_bench::TrialDir;
 use ahe_harness::TraceWriter;
 use ahe_model::{ModelClient, Role, ToolSpec};
 use minijinja::context;
@@ -17,6 +18,8 @@ use crate::commit::HarnessRepo;
 use crate::jail::{any, Jail, WriteCaps};
 use crate::leak::{Guard, LeakPolicy};
 use crate::manifest::{is_editable, Change, Manifest};
+use crate::run_dir::IterationDir;
+use crate::text;
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
 const USER: &str = include_str!("../templates/evolve_user.md");
@@ -29,7 +32,7 @@ pub struct EvolveInputs<'a> {
     /// Iteration number (the manifest's `iteration`).
     pub iteration: u32,
     /// `iterations/NNN/`.
-    pub iter_dir: &'a Path,
+    pub iter_dir: &'a IterationDir,
     /// The run's harness repository.
     pub repo: &'a HarnessRepo,
     /// Commit that was evaluated this iteration.
@@ -71,7 +74,7 @@ pub struct EvolveOutcome {
 
 /// Builds the evolve agent's jail over an iteration (harness writes capped by `caps`).
 pub fn build_jail(
-    iter_dir: &Path,
+    iter_dir: &IterationDir,
     harness: &Path,
     visible: &BTreeSet<String>,
     show_verifier: bool,
@@ -84,7 +87,7 @@ pub fn build_jail(
             && match parts.len() {
                 1 | 2 => true,
                 3 => {
-                    ["trace.clean.json", "result.json"].contains(&parts[2])
+                    [TrialDir::CLEAN_FILE, TrialDir::RESULT_FILE].contains(&parts[2])
                         || (show_verifier && parts[2] == "verifier")
                 }
                 _ => show_verifier && parts[2] == "verifier",
@@ -98,9 +101,9 @@ pub fn build_jail(
             Box::new(|rel: &str| is_editable(rel)),
         )?
         .caps(caps)
-        .root("analysis", &iter_dir.join("analysis"), false, any())?
-        .root("inputs", &iter_dir.join("evolve/inputs"), false, any())?
-        .root("traces", &iter_dir.join("trials"), false, traces_allow)
+        .root("analysis", &iter_dir.analysis(), false, any())?
+        .root("inputs", &iter_dir.evolve_inputs(), false, any())?
+        .root("traces", &iter_dir.trials(), false, traces_allow)
 }
 
 struct Tools {
@@ -120,23 +123,23 @@ struct EditFile(Arc<Tools>);
 struct DeleteFile(Arc<Tools>);
 struct Submit(Arc<Tools>);
 
-fn spec(name: &str, desc: &str, props: &[(&str, &str)], optional: &[&str]) -> ToolSpec {
+fn spec(name: &str, props: &[(&str, &str)], optional: &[&str]) -> ToolSpec {
     ToolSpec {
         name: name.into(),
-        description: desc.into(),
+        description: text::describe("evolve", name),
         input_schema: schema(props, optional),
     }
+}
+
+/// The evolve tool `tool`'s answer `key` (from `templates/tools.toml`).
+fn say(tool: &str, key: &str, ctx: minijinja::Value) -> String {
+    text::say("evolve", tool, key, ctx)
 }
 
 #[async_trait::async_trait]
 impl HostTool for ListFiles {
     fn spec(&self) -> ToolSpec {
-        spec(
-            "list_files",
-            "List a directory: harness/, analysis/, inputs/ or traces/ (empty path = the roots).",
-            &[("path", "string")],
-            &["path"],
-        )
+        spec("list_files", &[("path", "string")], &["path"])
     }
     async fn call(&self, a: &Value) -> ToolReply {
         match self
@@ -155,7 +158,6 @@ impl HostTool for ReadFile {
     fn spec(&self) -> ToolSpec {
         spec(
             "read_file",
-            "Read a file (optionally lines start_line..end_line, 1-based).",
             &[
                 ("path", "string"),
                 ("start_line", "integer"),
@@ -195,7 +197,6 @@ impl HostTool for WriteFile {
     fn spec(&self) -> ToolSpec {
         spec(
             "write_file",
-            "Write a whole file under harness/ (component paths only).",
             &[("path", "string"), ("content", "string")],
             &[],
         )
@@ -203,7 +204,11 @@ impl HostTool for WriteFile {
     async fn call(&self, a: &Value) -> ToolReply {
         match (arg_str(a, "path"), arg_str(a, "content")) {
             (Ok(p), Ok(c)) => match self.0.jail.write(p, c) {
-                Ok(()) => ToolReply::Text(format!("wrote {} bytes to {p}", c.len())),
+                Ok(()) => ToolReply::Text(say(
+                    "write_file",
+                    "wrote",
+                    context! { bytes => c.len(), path => p },
+                )),
                 Err(e) => ToolReply::Error(e),
             },
             (Err(e), _) | (_, Err(e)) => ToolReply::Error(e),
@@ -216,7 +221,6 @@ impl HostTool for EditFile {
     fn spec(&self) -> ToolSpec {
         spec(
             "edit_file",
-            "Replace old_text (must occur exactly once) by new_text in a harness file.",
             &[
                 ("path", "string"),
                 ("old_text", "string"),
@@ -232,22 +236,22 @@ impl HostTool for EditFile {
             arg_str(a, "new_text"),
         ) {
             (Ok(p), Ok(o), Ok(n)) => (p, o, n),
-            _ => return ToolReply::Error("path, old_text and new_text are required".into()),
+            _ => return ToolReply::Error(say("edit_file", "missing_args", context! {})),
         };
         let text = match self.0.jail.read(p) {
             Ok(t) => t,
             Err(e) => return ToolReply::Error(e),
         };
         match text.matches(old).count() {
-            0 => ToolReply::Error(format!(
-                "old_text not found in {p}; read the file and copy the exact text"
-            )),
+            0 => ToolReply::Error(say("edit_file", "not_found", context! { path => p })),
             1 => match self.0.jail.write(p, &text.replacen(old, new, 1)) {
-                Ok(()) => ToolReply::Text(format!("edited {p}")),
+                Ok(()) => ToolReply::Text(say("edit_file", "edited", context! { path => p })),
                 Err(e) => ToolReply::Error(e),
             },
-            n => ToolReply::Error(format!(
-                "old_text occurs {n} times in {p}; include more context"
+            n => ToolReply::Error(say(
+                "edit_file",
+                "ambiguous",
+                context! { n => n, path => p },
             )),
         }
     }
@@ -256,16 +260,11 @@ impl HostTool for EditFile {
 #[async_trait::async_trait]
 impl HostTool for DeleteFile {
     fn spec(&self) -> ToolSpec {
-        spec(
-            "delete_file",
-            "Delete a file under harness/.",
-            &[("path", "string")],
-            &[],
-        )
+        spec("delete_file", &[("path", "string")], &[])
     }
     async fn call(&self, a: &Value) -> ToolReply {
         match arg_str(a, "path").and_then(|p| self.0.jail.remove(p)) {
-            Ok(()) => ToolReply::Text("deleted".into()),
+            Ok(()) => ToolReply::Text(say("delete_file", "deleted", context! {})),
             Err(e) => ToolReply::Error(e),
         }
     }
@@ -274,12 +273,7 @@ impl HostTool for DeleteFile {
 #[async_trait::async_trait]
 impl HostTool for Submit {
     fn spec(&self) -> ToolSpec {
-        let mut s = spec(
-            "submit_manifest",
-            "Submit the change manifest (ends your turn when accepted).",
-            &[("changes", "array")],
-            &[],
-        );
+        let mut s = spec("submit_manifest", &[("changes", "array")], &[]);
         s.input_schema["properties"]["changes"]["items"] = serde_json::json!({"type": "object"});
         s
     }
@@ -287,7 +281,10 @@ impl HostTool for Submit {
         let changes: Vec<Change> =
             match serde_json::from_value(a.get("changes").cloned().unwrap_or(Value::Null)) {
                 Ok(c) => c,
-                Err(e) => return ToolReply::Error(format!("changes: {e}")),
+                Err(e) => {
+                    let ctx = context! { error => e.to_string() };
+                    return ToolReply::Error(say("submit_manifest", "bad_changes", ctx));
+                }
             };
         let m = Manifest {
             iteration: self.0.iteration,
@@ -301,7 +298,7 @@ impl HostTool for Submit {
             .filter(|f| f.starts_with("harness/"))
             .collect();
         if !files_with_harness_prefix.is_empty() {
-            return ToolReply::Error("files are relative to the harness: write `memory/MEMORY.md`, not `harness/memory/MEMORY.md`".into());
+            return ToolReply::Error(say("submit_manifest", "harness_prefix", context! {}));
         }
         match m.validate(&self.0.visible) {
             Ok(()) => {
@@ -314,16 +311,20 @@ impl HostTool for Submit {
                         return ToolReply::Error(crate::leak::refusal(&hits));
                     }
                 }
-                ToolReply::Stop("manifest accepted".into())
+                ToolReply::Stop(say("submit_manifest", "accepted", context! {}))
             }
-            Err(errs) => ToolReply::Error(format!("manifest rejected:\n- {}", errs.join("\n- "))),
+            Err(errs) => ToolReply::Error(say(
+                "submit_manifest",
+                "rejected",
+                context! { errors => errs },
+            )),
         }
     }
 }
 
 /// Runs the evolve agent and enforces the edit boundary; writes `evolve/manifest.json`.
 pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
-    let evolve_dir = inp.iter_dir.join("evolve");
+    let evolve_dir = inp.iter_dir.evolve();
     std::fs::create_dir_all(&evolve_dir)?;
     let tools = Arc::new(Tools {
         jail: build_jail(
@@ -350,8 +351,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         Box::new(DeleteFile(tools.clone())),
         Box::new(Submit(tools.clone())),
     ];
-    let mut env = minijinja::Environment::new();
-    env.set_trim_blocks(true);
+    let env = text::env();
     let guide = env.render_str(
         GUIDE,
         context! { max_file_bytes => inp.caps.max_file_bytes, max_harness_bytes => inp.caps.max_total_bytes },
@@ -460,7 +460,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         changes,
         leak_guard,
     };
-    crate::write_json(&evolve_dir.join("manifest.json"), &manifest)?;
+    inp.iter_dir.write_manifest(&manifest)?;
     Ok(EvolveOutcome {
         manifest,
         changed_files: inp.repo.changed_files(inp.evaluated)?,
@@ -493,7 +493,7 @@ mod tests {
         std::fs::create_dir_all(h.join("memory")).unwrap();
         std::fs::write(d.path().join("run.toml"), "x").unwrap();
         let visible: BTreeSet<String> = ["seen".to_string()].into();
-        let jail = build_jail(&it, &h, &visible, false, CAPS).unwrap();
+        let jail = build_jail(&IterationDir::at(&it), &h, &visible, false, CAPS).unwrap();
         assert_eq!(jail.read("traces/seen/1/trace.clean.json").unwrap(), "{}");
         assert!(
             jail.read("traces/held/1/trace.clean.json").is_err(),
@@ -514,7 +514,7 @@ mod tests {
         assert!(jail.write("harness/../run.toml", "x").is_err());
         assert!(jail.write("/etc/x", "x").is_err());
         assert!(jail.write("harness/memory/MEMORY.md", "ok").is_ok());
-        let shown = build_jail(&it, &h, &visible, true, CAPS).unwrap();
+        let shown = build_jail(&IterationDir::at(&it), &h, &visible, true, CAPS).unwrap();
         assert_eq!(
             shown.read("traces/seen/1/verifier/stdout.txt").unwrap(),
             "test output"

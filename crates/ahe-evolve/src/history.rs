@@ -3,24 +3,23 @@
 //! Only visible tasks ever reach the evolve agent from here.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
-use ahe_bench::{Scores, TrialStatus};
-use ahe_model::Usage;
+use ahe_bench::TrialStatus;
 use minijinja::context;
 
 use crate::attribute::{ChangeEvaluation, Verdict};
+use crate::clean;
 use crate::commit::HarnessRepo;
 use crate::journal::{Entry, Journal};
 use crate::manifest::{Change, ChangeKind, Manifest};
-use crate::r#loop::{iter_dir, Best, Exercised};
-use crate::{clean, read_json, write_json};
+use crate::run::Exercised;
+use crate::run_dir::{IterationDir, RunDir};
 
 /// The harness files each visible task's trials exercised (from `trace.clean.json`).
-pub fn exercised(trials: &Path, visible: &BTreeSet<String>) -> Exercised {
+pub fn exercised(it: &IterationDir, visible: &BTreeSet<String>) -> Exercised {
     let mut out: Exercised = BTreeMap::new();
-    for d in clean::trial_dirs(trials).unwrap_or_default() {
-        let Ok(t) = clean::read_clean(&d) else {
+    for d in it.trial_dirs() {
+        let Ok(t) = clean::read_clean(d.path()) else {
             continue;
         };
         if visible.contains(&t.task) {
@@ -32,69 +31,17 @@ pub fn exercised(trials: &Path, visible: &BTreeSet<String>) -> Exercised {
     out
 }
 
-/// Adds a role's tokens and cost to `scores.json` under `meta.roles`.
-pub fn record_role_cost(dir: &Path, role: &str, usage: &Usage, cost: f64) -> anyhow::Result<()> {
-    let path = dir.join("scores.json");
-    let mut s: Scores = read_json(&path)?;
-    let roles = s
-        .meta
-        .entry("roles".into())
-        .or_insert_with(|| serde_json::json!({}));
-    roles["code_agent"] = serde_json::json!({
-        "input_tokens": s.tokens.input, "cached_input_tokens": s.tokens.cached_input,
-        "cache_write_input_tokens": s.tokens.cache_write_input,
-        "output_tokens": s.tokens.output, "reasoning_tokens": s.tokens.reasoning,
-        "cost_usd": s.cost_usd,
-    });
-    roles[role] = serde_json::json!({
-        "input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
-        "cache_write_input_tokens": usage.cache_write_input_tokens,
-        "output_tokens": usage.output_tokens, "reasoning_tokens": usage.reasoning_tokens,
-        "cost_usd": cost,
-    });
-    write_json(&path, &s)
-}
-
-/// Dollars spent by all roles in iterations 1..=t.
-pub fn spent_usd(run: &Path, t: u32) -> f64 {
-    (1..=t)
-        .filter_map(|i| read_json::<Scores>(&iter_dir(run, i).join("scores.json")).ok())
-        .map(|s| {
-            let roles = s.meta.get("roles");
-            let other: f64 = ["debugger", "evolve"]
-                .iter()
-                .filter_map(|r| {
-                    roles
-                        .and_then(|x| x.get(r))
-                        .and_then(|x| x.get("cost_usd"))
-                        .and_then(|c| c.as_f64())
-                })
-                .sum();
-            // `model_cost_usd` also counts trial attempts that were re-run after an infra error.
-            let code = s
-                .meta
-                .get("model_cost_usd")
-                .and_then(|c| c.as_f64())
-                .unwrap_or(0.0)
-                .max(s.cost_usd);
-            code + other
-        })
-        .sum()
-}
-
 /// Restores the files of the previous iteration's HARMFUL changes (from the harness that
 /// iteration evaluated) and returns the rollback changes to record.
 pub fn auto_rollback(
-    run: &Path,
-    t: u32,
+    prev: &IterationDir,
     repo: &HarnessRepo,
     ev: &ChangeEvaluation,
 ) -> anyhow::Result<Vec<Change>> {
-    let prev = iter_dir(run, t - 1);
-    let base = std::fs::read_to_string(prev.join("evaluated.txt"))?
-        .trim()
-        .to_string();
-    let Ok(manifest) = read_json::<Manifest>(&prev.join("evolve/manifest.json")) else {
+    let Some(base) = prev.evaluated() else {
+        anyhow::bail!("{}: no evaluated commit", prev.path().display());
+    };
+    let Ok(manifest) = prev.manifest() else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
@@ -109,7 +56,7 @@ pub fn auto_rollback(
             description: format!(
                 "Automatic rollback of HARMFUL change {} (iteration {}): {}",
                 c.id,
-                t - 1,
+                prev.number(),
                 c.description
             ),
             files: c.files.clone(),
@@ -124,46 +71,31 @@ pub fn auto_rollback(
     Ok(out)
 }
 
-fn visible_rate(s: &Scores, visible: &BTreeSet<String>) -> f64 {
-    s.meta
-        .get("visible_pass_at_1")
-        .and_then(|v| v.as_f64())
-        .unwrap_or_else(|| {
-            let r: Vec<f64> = s
-                .tasks
-                .iter()
-                .filter(|(k, _)| visible.contains(*k))
-                .map(|(_, v)| v.pass_at_1)
-                .collect();
-            r.iter().sum::<f64>() / r.len().max(1) as f64
-        })
-}
-
 /// A Markdown table of visible pass@1 per iteration up to t.
-pub fn score_history(run: &Path, t: u32, visible: &BTreeSet<String>) -> String {
+pub fn score_history(run: &RunDir, t: u32) -> String {
     let mut s = "| iteration | visible pass@1 | 95% CI |\n|---|---|---|\n".to_string();
     for i in 1..=t {
-        if let Ok(sc) = read_json::<Scores>(&iter_dir(run, i).join("scores.json")) {
-            let ci = sc
-                .meta
-                .get("visible_pass_at_1_ci")
-                .cloned()
-                .unwrap_or_default();
+        if let Ok(sc) = run.iteration(i).scores() {
             s.push_str(&format!(
                 "| {i} | {:.3} | {} |\n",
-                visible_rate(&sc, visible),
-                ci
+                sc.visible_pass_at_1(),
+                ci_text(sc.record.visible_pass_at_1_ci)
             ));
         }
     }
     s
 }
 
+/// A 95% interval for people: `[0.25, 0.75]`, or `n/a`.
+pub fn ci_text(ci: Option<[f64; 2]>) -> String {
+    ci.map_or("n/a".into(), |[a, b]| format!("[{a:.2}, {b:.2}]"))
+}
+
 /// Per visible task, its k-trial results in every iteration (e.g. `2/2 1/2 2/2`).
-pub fn stability(run: &Path, t: u32, visible: &BTreeSet<String>) -> String {
+pub fn stability(run: &RunDir, t: u32, visible: &BTreeSet<String>) -> String {
     let mut rows: BTreeMap<&String, Vec<String>> = BTreeMap::new();
     for i in 1..=t {
-        let Ok(sc) = read_json::<Scores>(&iter_dir(run, i).join("scores.json")) else {
+        let Ok(sc) = run.iteration(i).scores().map(|s| s.scores) else {
             continue;
         };
         for v in visible {
@@ -182,89 +114,62 @@ pub fn stability(run: &Path, t: u32, visible: &BTreeSet<String>) -> String {
         .collect()
 }
 
-/// A readable summary of what the previous iteration's changes did.
+/// A readable summary of what the previous iteration's changes did
+/// (`templates/change_summary.md`).
 pub fn change_summary(ev: &ChangeEvaluation) -> String {
-    let mut s = String::new();
-    let names = |v: &[crate::attribute::TaskMove]| {
+    let moves = |v: &[crate::attribute::TaskMove]| -> Vec<String> {
         v.iter()
             .map(|m| {
-                format!(
-                    "{}{}",
-                    m.task,
-                    if m.within_noise {
-                        " (within noise)"
-                    } else {
-                        ""
-                    }
-                )
+                let noise = if m.within_noise {
+                    " (within noise)"
+                } else {
+                    ""
+                };
+                format!("{}{noise}", m.task)
             })
-            .collect::<Vec<_>>()
-            .join(", ")
+            .collect()
     };
-    s.push_str(&format!(
-        "Fixed: {}\nRegressed: {}\n",
-        or_none(&names(&ev.fixed)),
-        or_none(&names(&ev.regressed))
-    ));
-    for c in &ev.changes {
-        s.push_str(&format!(
-            "- {} [{}] {:?}: predicted fixes {:?} → fixed {:?}, still failing {:?}; risks {:?} → realized {:?}\n",
-            c.id, serde_json::to_value(c.verdict).unwrap_or_default().as_str().unwrap_or(""), c.description, c.predicted_fixes, c.actually_fixed, c.still_failed, c.risk_tasks, c.risk_realized
-        ));
-    }
-    for u in &ev.unattributed_regressions {
-        s.push_str(&format!(
-            "- unpredicted regression `{}`; changes touching files it used: {:?}\n",
-            u.task, u.matched_changes
-        ));
-    }
-    let p = &ev.prediction;
-    s.push_str(&format!(
-        "Fix-prediction precision {:?}, recall {:?}; risk precision {:?}, recall {:?}\n",
-        p.fix_precision, p.fix_recall, p.risk_precision, p.risk_recall
-    ));
-    if ev.changes.is_empty() {
-        s.push_str("(no changes from the previous iteration to evaluate)\n");
-    }
-    s
-}
-
-fn or_none(s: &str) -> &str {
-    if s.is_empty() {
-        "none"
-    } else {
-        s
-    }
+    let changes: Vec<minijinja::Value> = ev
+        .changes
+        .iter()
+        .map(|c| {
+            context! {
+                id => &c.id, verdict => crate::report::model::verdict_name(c.verdict),
+                description => &c.description, predicted_fixes => &c.predicted_fixes,
+                actually_fixed => &c.actually_fixed, still_failed => &c.still_failed,
+                risk_tasks => &c.risk_tasks, risk_realized => &c.risk_realized,
+            }
+        })
+        .collect();
+    crate::text::render(
+        include_str!("../templates/change_summary.md"),
+        context! {
+            fixed => moves(&ev.fixed), regressed => moves(&ev.regressed), changes,
+            unattributed => &ev.unattributed_regressions, p => &ev.prediction,
+        },
+    )
 }
 
 /// Writes `evolve/inputs/` (change evaluation, score history, stability, best).
-pub fn write_inputs(run: &Path, t: u32, visible: &BTreeSet<String>) -> anyhow::Result<()> {
-    let d = iter_dir(run, t).join("evolve/inputs");
-    std::fs::create_dir_all(&d)?;
-    std::fs::copy(
-        iter_dir(run, t).join("change_evaluation.json"),
-        d.join("change_evaluation.json"),
-    )?;
-    std::fs::write(d.join("score_history.md"), score_history(run, t, visible))?;
-    std::fs::write(d.join("stability.md"), stability(run, t, visible))?;
-    if let Ok(b) = read_json::<Best>(&run.join("best.json")) {
-        write_json(&d.join("best.json"), &b)?;
-    }
-    Ok(())
+pub fn write_inputs(run: &RunDir, t: u32, visible: &BTreeSet<String>) -> anyhow::Result<()> {
+    run.iteration(t).write_evolve_inputs(
+        &score_history(run, t),
+        &stability(run, t, visible),
+        run.best().as_ref(),
+    )
 }
 
 /// Template variables of the evolve agent's user prompt.
 pub fn prompt_vars(
-    run: &Path,
+    run: &RunDir,
     t: u32,
     evaluated: &str,
     ev: &ChangeEvaluation,
     rollbacks: &[Change],
-    visible: &BTreeSet<String>,
 ) -> anyhow::Result<minijinja::Value> {
-    let dir = iter_dir(run, t);
-    let scores: Scores = read_json(&dir.join("scores.json"))?;
-    let best: Option<Best> = read_json(&run.join("best.json")).ok();
+    let it = run.iteration(t);
+    let scores = it.scores()?;
+    let best = run.best();
     let rb: Vec<String> = rollbacks
         .iter()
         .map(|c| format!("- {}: {}", c.id, c.description))
@@ -272,14 +177,14 @@ pub fn prompt_vars(
     Ok(context! {
         iteration => t,
         commit => &evaluated[..evaluated.len().min(12)],
-        pass_at_1 => format!("{:.3}", visible_rate(&scores, visible)),
-        ci => scores.meta.get("visible_pass_at_1_ci").map(|v| v.to_string()).unwrap_or_default(),
+        pass_at_1 => format!("{:.3}", scores.visible_pass_at_1()),
+        ci => ci_text(scores.record.visible_pass_at_1_ci),
         best_iteration => best.as_ref().map(|b| b.iteration).unwrap_or(t),
         best_pass_at_1 => best.as_ref().map(|b| format!("{:.3}", b.pass_at_1)).unwrap_or_default(),
-        history => score_history(run, t, visible),
+        history => score_history(run, t),
         change_summary => change_summary(ev),
         rollbacks => rb.join("\n"),
-        overview => std::fs::read_to_string(dir.join("analysis/overview.md")).unwrap_or_default(),
+        overview => it.overview(),
     })
 }
 
@@ -314,4 +219,23 @@ pub fn summary_md(t: u32, m: &Manifest, journal: &Journal, from: &str, to: &str)
         s.push_str(&format!("## Orchestrator notes\n{}\n", notes.join("\n")));
     }
     s
+}
+
+/// The commit message of iteration `t`: its tag, the number of changes, one line each.
+pub fn commit_message(t: u32, m: &Manifest) -> String {
+    let summary: Vec<String> = m
+        .changes
+        .iter()
+        .map(|c| format!("{}: {}", c.id, c.description))
+        .collect();
+    format!(
+        "{}: {} change(s)\n\n{}",
+        crate::commit::iter_tag(t),
+        m.changes.len(),
+        if summary.is_empty() {
+            "no changes".to_string()
+        } else {
+            summary.join("\n")
+        }
+    )
 }

@@ -26,6 +26,20 @@ pub enum Phase {
     Commit,
 }
 
+impl Phase {
+    /// snake_case name (as in the journal and the reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Rollout => "rollout",
+            Phase::Clean => "clean",
+            Phase::Attribute => "attribute",
+            Phase::Debug => "debug",
+            Phase::Evolve => "evolve",
+            Phase::Commit => "commit",
+        }
+    }
+}
+
 /// One journal line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]

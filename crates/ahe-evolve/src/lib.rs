@@ -14,14 +14,20 @@ pub mod leak;
 #[path = "loop.rs"]
 pub mod r#loop;
 pub mod manifest;
+pub mod preflight;
 pub mod report;
 pub mod rollout;
+pub mod run;
+pub mod run_dir;
 pub mod start;
 pub mod stats;
+pub mod text;
 
 pub use config::RunConfig;
 pub use manifest::{Change, Component, Manifest};
 pub use rollout::{rollout, rollout_with, select_backend, HarnessAgent, RolloutSpec};
+pub use run::Run;
+pub use run_dir::{Best, IterationDir, RunDir};
 
 /// Writes a value as pretty JSON, atomically (temp file, then rename).
 pub fn write_json<T: serde::Serialize>(path: &std::path::Path, v: &T) -> anyhow::Result<()> {

@@ -58,7 +58,7 @@ impl Agent for HarnessAgent {
             .await;
         AgentOutcome {
             end: match out.end {
-                End::Finished => AgentEnd::Finished,
+                End::Finished | End::StoppedByTool => AgentEnd::Finished,
                 End::Timeout => AgentEnd::Timeout,
                 End::TurnLimit => AgentEnd::TurnLimit,
                 End::TokenLimit => AgentEnd::TokenLimit,
@@ -138,14 +138,18 @@ pub async fn rollout(
     cancel: CancellationToken,
     progress: Arc<dyn Fn(Progress) + Send + Sync>,
 ) -> anyhow::Result<Scores> {
+    let out = ahe_bench::EvalDir::new(&spec.out_dir);
     let opts = ClientOptions {
-        default_cache_dir: Some(spec.out_dir.join("model-cache")),
+        default_cache_dir: Some(out.model_cache()),
         budget: None,
     };
-    rollout_with(spec, &opts, cancel, progress).await
+    let scores = rollout_with(spec, &opts, cancel, progress).await?;
+    out.write_scores(&scores)?;
+    Ok(scores)
 }
 
-/// [`rollout`] with a run's client options (its `model-cache/` and shared budget).
+/// [`rollout`] with a run's client options (its `model-cache/` and shared budget); the
+/// caller writes `scores.json`.
 pub async fn rollout_with(
     spec: RolloutSpec,
     opts: &ClientOptions,
@@ -172,19 +176,95 @@ pub async fn rollout_with(
     let mut scores = ahe_bench::run_eval(env, &spec.tasks, &opts, progress).await?;
     let stats = client.stats();
     let meta = &mut scores.meta;
-    meta.insert("model".into(), client.describe().into());
-    meta.insert(
-        "harness".into(),
-        spec.harness.dir.display().to_string().into(),
-    );
-    meta.insert("sandbox".into(), spec.backend.name().into());
-    meta.insert("model_calls".into(), stats.calls.into());
-    meta.insert("model_retries".into(), stats.retries.into());
-    meta.insert("model_faults".into(), serde_json::to_value(&stats.faults)?);
-    meta.insert("model_failed_calls".into(), stats.failed_calls.into());
+    meta.model = Some(client.describe());
+    meta.harness = Some(spec.harness.dir.display().to_string());
+    meta.sandbox = Some(spec.backend.name().into());
+    meta.model_calls = Some(stats.calls);
+    meta.model_retries = Some(stats.retries);
+    meta.model_faults = Some(stats.faults.clone());
+    meta.model_failed_calls = Some(stats.failed_calls);
     // Every call paid for, including those of attempts re-run after an infra error
     // (the trial totals above only count each trial's final attempt).
-    meta.insert("model_cost_usd".into(), stats.total_cost_usd().into());
-    ahe_bench::eval::write_scores(&spec.out_dir, &scores)?;
+    meta.model_cost_usd = Some(stats.total_cost_usd());
     Ok(scores)
+}
+
+/// The Rollout phase of iteration `it`: exports the evaluated commit (evaluated ==
+/// committed, never the working tree), runs its trials (those the journal has as done are
+/// kept), journals each finished trial, and writes `scores.json` with the iteration record.
+pub async fn rollout_iteration(
+    run: &crate::run::Run,
+    it: &crate::run_dir::IterationDir,
+    evaluated: &str,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    use crate::journal::Entry;
+    use std::collections::BTreeSet;
+    let t = it.number();
+    let checkout = it.harness_checkout();
+    if checkout.exists() {
+        std::fs::remove_dir_all(&checkout)?;
+    }
+    run.repo.export(evaluated, &checkout)?;
+    let harness = crate::run::load_harness(&checkout)?;
+    let done = run.journal.trials_done(t);
+    let prior: Vec<ahe_bench::TrialResult> = crate::clean::load_results(&it.trials())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| done.contains(&(r.task.clone(), r.attempt)))
+        .collect();
+    let on_progress = |p: Progress| {
+        if let Progress::TrialDone { result } = &p {
+            let _ = run.journal.append(Entry::TrialDone {
+                iter: t,
+                task: result.task.clone(),
+                attempt: result.attempt,
+                status: result.status.as_str().into(),
+            });
+        }
+        (run.progress)(p);
+    };
+    // The callback must be 'static for the trial tasks: bridge through a channel.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+    let cb: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
+        let _ = tx.send(p);
+    });
+    let spec = run.rollout_spec(harness, run.tasks.clone(), run.cfg.k, it.path(), prior);
+    let opts = run.client_opts();
+    let fut = rollout_with(spec, &opts, cancel, cb);
+    tokio::pin!(fut);
+    let scores = loop {
+        tokio::select! {
+            r = &mut fut => break r?,
+            Some(p) = rx.recv() => on_progress(p),
+        }
+    };
+    while let Ok(p) = rx.try_recv() {
+        on_progress(p);
+    }
+    let subset = |set: &BTreeSet<String>| -> (f64, [f64; 2]) {
+        let rates: Vec<f64> = scores
+            .tasks
+            .iter()
+            .filter(|(k, _)| set.contains(*k))
+            .map(|(_, v)| v.pass_at_1)
+            .collect();
+        ahe_bench::scores::mean_with_ci(&rates)
+    };
+    let (vp, vci) = subset(&run.visible);
+    let (hp, hci) = subset(&run.holdout);
+    let held = !run.holdout.is_empty();
+    let mut s = crate::run_dir::IterationScores::of(scores);
+    s.record = crate::run_dir::IterationRecord {
+        iteration: Some(t),
+        evaluated_commit: Some(evaluated.into()),
+        visible_pass_at_1: Some(vp),
+        visible_pass_at_1_ci: Some(vci),
+        holdout_pass_at_1: held.then_some(hp),
+        holdout_pass_at_1_ci: held.then_some(hci),
+        holdout_tasks: held.then(|| run.holdout.clone()),
+        roles: None,
+    };
+    it.write_scores(s)?;
+    Ok(())
 }

@@ -7,7 +7,8 @@ use anyhow::{bail, Context};
 
 use crate::commit::HarnessRepo;
 use crate::journal::Journal;
-use crate::r#loop::{split_holdout, Run};
+use crate::run::{split_holdout, Run};
+use crate::run_dir::RunDir;
 use crate::RunConfig;
 
 /// Makes config paths absolute (so a run resumes from any directory).
@@ -65,10 +66,11 @@ fn open_run(
     lock: RunLock,
     progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync>,
 ) -> anyhow::Result<Run> {
-    let budget = crate::r#loop::run_budget(&cfg, dir);
+    let rd = RunDir::new(dir);
+    let budget = crate::run::run_budget(&cfg, &rd);
     Ok(Run {
-        dir: dir.to_path_buf(),
-        journal: Journal::open(&dir.join("journal.jsonl"))?,
+        journal: Journal::open(&rd.journal_path())?,
+        dir: rd,
         cfg,
         tasks: prepared.tasks,
         visible: prepared.visible,
@@ -147,8 +149,9 @@ pub fn start(
             cfg_path.display(),
             toml::to_string(&cfg)?
         );
-        std::fs::write(dir.join("run.toml"), frozen)?;
-        HarnessRepo::init(&dir.join("harness"), &cfg.harness)
+        let rd = RunDir::new(&dir);
+        std::fs::write(rd.config_path(), frozen)?;
+        HarnessRepo::init(&rd.harness_repo(), &cfg.harness)
     })();
     match created {
         Ok(repo) => open_run(&dir, cfg, repo, prepared, lock, progress),
@@ -165,13 +168,14 @@ pub fn resume(
     dir: &Path,
     progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync>,
 ) -> anyhow::Result<Run> {
-    let text = std::fs::read_to_string(dir.join("run.toml"))
+    let rd = RunDir::new(dir);
+    let text = std::fs::read_to_string(rd.config_path())
         .with_context(|| format!("{}: not a run directory (no run.toml)", dir.display()))?;
     let cfg: RunConfig = toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("run.toml").display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: {e}", rd.config_path().display()))?;
     let lock = RunLock::acquire(dir)?;
-    let repo = HarnessRepo::open(&dir.join("harness"))?;
-    let prepared = prepare(&cfg).with_context(|| format!("{}", dir.join("run.toml").display()))?;
+    let repo = HarnessRepo::open(&rd.harness_repo())?;
+    let prepared = prepare(&cfg).with_context(|| format!("{}", rd.config_path().display()))?;
     open_run(dir, cfg, repo, prepared, lock, progress)
 }
 
@@ -180,12 +184,9 @@ fn in_use(dir: &Path, pid: &str) -> String {
         "{} is in use by another `ahe evolve` (pid {pid}, lock {}); wait for it to end or \
          stop it (Ctrl-C), then resume",
         dir.display(),
-        dir.join(LOCK_FILE).display()
+        RunDir::new(dir).lock_path().display()
     )
 }
-
-/// The lock file of a run directory.
-pub const LOCK_FILE: &str = ".lock";
 
 /// The exclusive lock of a run directory: `.lock`, flock'ed and holding the owner's pid.
 /// The kernel releases it when the owner exits, however it dies (kill -9 included), so a
@@ -198,7 +199,7 @@ impl RunLock {
     /// Takes the lock of `dir`, or fails naming the pid that holds it.
     pub fn acquire(dir: &Path) -> anyhow::Result<RunLock> {
         use std::io::Write;
-        let path = dir.join(LOCK_FILE);
+        let path = RunDir::new(dir).lock_path();
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -223,7 +224,7 @@ impl RunLock {
 
     /// The pid holding the lock of `dir`, if a live process holds it.
     pub fn holder(dir: &Path) -> Option<String> {
-        let path = dir.join(LOCK_FILE);
+        let path = RunDir::new(dir).lock_path();
         let file = std::fs::File::open(&path).ok()?;
         match file.try_lock_shared() {
             Err(std::fs::TryLockError::WouldBlock) => Some(read_pid(&path)),
@@ -259,12 +260,12 @@ mod tests {
     fn the_run_lock_is_exclusive_names_its_holder_and_takes_over_a_dead_one() {
         let d = tempfile::tempdir().unwrap();
         // A lock file left by a process that is gone (nobody holds the flock).
-        std::fs::write(d.path().join(LOCK_FILE), "4000000\n").unwrap();
+        std::fs::write(RunDir::new(d.path()).lock_path(), "4000000\n").unwrap();
         assert_eq!(RunLock::holder(d.path()), None);
         let lock = RunLock::acquire(d.path()).unwrap();
         let me = std::process::id().to_string();
         assert_eq!(
-            std::fs::read_to_string(d.path().join(LOCK_FILE)).unwrap(),
+            std::fs::read_to_string(RunDir::new(d.path()).lock_path()).unwrap(),
             format!("{me}\n")
         );
         assert_eq!(RunLock::holder(d.path()), Some(me.clone()));
@@ -276,7 +277,7 @@ mod tests {
         drop(lock);
         assert_eq!(RunLock::holder(d.path()), None);
         assert_eq!(
-            std::fs::read_to_string(d.path().join(LOCK_FILE)).unwrap(),
+            std::fs::read_to_string(RunDir::new(d.path()).lock_path()).unwrap(),
             ""
         );
         RunLock::acquire(d.path()).unwrap();

@@ -72,7 +72,7 @@ async fn garbage_responses_are_infra_errors_not_failures() {
     assert_eq!(r["status"], "infra_error");
     assert_eq!(r["infra_retries"], 1);
     assert!(r["error"].as_str().unwrap().contains("malformed"), "{r}");
-    assert_eq!(s.meta["model_faults"]["malformed"], 4);
+    assert_eq!(s.meta.model_faults.as_ref().unwrap()["malformed"], 4);
 }
 
 #[tokio::test]
@@ -95,8 +95,8 @@ async fn transient_errors_are_retried_and_the_task_scores_normally() {
     .await
     .unwrap();
     assert_eq!(s.pass_at_1, 1.0);
-    assert_eq!(s.meta["model_retries"], 2);
-    assert_eq!(s.meta["model_faults"]["transient"], 2);
+    assert_eq!(s.meta.model_retries, Some(2));
+    assert_eq!(s.meta.model_faults.as_ref().unwrap()["transient"], 2);
     assert!(d.path().join("scores.json").is_file());
 }
 

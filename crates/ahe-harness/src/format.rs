@@ -7,7 +7,7 @@ use ahe_model::ToolProtocol;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::middleware::{self, Hook, MiddlewareKind};
+use crate::middleware::{Hook, MiddlewareKind};
 use crate::tools::{self, ToolImpl};
 
 /// One problem found in a harness: file (relative to the harness), field, what is wrong.
@@ -204,6 +204,37 @@ impl Harness {
     }
 }
 
+/// Appends the index of enabled skills to the builtin `load_skill` tool's description and
+/// that of enabled sub-agents to `delegate`'s (`[index]` of `templates/messages.toml`).
+fn add_indexes(tools: &mut [ToolDef], skills: &[Skill], subagents: &[SubagentDef]) {
+    use crate::tools::{BuiltinTool, ToolImpl};
+    let entry = |n: &str, d: &str| minijinja::context! { name => n, description => d };
+    for t in tools.iter_mut() {
+        let index = match t.implementation {
+            ToolImpl::Builtin(BuiltinTool::LoadSkill) if !skills.is_empty() => {
+                let list: Vec<_> = skills
+                    .iter()
+                    .map(|s| entry(&s.name, &s.description))
+                    .collect();
+                crate::text::say("index", "skills", minijinja::context! { skills => list })
+            }
+            ToolImpl::Builtin(BuiltinTool::Delegate) if !subagents.is_empty() => {
+                let list: Vec<_> = subagents
+                    .iter()
+                    .map(|s| entry(&s.name, &s.description))
+                    .collect();
+                crate::text::say(
+                    "index",
+                    "subagents",
+                    minijinja::context! { subagents => list },
+                )
+            }
+            _ => continue,
+        };
+        t.description.push_str(&index);
+    }
+}
+
 struct Ctx<'a> {
     root: &'a Path,
     problems: Vec<Problem>,
@@ -339,6 +370,7 @@ pub fn load(dir: &Path) -> Result<Harness, Vec<Problem>> {
         }
     }
     registry_warnings(&mut cx, &agent, &all_tools);
+    add_indexes(&mut all_tools, &skills, &subagents);
     let h = Harness {
         dir: dir.to_path_buf(),
         agent,
@@ -512,7 +544,7 @@ fn load_middleware(cx: &mut Ctx, name: &str) -> Option<MiddlewareDef> {
                     );
                 }
             }
-            if let Err(e) = middleware::check_params(*b, &params) {
+            if let Err(e) = crate::builtin_mw::check_params(*b, &params) {
                 cx.err(&file, Some("params"), e);
             }
         }

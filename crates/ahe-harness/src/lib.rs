@@ -1,13 +1,18 @@
 //! Harnesses: the directory format, its validation, and the agent runtime that runs one.
 
+pub mod builtin_mw;
 pub mod format;
 pub mod middleware;
 pub mod prompt;
 pub mod runtime;
+pub mod session;
+pub mod text;
 pub mod tools;
 pub mod trace;
+pub mod wire;
 
 pub use format::{load, Harness, Problem};
-pub use runtime::{End, RunOutcome, Runtime};
+pub use runtime::Runtime;
+pub use session::{End, RunOutcome, Session, Stop};
 pub use tools::ToolResult;
 pub use trace::TraceWriter;

@@ -1,16 +1,17 @@
 //! Middleware: hook points, decisions, the builtin kinds, and script middleware.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ahe_model::Message;
 use ahe_sandbox::{ExecOpts, Sandbox};
-use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::format::MiddlewareDef;
-use crate::tools::{parse_script_json, script_command, truncate_middle, ToolResult};
+use crate::builtin_mw::{BuiltinState, Compiled, Kind};
+use crate::text;
+use crate::tools::{parse_script_json, script_command, ToolResult};
+use minijinja::context;
 
 /// Where a middleware runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -117,106 +118,6 @@ impl MiddlewareKind {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct TruncationParams {
-    max_chars: usize,
-}
-impl Default for TruncationParams {
-    fn default() -> Self {
-        TruncationParams { max_chars: 10_000 }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct LoopParams {
-    max_repeats: usize,
-    message: String,
-}
-impl Default for LoopParams {
-    fn default() -> Self {
-        LoopParams {
-            max_repeats: 3,
-            message: "You have made this exact call {n} times in a row. It will not give a different result; change approach.".into(),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GuardParams {
-    patterns: Vec<String>,
-    #[serde(default = "default_guard_msg")]
-    message: String,
-    #[serde(default = "default_guard_arg")]
-    argument: String,
-}
-fn default_guard_msg() -> String {
-    "Blocked by the command guard (pattern `{pattern}`).".into()
-}
-fn default_guard_arg() -> String {
-    "command".into()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FinishParams {
-    command: String,
-    #[serde(default = "default_finish_timeout")]
-    timeout_sec: f64,
-    #[serde(default = "default_max_rejections")]
-    max_rejections: u32,
-    #[serde(default = "default_finish_msg")]
-    message: String,
-}
-fn default_finish_timeout() -> f64 {
-    120.0
-}
-fn default_max_rejections() -> u32 {
-    3
-}
-fn default_finish_msg() -> String {
-    "Not finished: the check `{command}` failed (exit code {code}). Its output:\n{output}\nFix the problem, then finish again.".into()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct CompactionParams {
-    max_chars: usize,
-    keep_last: usize,
-}
-impl Default for CompactionParams {
-    fn default() -> Self {
-        CompactionParams {
-            max_chars: 200_000,
-            keep_last: 8,
-        }
-    }
-}
-
-fn p<T: for<'de> Deserialize<'de>>(v: &Value) -> Result<T, String> {
-    serde_json::from_value(v.clone()).map_err(|e| e.to_string())
-}
-
-/// Checks a builtin middleware's `[params]`.
-pub fn check_params(kind: BuiltinMiddleware, v: &Value) -> Result<(), String> {
-    match kind {
-        BuiltinMiddleware::OutputTruncation => p::<TruncationParams>(v).map(|_| ()),
-        BuiltinMiddleware::LoopDetection => p::<LoopParams>(v).map(|_| ()),
-        BuiltinMiddleware::CommandGuard => {
-            let g: GuardParams = p(v)?;
-            for pat in &g.patterns {
-                Regex::new(pat)
-                    .map_err(|e| format!("patterns: {pat:?} is not a valid regex: {e}"))?;
-            }
-            Ok(())
-        }
-        BuiltinMiddleware::FinishVerification => p::<FinishParams>(v).map(|_| ()),
-        BuiltinMiddleware::Compaction => p::<CompactionParams>(v).map(|_| ()),
-    }
-}
-
 /// What a hook decided.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
@@ -279,6 +180,17 @@ pub enum HookInput<'a> {
 }
 
 impl HookInput<'_> {
+    /// The hook's name, as in harness files and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HookInput::BeforeModel(_) => "before_model",
+            HookInput::AfterModel(_) => "after_model",
+            HookInput::BeforeTool(..) => "before_tool",
+            HookInput::AfterTool(..) => "after_tool",
+            HookInput::OnFinish(_) => "on_finish",
+        }
+    }
+
     fn hook(&self) -> Hook {
         match self {
             HookInput::BeforeModel(_) => Hook::BeforeModel,
@@ -305,38 +217,63 @@ impl HookInput<'_> {
 
 /// The enabled middleware of one agent run, with their per-run state.
 pub struct Stack {
-    defs: Vec<MiddlewareDef>,
-    recent_calls: Vec<String>,
-    rejections: HashMap<String, u32>,
+    mws: Arc<[Compiled]>,
+    state: BuiltinState,
+}
+
+/// The combined effect of one hook's decisions, applied by the loop in one place.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Replacement tool arguments (before_tool).
+    pub args: Option<Value>,
+    /// Replacement tool output (after_tool) or answer text (after_model).
+    pub output: Option<String>,
+    /// Replacement conversation (before_model, after_model).
+    pub messages: Option<Vec<Message>>,
+    /// The call or answer is blocked: (middleware, message shown to the model).
+    pub block: Option<(String, String)>,
+    /// The finish is refused, with the message shown to the model.
+    pub reject: Option<String>,
+}
+
+impl Applied {
+    /// Folds a hook's decisions (modifications chain: the last one wins).
+    pub fn of(decisions: &[(String, Decision)]) -> Applied {
+        let mut a = Applied::default();
+        for (name, d) in decisions {
+            match d {
+                Decision::Continue => {}
+                Decision::ModifyArgs { args } => a.args = Some(args.clone()),
+                Decision::ModifyOutput { output } => a.output = Some(output.clone()),
+                Decision::ModifyMessages { messages } => a.messages = Some(messages.clone()),
+                Decision::Block { message } => a.block = Some((name.clone(), message.clone())),
+                Decision::RejectFinish { message } => a.reject = Some(message.clone()),
+            }
+        }
+        a
+    }
 }
 
 impl Stack {
-    /// A stack over the harness's enabled middleware.
-    pub fn new(defs: Vec<MiddlewareDef>) -> Self {
+    /// A stack over a runtime's compiled middleware, with fresh per-run state.
+    pub fn new(mws: Arc<[Compiled]>) -> Self {
         Stack {
-            defs,
-            recent_calls: Vec::new(),
-            rejections: HashMap::new(),
+            mws,
+            state: BuiltinState::default(),
         }
     }
 
     /// Runs every middleware registered for the input's hook, in order; returns each
-    /// non-`continue` decision with the middleware's name (the last one is final when it
-    /// blocks or rejects; modifications chain).
+    /// non-`continue` decision with the middleware's name (a block or reject ends the
+    /// hook; modifications chain: later middleware see earlier changes).
     pub async fn run(&mut self, input: HookInput<'_>, sb: &dyn Sandbox) -> Vec<(String, Decision)> {
         let hook = input.hook();
         let mut out = Vec::new();
-        let defs: Vec<MiddlewareDef> = self
-            .defs
-            .iter()
-            .filter(|d| d.hooks.contains(&hook))
-            .cloned()
-            .collect();
-        // Modifications chain: later middleware see earlier changes.
+        let mws = self.mws.clone();
         let mut args_over: Option<Value> = None;
         let mut output_over: Option<ToolResult> = None;
         let mut msgs_over: Option<Vec<Message>> = None;
-        for d in defs {
+        for d in mws.iter().filter(|d| d.hooks.contains(&hook)) {
             let cur = match (&input, &args_over, &output_over, &msgs_over) {
                 (HookInput::BeforeTool(n, _), Some(a), _, _) => HookInput::BeforeTool(n, a),
                 (HookInput::AfterTool(n, a, _), _, Some(r), _) => HookInput::AfterTool(n, a, r),
@@ -344,8 +281,8 @@ impl Stack {
                 (i, ..) => i.reborrow(),
             };
             let dec = match &d.kind {
-                MiddlewareKind::Builtin(b) => self.builtin(*b, &d, &cur, sb).await,
-                MiddlewareKind::Script(rel) => script(rel, &cur, sb).await,
+                Kind::Script(rel) => script(rel, &cur, sb).await,
+                k => self.state.decide(&d.name, k, &cur, sb).await,
             };
             match &dec {
                 Decision::Continue => continue,
@@ -367,94 +304,6 @@ impl Stack {
             out.push((d.name.clone(), dec));
         }
         out
-    }
-
-    async fn builtin(
-        &mut self,
-        b: BuiltinMiddleware,
-        d: &MiddlewareDef,
-        input: &HookInput<'_>,
-        sb: &dyn Sandbox,
-    ) -> Decision {
-        match (b, input) {
-            (BuiltinMiddleware::OutputTruncation, HookInput::AfterTool(_, _, r)) => {
-                let pr: TruncationParams = p(&d.params).unwrap_or_default();
-                let (t, cut) = truncate_middle(&r.output, pr.max_chars);
-                if cut {
-                    Decision::ModifyOutput { output: t }
-                } else {
-                    Decision::Continue
-                }
-            }
-            (BuiltinMiddleware::LoopDetection, HookInput::BeforeTool(n, a)) => {
-                let pr: LoopParams = p(&d.params).unwrap_or_default();
-                let key = format!("{n}:{a}");
-                if self.recent_calls.last() != Some(&key) {
-                    self.recent_calls.clear();
-                }
-                self.recent_calls.push(key);
-                let n = self.recent_calls.len();
-                if n > pr.max_repeats.max(1) {
-                    Decision::Block {
-                        message: pr.message.replace("{n}", &n.to_string()),
-                    }
-                } else {
-                    Decision::Continue
-                }
-            }
-            (BuiltinMiddleware::CommandGuard, HookInput::BeforeTool(_, a)) => {
-                let Ok(g) = p::<GuardParams>(&d.params) else {
-                    return Decision::Continue;
-                };
-                let text = a.get(&g.argument).and_then(Value::as_str).unwrap_or("");
-                for pat in &g.patterns {
-                    if Regex::new(pat).is_ok_and(|re| re.is_match(text)) {
-                        return Decision::Block {
-                            message: g.message.replace("{pattern}", pat),
-                        };
-                    }
-                }
-                Decision::Continue
-            }
-            (BuiltinMiddleware::FinishVerification, HookInput::OnFinish(_)) => {
-                let Ok(f) = p::<FinishParams>(&d.params) else {
-                    return Decision::Continue;
-                };
-                let used = self.rejections.entry(d.name.clone()).or_default();
-                if *used >= f.max_rejections {
-                    return Decision::Continue;
-                }
-                let opts = ExecOpts {
-                    timeout: Some(Duration::from_secs_f64(f.timeout_sec)),
-                    ..Default::default()
-                };
-                let (code, output) = match sb.exec(&f.command, opts).await {
-                    Ok(o) if o.exit_code == Some(0) => return Decision::Continue,
-                    Ok(o) => (
-                        o.exit_code
-                            .map(|c| c.to_string())
-                            .unwrap_or_else(|| "killed".into()),
-                        truncate_middle(&format!("{}{}", o.stdout, o.stderr), 4000).0,
-                    ),
-                    Err(e) => ("error".into(), e.to_string()),
-                };
-                *used += 1;
-                Decision::RejectFinish {
-                    message: f
-                        .message
-                        .replace("{command}", &f.command)
-                        .replace("{code}", &code)
-                        .replace("{output}", &output),
-                }
-            }
-            (BuiltinMiddleware::Compaction, HookInput::BeforeModel(m)) => {
-                let pr: CompactionParams = p(&d.params).unwrap_or_default();
-                compact(m, pr.max_chars, pr.keep_last).map_or(Decision::Continue, |messages| {
-                    Decision::ModifyMessages { messages }
-                })
-            }
-            _ => Decision::Continue,
-        }
     }
 }
 
@@ -501,9 +350,10 @@ pub fn compact(m: &[Message], max_chars: usize, keep_last: usize) -> Option<Vec<
         }
         if let Message::Tool { content, .. } | Message::User { content } = msg {
             if content.len() > 200 {
-                let note = format!(
-                    "[output elided by compaction: {} characters]",
-                    content.len()
+                let note = text::say(
+                    "middleware",
+                    "compaction_note",
+                    context! { chars => content.len() },
                 );
                 total = total - content.len() + note.len();
                 *content = note;
@@ -544,6 +394,7 @@ async fn script(rel: &str, input: &HookInput<'_>, sb: &dyn Sandbox) -> Decision 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builtin_mw::check_params;
 
     #[test]
     fn compaction_elides_old_outputs_only() {

@@ -1,64 +1,38 @@
-//! The agent loop (DESIGN §3): prompt → model → validate → middleware → tool → observation.
+//! The agent runtime (DESIGN §3): a harness bound to a model runs an agent in a sandbox.
+//! The loop itself is a [`Session`] (limits, model calls, trace, one way to stop); this
+//! module adds what a harness brings: its tools (validated against their schemas), its
+//! middleware (every decision applied in one place, [`Runtime::hook`], and traced), its tool
+//! protocol ([`Wire`]), finish hooks and sub-agents.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahe_model::{
-    ChatRequest, Message, ModelClient, ModelError, Role, ToolCall, ToolProtocol, ToolSpec, Usage,
+    ChatRequest, ChatResponse, Message, ModelClient, ModelError, Role, ToolCall, ToolProtocol,
+    ToolSpec,
 };
 use ahe_sandbox::Sandbox;
-use serde::{Deserialize, Serialize};
+use minijinja::context;
 use serde_json::Value;
 
+use crate::builtin_mw::{self, Compiled};
 use crate::format::{Harness, ToolDef};
-use crate::middleware::{compact, conversation_chars, Decision, HookInput, Stack};
+use crate::middleware::{compact, conversation_chars, Applied, HookInput, Stack};
 use crate::prompt::{self, PromptVars, ToolView};
+use crate::session::{CallError, End, Limits, RunOutcome, Session, Stop, ToolEvent};
+use crate::text;
 use crate::tools::{self, BuiltinTool, ToolImpl, ToolResult, SCRIPT_ROOT};
-use crate::trace::{Event, TraceWriter};
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum End {
-    /// The model finished and every on_finish hook accepted.
-    Finished,
-    /// Wall-time limit.
-    Timeout,
-    /// Turn limit.
-    TurnLimit,
-    /// Token budget.
-    TokenLimit,
-    /// The conversation no longer fits the model's context, even compacted.
-    ContextExceeded,
-    /// The model could not be reached or answered garbage after retries.
-    ModelError,
-    /// A permanent model error (bad key, unknown model).
-    Fatal,
-}
-
-/// The result of one agent run.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunOutcome {
-    /// How it ended.
-    pub end: End,
-    /// Model turns taken.
-    pub turns: u32,
-    /// Tokens (sub-agents included).
-    pub usage: Usage,
-    /// Cost in USD (sub-agents included).
-    pub cost_usd: f64,
-    /// The agent's last text.
-    pub final_message: Option<String>,
-    /// Error text for model errors.
-    pub error: Option<String>,
-}
+use crate::trace::Event;
+use crate::wire::Wire;
 
 /// A harness bound to a model: runs agents in sandboxes.
 pub struct Runtime {
     harness: Arc<Harness>,
     model: ModelClient,
     validators: HashMap<String, jsonschema::Validator>,
+    middleware: Arc<[Compiled]>,
 }
 
 /// One agent configuration inside a run (the main agent or a sub-agent).
@@ -73,22 +47,13 @@ struct Profile<'a> {
 /// Per-run context shared by nested agents.
 struct Cx<'a> {
     sb: &'a dyn Sandbox,
-    trace: &'a TraceWriter,
+    trace: &'a crate::TraceWriter,
     token_budget: u64,
 }
 
-/// Mutable state of one loop.
-struct State {
-    messages: Vec<Message>,
-    usage: Usage,
-    cost: f64,
-    turns: u32,
-    mw: Stack,
-    final_text: Option<String>,
-}
-
 impl Runtime {
-    /// Binds a loaded harness to a model client (compiles the tool schemas once).
+    /// Binds a loaded harness to a model client (compiles the tool schemas and the
+    /// middleware params once).
     pub fn new(harness: Arc<Harness>, model: ModelClient) -> anyhow::Result<Self> {
         let mut validators = HashMap::new();
         for t in &harness.all_tools {
@@ -96,10 +61,12 @@ impl Runtime {
                 .map_err(|e| anyhow::anyhow!("tools/{}.toml: input_schema: {e}", t.name))?;
             validators.insert(t.name.clone(), v);
         }
+        let middleware = builtin_mw::compile(&harness.middleware).map_err(anyhow::Error::msg)?;
         Ok(Runtime {
             harness,
             model,
             validators,
+            middleware,
         })
     }
 
@@ -113,7 +80,7 @@ impl Runtime {
         &self,
         instruction: &str,
         sb: &dyn Sandbox,
-        trace: &TraceWriter,
+        trace: &crate::TraceWriter,
         timeout: Duration,
     ) -> RunOutcome {
         let limits = &self.harness.agent.limits;
@@ -191,8 +158,36 @@ impl Runtime {
         }
     }
 
-    async fn run_loop(&self, p: &Profile<'_>, instruction: &str, cx: &Cx<'_>) -> RunOutcome {
-        let protocol = self.harness.agent.tool_protocol;
+    /// One agent's conversation, from its first turn to its [`Stop`].
+    async fn run_loop(&self, p: &Profile<'_>, task: &str, cx: &Cx<'_>) -> RunOutcome {
+        let wire = Wire(self.harness.agent.tool_protocol);
+        let limits = Limits {
+            max_turns: p.max_turns,
+            deadline: p.deadline,
+            max_tokens: Some(cx.token_budget),
+        };
+        let names: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
+        let model = self.model.describe();
+        let mut s = Session::start(
+            p.name, cx.trace, &model, wire.0, names, limits, &p.system, task,
+        );
+        let mut mw = Stack::new(self.middleware.clone());
+        let stop = match self.turns(p, wire, &mut s, &mut mw, cx).await {
+            Err(stop) => stop,
+            Ok(never) => match never {},
+        };
+        s.end(stop)
+    }
+
+    /// The turns of one conversation; leaves only by `?` with the [`Stop`].
+    async fn turns(
+        &self,
+        p: &Profile<'_>,
+        wire: Wire,
+        s: &mut Session<'_>,
+        mw: &mut Stack,
+        cx: &Cx<'_>,
+    ) -> Result<Infallible, Stop> {
         let specs: Vec<ToolSpec> = p
             .tools
             .iter()
@@ -202,254 +197,152 @@ impl Runtime {
                 input_schema: t.input_schema.clone(),
             })
             .collect();
-        cx.trace.emit(&Event::RunStart {
-            agent: p.name,
-            model: &self.model.describe(),
-            protocol: if protocol == ToolProtocol::Native { "native" } else { "json_in_text" },
-            tools: p.tools.iter().map(|t| t.name.as_str()).collect(),
-            limits: serde_json::json!({"max_turns": p.max_turns, "timeout_sec": p.deadline.saturating_duration_since(Instant::now()).as_secs_f64(), "max_total_tokens": cx.token_budget}),
-        });
-        cx.trace.emit(&Event::Message {
-            agent: p.name,
-            role: "system",
-            content: &p.system,
-        });
-        cx.trace.emit(&Event::Message {
-            agent: p.name,
-            role: "user",
-            content: instruction,
-        });
-        let mut st = State {
-            messages: vec![
-                Message::system(p.system.clone()),
-                Message::user(instruction),
-            ],
-            usage: Usage::default(),
-            cost: 0.0,
-            turns: 0,
-            mw: Stack::new(self.harness.middleware.clone()),
-            final_text: None,
-        };
-        let end = loop {
-            if st.turns >= p.max_turns {
-                break (End::TurnLimit, None);
+        loop {
+            s.next_turn()?;
+            let before = self
+                .hook(s, mw, HookInput::BeforeModel(&s.messages), cx)
+                .await;
+            if let Some(m) = before.messages {
+                s.messages = m;
             }
-            if Instant::now() >= p.deadline {
-                break (End::Timeout, None);
+            let mut resp = self.call_model(&specs, s).await?;
+            let after = self.hook(s, mw, HookInput::AfterModel(&resp), cx).await;
+            if let Some(text) = after.output {
+                resp.content = Some(text);
             }
-            if st.usage.total() >= cx.token_budget {
-                break (End::TokenLimit, None);
+            let (calls, format_error) = wire.parse(&resp);
+            s.messages.push(wire.assistant(&resp));
+            if let Some(m) = after.messages {
+                s.messages = m;
             }
-            st.turns += 1;
-            let turn = st.turns;
-            for (name, d) in st.mw.run(HookInput::BeforeModel(&st.messages), cx.sb).await {
-                trace_decision(cx, p, turn, "before_model", &name, &d);
-                if let Decision::ModifyMessages { messages } = d {
-                    st.messages = messages;
+            if let Some((_, message)) = after.block {
+                if wire.0 == ToolProtocol::Native {
+                    let mut obs = wire.observations();
+                    let not_run = text::say("middleware", "not_run", context! {});
+                    calls.iter().for_each(|c| obs.push(c, &not_run));
+                    obs.send(&mut s.messages);
                 }
-            }
-            let resp = match self.call_model(p, &specs, &mut st, cx).await {
-                Ok(r) => r,
-                Err(end) => break end,
-            };
-            let blocked = st.mw.run(HookInput::AfterModel(&resp), cx.sb).await;
-            let (calls, format_error) = parse_calls(&resp, protocol);
-            st.messages.push(match protocol {
-                ToolProtocol::Native => resp.to_message(),
-                ToolProtocol::JsonInText => Message::Assistant {
-                    content: resp.content.clone(),
-                    tool_calls: vec![],
-                    opaque: resp.opaque.clone(),
-                },
-            });
-            if let Some((name, Decision::Block { message })) = blocked.last() {
-                trace_decision(cx, p, turn, "after_model", name, &blocked.last().unwrap().1);
-                for c in &calls {
-                    if protocol == ToolProtocol::Native {
-                        st.messages
-                            .push(tool_msg(c, "not run: the answer was blocked"));
-                    }
-                }
-                st.messages.push(Message::user(message.clone()));
+                s.messages.push(Message::user(message));
                 continue;
             }
             if let Some(err) = format_error {
-                cx.trace.emit(&Event::Error {
-                    agent: p.name,
-                    turn,
-                    kind: "format",
-                    message: &err,
-                });
+                s.error("format", &err);
                 let names: Vec<String> = p.tools.iter().map(|t| t.name.clone()).collect();
-                st.messages
+                s.messages
                     .push(Message::user(prompt::json_format_error(&err, &names)));
                 continue;
             }
-            if resp
-                .content
-                .as_deref()
-                .is_some_and(|c| !c.trim().is_empty())
-            {
-                st.final_text = resp.content.clone();
-            }
+            s.keep_text(&resp);
             if calls.is_empty() {
-                match self
-                    .try_finish(p, &mut st, cx, resp.content.as_deref().unwrap_or(""))
-                    .await
-                {
-                    None => break (End::Finished, None),
-                    Some(msg) => {
-                        st.messages.push(Message::user(msg));
-                        continue;
-                    }
-                }
+                let summary = resp.content.clone().unwrap_or_default();
+                let msg = self.finish(s, mw, cx, &summary).await?;
+                s.messages.push(Message::user(msg));
+                continue;
             }
-            let mut json_obs = Vec::new();
+            let mut obs = wire.observations();
             for call in &calls {
-                let is_finish = p.tools.iter().any(|t| {
-                    t.name == call.name
-                        && t.implementation == ToolImpl::Builtin(BuiltinTool::Finish)
-                });
-                let obs = if is_finish {
-                    let summary = call
-                        .arguments
-                        .get("summary")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    match self.try_finish(p, &mut st, cx, summary).await {
-                        None => {
+                let o = if self.is_finish(p, call) {
+                    let summary = call.arguments.get("summary").and_then(Value::as_str);
+                    let summary = summary.unwrap_or("");
+                    match self.finish(s, mw, cx, summary).await {
+                        Ok(rejected) => rejected,
+                        Err(stop) => {
                             if !summary.is_empty() {
-                                st.final_text = Some(summary.to_string());
+                                s.final_text = Some(summary.to_string());
                             }
-                            return self.outcome(p, cx, st, End::Finished, None);
+                            return Err(stop);
                         }
-                        Some(msg) => msg,
                     }
                 } else {
-                    self.call_tool(call, p, &mut st, cx).await.observation()
+                    self.call_tool(call, p, s, mw, cx).await.observation()
                 };
-                match protocol {
-                    ToolProtocol::Native => st.messages.push(tool_msg(call, &obs)),
-                    ToolProtocol::JsonInText => {
-                        json_obs.push(prompt::json_observation(&call.name, &obs))
-                    }
-                }
+                obs.push(call, &o);
             }
-            if !json_obs.is_empty() {
-                st.messages.push(Message::user(json_obs.join("\n\n")));
-            }
-        };
-        self.outcome(p, cx, st, end.0, end.1)
+            obs.send(&mut s.messages);
+        }
     }
 
-    fn outcome(
+    fn is_finish(&self, p: &Profile<'_>, call: &ToolCall) -> bool {
+        p.tools.iter().any(|t| {
+            t.name == call.name && t.implementation == ToolImpl::Builtin(BuiltinTool::Finish)
+        })
+    }
+
+    /// Runs one hook through the middleware stack and traces every decision; the caller
+    /// applies the combined effect.
+    async fn hook(
         &self,
-        p: &Profile<'_>,
+        s: &Session<'_>,
+        mw: &mut Stack,
+        input: HookInput<'_>,
         cx: &Cx<'_>,
-        st: State,
-        end: End,
-        error: Option<String>,
-    ) -> RunOutcome {
-        let end_name = serde_json::to_value(end)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        cx.trace.emit(&Event::RunEnd {
-            agent: p.name,
-            end: &end_name,
-            turns: st.turns,
-            usage: st.usage,
-            cost_usd: st.cost,
-            final_message: st.final_text.as_deref(),
-        });
-        RunOutcome {
-            end,
-            turns: st.turns,
-            usage: st.usage,
-            cost_usd: st.cost,
-            final_message: st.final_text,
-            error,
+    ) -> Applied {
+        let hook = input.name();
+        let decisions = mw.run(input, cx.sb).await;
+        for (name, d) in &decisions {
+            let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
+            if let Some(m) = v.get_mut("messages") {
+                *m = Value::String("[rewritten conversation]".into());
+            }
+            cx.trace.emit(&Event::Middleware {
+                agent: s.agent(),
+                turn: s.turns,
+                hook,
+                name,
+                decision: v,
+            });
+        }
+        Applied::of(&decisions)
+    }
+
+    /// Runs the on_finish hooks: `Err(Finished)` when they accept, else the rejection
+    /// message for the model.
+    async fn finish(
+        &self,
+        s: &Session<'_>,
+        mw: &mut Stack,
+        cx: &Cx<'_>,
+        summary: &str,
+    ) -> Result<String, Stop> {
+        match self
+            .hook(s, mw, HookInput::OnFinish(summary), cx)
+            .await
+            .reject
+        {
+            Some(msg) => Ok(msg),
+            None => Err(Stop::at(End::Finished)),
         }
     }
 
     /// One model call within the deadline; on a context overflow compacts once and retries.
     async fn call_model(
         &self,
-        p: &Profile<'_>,
         specs: &[ToolSpec],
-        st: &mut State,
-        cx: &Cx<'_>,
-    ) -> Result<ahe_model::ChatResponse, (End, Option<String>)> {
+        s: &mut Session<'_>,
+    ) -> Result<ChatResponse, Stop> {
         let mut compacted = false;
         loop {
             let req = ChatRequest {
                 role: Role::CodeAgent,
-                messages: st.messages.clone(),
+                messages: s.messages.clone(),
                 tools: specs.to_vec(),
                 protocol: self.harness.agent.tool_protocol,
                 temperature: None,
                 max_tokens: None,
                 tool_choice: Default::default(),
             };
-            let remaining = p.deadline.saturating_duration_since(Instant::now());
-            let t0 = Instant::now();
-            let res = tokio::time::timeout(remaining, self.model.chat(&req)).await;
-            let err = match res {
-                Err(_) => return Err((End::Timeout, None)),
-                Ok(Ok(r)) => {
-                    st.usage.add(&r.usage);
-                    st.cost += r.cost_usd;
-                    cx.trace.emit(&Event::Assistant {
-                        agent: p.name,
-                        turn: st.turns,
-                        content: r.content.as_deref(),
-                        tool_calls: &r.tool_calls,
-                        usage: r.usage,
-                        cost_usd: r.cost_usd,
-                        duration_ms: t0.elapsed().as_millis() as u64,
-                    });
-                    return Ok(r);
-                }
-                Ok(Err(e)) => e,
-            };
-            let msg = err.to_string();
-            cx.trace.emit(&Event::Error {
-                agent: p.name,
-                turn: st.turns,
-                kind: err.class(),
-                message: &msg,
-            });
-            match err {
-                ModelError::ContextLength(_) if !compacted => {
+            match s.call(&self.model, &req).await {
+                Err(CallError::Model(ModelError::ContextLength(_))) if !compacted => {
                     compacted = true;
-                    let half = conversation_chars(&st.messages) / 2;
-                    match compact(&st.messages, half, 4) {
-                        Some(m) => st.messages = m,
-                        None => return Err((End::ContextExceeded, Some(msg))),
+                    let half = conversation_chars(&s.messages) / 2;
+                    match compact(&s.messages, half, 4) {
+                        Some(m) => s.messages = m,
+                        None => return Err(Stop::at(End::ContextExceeded)),
                     }
                 }
-                ModelError::ContextLength(_) => return Err((End::ContextExceeded, Some(msg))),
-                ModelError::Permanent(_) => return Err((End::Fatal, Some(msg))),
-                _ => return Err((End::ModelError, Some(msg))),
+                r => return r.map_err(Stop::from),
             }
         }
-    }
-
-    /// Runs the on_finish hooks: None = accepted, Some(message) = rejected.
-    async fn try_finish(
-        &self,
-        p: &Profile<'_>,
-        st: &mut State,
-        cx: &Cx<'_>,
-        summary: &str,
-    ) -> Option<String> {
-        for (name, d) in st.mw.run(HookInput::OnFinish(summary), cx.sb).await {
-            trace_decision(cx, p, st.turns, "on_finish", &name, &d);
-            if let Decision::RejectFinish { message } = d {
-                return Some(message);
-            }
-        }
-        None
     }
 
     /// Validates, runs middleware around, and executes one tool call.
@@ -457,7 +350,8 @@ impl Runtime {
         &self,
         call: &ToolCall,
         p: &Profile<'_>,
-        st: &mut State,
+        s: &mut Session<'_>,
+        mw: &mut Stack,
         cx: &Cx<'_>,
     ) -> ToolResult {
         let t0 = Instant::now();
@@ -466,16 +360,14 @@ impl Runtime {
             let Some(def) = p.tools.iter().find(|t| t.name == call.name) else {
                 let names: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
                 break 'r ToolResult::fail(
-                    format!("unknown tool {:?}", call.name),
-                    Some(&format!("available tools: {}", names.join(", "))),
+                    text::say("tools", "unknown_tool", context! { name => &call.name }),
+                    Some(&text::say("tools", "available_tools", context! { names })),
                 );
             };
             if let Value::String(raw) = &args {
-                break 'r tools::invalid_args(
-                    &def.name,
-                    &[format!("the arguments are not a JSON object: {raw:.200}")],
-                    &def.input_schema,
-                );
+                let raw: String = raw.chars().take(200).collect();
+                let e = text::say("tools", "not_an_object", context! { raw });
+                break 'r tools::invalid_args(&def.name, &[e], &def.input_schema);
             }
             if let Some(v) = self.validators.get(&def.name) {
                 let errs: Vec<String> = v
@@ -486,50 +378,39 @@ impl Runtime {
                     break 'r tools::invalid_args(&def.name, &errs, &def.input_schema);
                 }
             }
-            for (name, d) in st
-                .mw
-                .run(HookInput::BeforeTool(&def.name, &args), cx.sb)
-                .await
-            {
-                trace_decision(cx, p, st.turns, "before_tool", &name, &d);
-                match d {
-                    Decision::ModifyArgs { args: a } => args = a,
-                    Decision::Block { message } => {
-                        break 'r ToolResult {
-                            ok: false,
-                            output: message,
-                            error: Some(format!("blocked by middleware {name}")),
-                            ..Default::default()
-                        }
-                    }
-                    _ => {}
-                }
+            let before = self
+                .hook(s, mw, HookInput::BeforeTool(&def.name, &args), cx)
+                .await;
+            if let Some(a) = before.args {
+                args = a;
             }
-            let budget = p.deadline.saturating_duration_since(Instant::now());
+            if let Some((name, message)) = before.block {
+                break 'r ToolResult {
+                    ok: false,
+                    output: message,
+                    error: Some(text::say("middleware", "blocked", context! { name })),
+                    ..Default::default()
+                };
+            }
+            let budget = s.remaining();
             let mut r = match &def.implementation {
-                ToolImpl::Builtin(BuiltinTool::Delegate) => self.delegate(&args, p, st, cx).await,
+                ToolImpl::Builtin(BuiltinTool::Delegate) => self.delegate(&args, p, s, cx).await,
                 ToolImpl::Builtin(b) => {
                     tools::run_builtin(*b, def, &args, cx.sb, &self.harness, budget).await
                 }
                 ToolImpl::Script(rel) => tools::run_script(def, rel, &args, cx.sb, budget).await,
             };
-            for (name, d) in st
-                .mw
-                .run(HookInput::AfterTool(&def.name, &args, &r), cx.sb)
-                .await
-            {
-                trace_decision(cx, p, st.turns, "after_tool", &name, &d);
-                if let Decision::ModifyOutput { output } = d {
-                    r.truncated = Some(true);
-                    r.output = output;
-                }
+            let after = self
+                .hook(s, mw, HookInput::AfterTool(&def.name, &args, &r), cx)
+                .await;
+            if let Some(output) = after.output {
+                r.truncated = Some(true);
+                r.output = output;
             }
             r
         };
         let obs = result.observation();
-        cx.trace.emit(&Event::ToolCall {
-            agent: p.name,
-            turn: st.turns,
+        s.tool_event(ToolEvent {
             id: &call.id,
             name: &call.name,
             args: &args,
@@ -538,7 +419,7 @@ impl Runtime {
             exit_code: result.exit_code,
             truncated: result.truncated.unwrap_or(false),
             error: result.error.as_deref(),
-            duration_ms: t0.elapsed().as_millis() as u64,
+            duration: t0.elapsed(),
         });
         result
     }
@@ -548,7 +429,7 @@ impl Runtime {
         &self,
         args: &Value,
         p: &Profile<'_>,
-        st: &mut State,
+        s: &mut Session<'_>,
         cx: &Cx<'_>,
     ) -> ToolResult {
         let name = args.get("agent").and_then(Value::as_str).unwrap_or("");
@@ -561,12 +442,17 @@ impl Runtime {
                 .map(|s| s.name.as_str())
                 .collect();
             return ToolResult::fail(
-                format!("no sub-agent named {name:?}"),
-                Some(&format!("available: {}", names.join(", "))),
+                text::say("tools", "no_subagent", context! { name }),
+                Some(&text::say(
+                    "tools",
+                    "available_subagents",
+                    context! { names },
+                )),
             );
         };
         if p.name != "main" {
-            return ToolResult::fail("sub-agents cannot delegate further", None);
+            let msg = text::say("tools", "no_nested_delegation", context! {});
+            return ToolResult::fail(msg, None);
         }
         let tools: Vec<&ToolDef> = sub
             .tools
@@ -586,117 +472,22 @@ impl Runtime {
             deadline,
         };
         let out = Box::pin(self.run_loop(&sp, task, cx)).await;
-        st.usage.add(&out.usage);
-        st.cost += out.cost_usd;
+        s.usage.add(&out.usage);
+        s.cost += out.cost_usd;
         let text = out.final_message.unwrap_or_default();
         ToolResult {
             ok: out.end == End::Finished,
             output: text,
-            error: (out.end != End::Finished)
-                .then(|| format!("sub-agent {name} ended: {:?}", out.end)),
-            summary: Some(format!("{} turns", out.turns)),
+            error: (out.end != End::Finished).then(|| {
+                let end = out.end.name();
+                text::say("tools", "subagent_ended", context! { name, end })
+            }),
+            summary: Some(text::say(
+                "tools",
+                "subagent_turns",
+                context! { turns => out.turns },
+            )),
             ..Default::default()
         }
-    }
-}
-
-fn tool_msg(call: &ToolCall, content: &str) -> Message {
-    Message::Tool {
-        tool_call_id: call.id.clone(),
-        name: call.name.clone(),
-        content: content.to_string(),
-    }
-}
-
-fn trace_decision(cx: &Cx<'_>, p: &Profile<'_>, turn: u32, hook: &str, name: &str, d: &Decision) {
-    let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
-    if let Some(m) = v.get_mut("messages") {
-        *m = Value::String("[rewritten conversation]".into());
-    }
-    cx.trace.emit(&Event::Middleware {
-        agent: p.name,
-        turn,
-        hook,
-        name,
-        decision: v,
-    });
-}
-
-#[derive(Deserialize)]
-struct JsonAction {
-    tool: String,
-    #[serde(default, alias = "arguments")]
-    args: Option<Value>,
-}
-
-/// Tool calls of an answer; for the JSON-in-text protocol also a format error when the text
-/// tries to act (mentions `"tool"`) but holds no readable action.
-pub fn parse_calls(
-    resp: &ahe_model::ChatResponse,
-    protocol: ToolProtocol,
-) -> (Vec<ToolCall>, Option<String>) {
-    if protocol == ToolProtocol::Native {
-        return (resp.tool_calls.clone(), None);
-    }
-    let text = resp.content.as_deref().unwrap_or("");
-    for (i, _) in text.match_indices('{') {
-        let mut it = serde_json::Deserializer::from_str(&text[i..]).into_iter::<Value>();
-        if let Some(Ok(v)) = it.next() {
-            if let Ok(a) = serde_json::from_value::<JsonAction>(v) {
-                let args = a.args.unwrap_or(Value::Object(Default::default()));
-                return (
-                    vec![ToolCall {
-                        id: "json_0".into(),
-                        name: a.tool,
-                        arguments: args,
-                    }],
-                    None,
-                );
-            }
-        }
-    }
-    if text.contains("\"tool\"") {
-        return (
-            vec![],
-            Some("no complete JSON object with a \"tool\" field was found".into()),
-        );
-    }
-    (vec![], None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn resp(text: &str) -> ahe_model::ChatResponse {
-        ahe_model::ChatResponse {
-            content: Some(text.into()),
-            tool_calls: vec![],
-            usage: Usage::default(),
-            finish_reason: None,
-            cost_usd: 0.0,
-            opaque: vec![],
-        }
-    }
-
-    #[test]
-    fn json_in_text_parsing() {
-        let (c, e) = parse_calls(
-            &resp("I will list.\n{\"tool\": \"sh\", \"args\": {\"command\": \"ls\"}}"),
-            ToolProtocol::JsonInText,
-        );
-        assert!(e.is_none());
-        assert_eq!(c[0].name, "sh");
-        assert_eq!(c[0].arguments["command"], "ls");
-        let (c, e) = parse_calls(
-            &resp("All done, the file {x} exists."),
-            ToolProtocol::JsonInText,
-        );
-        assert!(c.is_empty() && e.is_none());
-        let (c, e) = parse_calls(
-            &resp("{\"tool\": \"sh\", \"args\": {\"command\""),
-            ToolProtocol::JsonInText,
-        );
-        assert!(c.is_empty() && e.is_some());
     }
 }

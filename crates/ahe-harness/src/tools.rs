@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::format::{Harness, ToolDef};
+use crate::text;
+use minijinja::context;
 
 /// Builtin tool kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,16 +114,20 @@ impl ToolResult {
             s.push_str(&line);
         };
         if let Some(c) = self.exit_code {
-            add(format!("[exit code: {c}]"));
+            add(text::say(
+                "observation",
+                "exit_code",
+                context! { code => c },
+            ));
         }
         if let Some(e) = &self.error {
-            add(format!("[error] {e}"));
+            add(text::say("observation", "error", context! { error => e }));
         }
         if let Some(h) = &self.recovery_hint {
-            add(format!("[hint] {h}"));
+            add(text::say("observation", "hint", context! { hint => h }));
         }
         if s.is_empty() {
-            s.push_str("[no output]");
+            s.push_str(&text::say("observation", "empty", context! {}));
         }
         s
     }
@@ -139,7 +145,10 @@ pub fn truncate_middle(s: &str, max: usize) -> (String, bool) {
     let t: String = s.chars().skip(n - tail).collect();
     let cut = n - head - tail;
     (
-        format!("{h}\n[... {cut} of {n} characters cut from the middle; narrow the output (grep, head, tail, wc) to see it ...]\n{t}"),
+        format!(
+            "{h}\n{}\n{t}",
+            text::say("observation", "truncated", context! { cut, total => n })
+        ),
         true,
     )
 }
@@ -223,7 +232,14 @@ pub async fn run_builtin(
     budget: Duration,
 ) -> ToolResult {
     let sandbox_err = |e: ahe_sandbox::SandboxError| {
-        ToolResult::fail(format!("sandbox error: {e}"), Some("retry the call"))
+        ToolResult::fail(
+            text::say(
+                "tools",
+                "sandbox_error",
+                context! { error => e.to_string() },
+            ),
+            Some(&text::say("tools", "retry", context! {})),
+        )
     };
     match kind {
         BuiltinTool::Shell => {
@@ -251,8 +267,9 @@ pub async fn run_builtin(
                         ..Default::default()
                     };
                     if o.timed_out {
-                        r.error = Some(format!("command timed out after {:.0} s and was killed, with every process it started", timeout.as_secs_f64()));
-                        r.recovery_hint = Some("run long jobs in the background with output to a log file and poll it, or pass a larger timeout_sec".into());
+                        let secs = format!("{:.0}", timeout.as_secs_f64());
+                        r.error = Some(text::say("tools", "timed_out", context! { secs }));
+                        r.recovery_hint = Some(text::say("tools", "timed_out_hint", context! {}));
                     }
                     r
                 }
@@ -278,8 +295,12 @@ pub async fn run_builtin(
             {
                 Err(e) => sandbox_err(e),
                 Ok(o) if o.exit_code != Some(0) => ToolResult::fail(
-                    format!("cannot read {path}: {}", o.stderr.trim()),
-                    Some("check the path with ls"),
+                    text::say(
+                        "tools",
+                        "cannot_read",
+                        context! { path, error => o.stderr.trim() },
+                    ),
+                    Some(&text::say("tools", "check_path", context! {})),
                 ),
                 Ok(o) => {
                     let (output, cut) = truncate_middle(&o.stdout, p.max_output_chars);
@@ -287,8 +308,7 @@ pub async fn run_builtin(
                         ok: true,
                         output,
                         truncated: cut.then_some(true),
-                        recovery_hint: cut
-                            .then(|| "read a line range with start_line/end_line".into()),
+                        recovery_hint: cut.then(|| text::say("tools", "read_range", context! {})),
                         ..Default::default()
                     }
                 }
@@ -307,8 +327,8 @@ pub async fn run_builtin(
                 None => {
                     let names: Vec<&str> = harness.skills.iter().map(|s| s.name.as_str()).collect();
                     ToolResult::fail(
-                        format!("no skill named {name:?}"),
-                        Some(&format!("available skills: {}", names.join(", "))),
+                        text::say("tools", "no_skill", context! { name }),
+                        Some(&text::say("tools", "available_skills", context! { names })),
                     )
                 }
             }
@@ -327,11 +347,27 @@ async fn write_file(sb: &dyn Sandbox, path: &str, content: &str, budget: Duratio
         Some(content.as_bytes().to_vec()),
     );
     match sb.exec(&cmd, opts).await {
-        Err(e) => ToolResult::fail(format!("sandbox error: {e}"), None),
-        Ok(o) if o.exit_code == Some(0) => {
-            ToolResult::ok(format!("wrote {} bytes to {path}", content.len()))
-        }
-        Ok(o) => ToolResult::fail(format!("cannot write {path}: {}", o.stderr.trim()), None),
+        Err(e) => ToolResult::fail(
+            text::say(
+                "tools",
+                "sandbox_error",
+                context! { error => e.to_string() },
+            ),
+            None,
+        ),
+        Ok(o) if o.exit_code == Some(0) => ToolResult::ok(text::say(
+            "tools",
+            "wrote",
+            context! { bytes => content.len(), path },
+        )),
+        Ok(o) => ToolResult::fail(
+            text::say(
+                "tools",
+                "cannot_write",
+                context! { path, error => o.stderr.trim() },
+            ),
+            None,
+        ),
     }
 }
 
@@ -351,10 +387,20 @@ async fn edit_file(sb: &dyn Sandbox, args: &Value, budget: Duration) -> ToolResu
     }
     let opts = exec_opts(budget.min(Duration::from_secs(60)), None);
     let text = match sb.exec(&format!("cat -- {}", sh_quote(path)), opts).await {
-        Err(e) => return ToolResult::fail(format!("sandbox error: {e}"), None),
+        Err(e) => {
+            let error = e.to_string();
+            return ToolResult::fail(
+                text::say("tools", "sandbox_error", context! { error }),
+                None,
+            );
+        }
         Ok(o) if o.exit_code != Some(0) => {
             return ToolResult::fail(
-                format!("cannot read {path}: {}", o.stderr.trim()),
+                text::say(
+                    "tools",
+                    "cannot_read",
+                    context! { path, error => o.stderr.trim() },
+                ),
                 Some("check the path with ls"),
             )
         }
@@ -363,20 +409,20 @@ async fn edit_file(sb: &dyn Sandbox, args: &Value, budget: Duration) -> ToolResu
     let n = text.matches(old).count();
     if n == 0 {
         return ToolResult::fail(
-            format!("old_text was not found in {path}"),
-            Some("read the file and copy the exact text, including whitespace and indentation"),
+            text::say("tools", "old_not_found", context! { path }),
+            Some(&text::say("tools", "old_not_found_hint", context! {})),
         );
     }
     if n > 1 && !all {
         return ToolResult::fail(
-            format!("old_text occurs {n} times in {path}"),
-            Some("include more surrounding lines so it is unique, or set replace_all = true"),
+            text::say("tools", "old_ambiguous", context! { n, path }),
+            Some(&text::say("tools", "old_ambiguous_hint", context! {})),
         );
     }
     let updated = text.replace(old, new);
     let mut r = write_file(sb, path, &updated, budget).await;
     if r.ok {
-        r.output = format!("replaced {n} occurrence(s) in {path}");
+        r.output = text::say("tools", "replaced", context! { n, path });
     }
     r
 }
@@ -396,23 +442,31 @@ pub async fn run_script(
         .exec(&script_command(rel), exec_opts(timeout, Some(stdin)))
         .await
     {
-        Err(e) => ToolResult::fail(format!("sandbox error: {e}"), None),
-        Ok(o) if o.timed_out => ToolResult::fail(
-            format!(
-                "script tool {} timed out after {:.0} s",
-                def.name,
-                timeout.as_secs_f64()
+        Err(e) => ToolResult::fail(
+            text::say(
+                "tools",
+                "sandbox_error",
+                context! { error => e.to_string() },
             ),
             None,
         ),
+        Ok(o) if o.timed_out => {
+            let secs = format!("{:.0}", timeout.as_secs_f64());
+            let ctx = context! { name => &def.name, secs };
+            ToolResult::fail(text::say("tools", "script_timed_out", ctx), None)
+        }
         Ok(o) => parse_script_json::<ToolResult>(&o.stdout).unwrap_or_else(|| {
             let (tail, _) = truncate_middle(&format!("{}{}", o.stdout, o.stderr), 2000);
             ToolResult {
                 ok: false,
                 output: tail,
-                error: Some(format!(
-                    "script tool {} printed no ToolResult JSON (exit code {:?})",
-                    def.name, o.exit_code
+                error: Some(text::say(
+                    "tools",
+                    "script_no_json",
+                    context! {
+                        name => &def.name,
+                        code => o.exit_code.map_or("none".to_string(), |c| c.to_string()),
+                    },
                 )),
                 exit_code: o.exit_code,
                 ..Default::default()
@@ -436,13 +490,15 @@ pub fn parse_script_json<T: for<'de> Deserialize<'de>>(stdout: &str) -> Option<T
 pub fn invalid_args(name: &str, errors: &[String], schema: &Value) -> ToolResult {
     ToolResult {
         ok: false,
-        error: Some(format!(
-            "invalid arguments for {name}: {}",
-            errors.join("; ")
+        error: Some(text::say(
+            "tools",
+            "invalid_args",
+            context! { name, errors },
         )),
-        recovery_hint: Some(format!(
-            "call {name} again with arguments matching its schema: {}",
-            json!(schema)
+        recovery_hint: Some(text::say(
+            "tools",
+            "invalid_args_hint",
+            context! { name, schema => json!(schema).to_string() },
         )),
         ..Default::default()
     }

@@ -413,6 +413,20 @@ async fn skills_subagents_and_file_tools() {
         !sys0.contains("SKILL-BODY-42"),
         "skill bodies load on demand only"
     );
+    // The seed prompt renders no `skills`/`subagents`: the tool descriptions carry the
+    // indexes (natively, and in the prompt's own list of tools).
+    let described = |name: &str| -> String {
+        r.server.bodies()[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == name)
+            .map(|t| t["function"]["description"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    assert!(described("load_skill").contains("- demo: How to greet."));
+    assert!(described("delegate").contains("- helper: writes files"));
+    assert!(!described("run_shell").contains("demo"));
     assert!(fed_back(&r.server, 1).contains("SKILL-BODY-42"));
     let sub_sys = r.server.bodies()[2]["messages"][0]["content"]
         .as_str()

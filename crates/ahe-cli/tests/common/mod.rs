@@ -159,3 +159,48 @@ pub fn mix(i: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// Runs `ahe` in the workspace root.
+pub fn run(args: &[&str]) -> Output {
+    ahe(args, &[])
+}
+
+/// stdout as one JSON document, or a panic showing the whole output.
+pub fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", text(o)))
+}
+
+/// Copies a directory tree.
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// Whether the docker tests can run here: an engine answers and `ahe-base:bookworm` is
+/// built. Under `CI=true` a missing one fails the test instead of skipping it.
+pub fn docker_ready() -> bool {
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    if !ahe_sandbox::docker::DockerBackend::available() {
+        assert!(!ci, "no Docker engine answers (required when CI=true)");
+        eprintln!("note: no Docker engine; skipping this docker test");
+        return false;
+    }
+    let base = Command::new("docker")
+        .args(["image", "inspect", "ahe-base:bookworm"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !base {
+        assert!(!ci, "ahe-base:bookworm is missing (required when CI=true)");
+        eprintln!("note: ahe-base:bookworm is missing; skipping this docker test");
+    }
+    base
+}

@@ -304,10 +304,7 @@ fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView {
         }
     }
     if it.scores.is_some() {
-        links.push((
-            "scores.json".into(),
-            href(&format!("iterations/{t:03}/scores.json")),
-        ));
+        links.push(("scores.json".into(), href(&it.scores_rel())));
     }
     let mut by_task: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for tr in &it.trials {

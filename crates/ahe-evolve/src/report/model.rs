@@ -15,8 +15,7 @@ use crate::attribute::{ChangeEvaluation, ChangeVerdict, Verdict};
 use crate::clean::{self, CleanTrace};
 use crate::journal::{Entry, Journal, Phase};
 use crate::manifest::Manifest;
-use crate::r#loop::{iter_dir, Best};
-use crate::read_json;
+use crate::run_dir::{Best, IterationDir, IterationRecord, RunDir};
 
 /// Phases of an evolve iteration, in order.
 pub const EVOLVE_PHASES: [Phase; 6] = [
@@ -36,14 +35,7 @@ pub const ROLES: [&str; 3] = ["code_agent", "debugger", "evolve"];
 
 /// snake_case name of a phase.
 pub fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Rollout => "rollout",
-        Phase::Clean => "clean",
-        Phase::Attribute => "attribute",
-        Phase::Debug => "debug",
-        Phase::Evolve => "evolve",
-        Phase::Commit => "commit",
-    }
+    p.name()
 }
 
 /// SCREAMING_SNAKE_CASE name of a verdict (as in `change_evaluation.json`).
@@ -187,6 +179,9 @@ pub struct IterationReport {
     pub journal_trials: BTreeMap<String, BTreeMap<u32, String>>,
     /// `scores.json`.
     pub scores: Option<Scores>,
+    /// The loop's record in `scores.json` (visible/held-out pass@1, roles...).
+    #[serde(skip)]
+    pub record: IterationRecord,
     /// `change_evaluation.json`: the previous iteration's changes judged on these scores.
     pub evaluation: Option<ChangeEvaluation>,
     /// `evolve/manifest.json`: the changes this iteration made.
@@ -216,21 +211,18 @@ impl IterationReport {
     /// Visible pass@1 and its interval (the headline; all tasks when nothing is held out).
     pub fn visible(&self) -> Option<(f64, [f64; 2])> {
         let s = self.scores.as_ref()?;
-        let p = s.meta.get("visible_pass_at_1").and_then(|v| v.as_f64());
-        let ci = s.meta.get("visible_pass_at_1_ci").and_then(ci_of);
-        Some((p.unwrap_or(s.pass_at_1), ci.unwrap_or(s.pass_at_1_ci)))
+        let r = &self.record;
+        Some((
+            r.visible_pass_at_1.unwrap_or(s.pass_at_1),
+            r.visible_pass_at_1_ci.unwrap_or(s.pass_at_1_ci),
+        ))
     }
 
     /// Held-out pass@1 and its interval, when the run holds tasks out.
     pub fn holdout(&self) -> Option<(f64, [f64; 2])> {
-        let s = self.scores.as_ref()?;
-        let p = s.meta.get("holdout_pass_at_1").and_then(|v| v.as_f64())?;
-        let ci = s
-            .meta
-            .get("holdout_pass_at_1_ci")
-            .and_then(ci_of)
-            .unwrap_or([p, p]);
-        Some((p, ci))
+        self.scores.as_ref()?;
+        let p = self.record.holdout_pass_at_1?;
+        Some((p, self.record.holdout_pass_at_1_ci.unwrap_or([p, p])))
     }
 
     /// A warning line when trials were flagged suspect (they touched the verifier's ground).
@@ -304,7 +296,14 @@ impl IterationReport {
 
     /// Directory of a trial, relative to the run dir.
     pub fn trial_rel(&self, task: &str, attempt: u32) -> String {
-        format!("iterations/{:03}/trials/{task}/{attempt}", self.iteration)
+        let it = IterationDir::at(Path::new(&format!("{:03}", self.iteration)));
+        it.rel(it.trial(task, attempt).path())
+    }
+
+    /// `scores.json`, relative to the run dir.
+    pub fn scores_rel(&self) -> String {
+        let it = IterationDir::at(Path::new(&format!("{:03}", self.iteration)));
+        it.rel(&it.eval().scores_path())
     }
 }
 
@@ -315,11 +314,6 @@ pub fn status_name(s: TaskStatus) -> &'static str {
         TaskStatus::Fail => "fail",
         TaskStatus::Infra => "infra",
     }
-}
-
-fn ci_of(v: &serde_json::Value) -> Option<[f64; 2]> {
-    let a = v.as_array()?;
-    Some([a.first()?.as_f64()?, a.get(1)?.as_f64()?])
 }
 
 /// A whole run, read from its directory.
@@ -369,18 +363,16 @@ impl RunReport {
     /// Loads a run directory (iterations in parallel). Fails only when `dir` is not a run
     /// (neither `journal.jsonl` nor `run.toml` nor `iterations/`).
     pub fn load(dir: &Path) -> anyhow::Result<RunReport> {
-        let journal_path = dir.join("journal.jsonl");
-        if !journal_path.exists()
-            && !dir.join("run.toml").exists()
-            && !dir.join("iterations").is_dir()
-        {
+        let rd = RunDir::new(dir);
+        let journal_path = rd.journal_path();
+        if !rd.looks_like_run() {
             anyhow::bail!(
                 "{}: not a run directory (no journal.jsonl, run.toml or iterations/)",
                 dir.display()
             );
         }
         let entries = Journal::read(&journal_path);
-        let info = read_info(&dir.join("run.toml"));
+        let info = read_info(&rd.config_path());
         let ended = entries.iter().rev().find_map(|e| match e {
             Entry::RunEnd { reason, .. } => Some(reason.clone()),
             _ => None,
@@ -395,17 +387,11 @@ impl RunReport {
                 max_iter = max_iter.max(*iter);
             }
         }
-        if let Ok(rd) = std::fs::read_dir(dir.join("iterations")) {
-            for e in rd.flatten() {
-                if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
-                    max_iter = max_iter.max(n);
-                }
-            }
-        }
+        max_iter = max_iter.max(rd.last_iteration_on_disk());
         let n = info.iterations;
         let mut iterations: Vec<IterationReport> = (1..=max_iter)
             .into_par_iter()
-            .map(|t| load_iteration(dir, t, n, &entries, ended.is_some()))
+            .map(|t| load_iteration(&rd.iteration(t), n, &entries, ended.is_some()))
             .collect();
         iterations.sort_by_key(|i| i.iteration);
         let mut incomplete = iterations.iter().find_map(|i| i.incomplete.clone());
@@ -430,26 +416,19 @@ impl RunReport {
         for it in &iterations {
             if let Some(s) = &it.scores {
                 tasks.extend(s.tasks.keys().cloned());
-                if let Some(h) = s.meta.get("holdout_tasks").and_then(|v| v.as_array()) {
-                    holdout.extend(h.iter().filter_map(|x| x.as_str().map(String::from)));
-                }
-                if let Some(m) = s.meta.get("model").and_then(|v| v.as_str()) {
-                    model = m.to_string();
+                holdout.extend(it.record.holdout_tasks.iter().flatten().cloned());
+                if let Some(m) = &s.meta.model {
+                    model = m.clone();
                 }
             }
             tasks.extend(it.journal_trials.keys().cloned());
         }
         Ok(RunReport {
             dir: dir.to_path_buf(),
-            name: dir
-                .canonicalize()
-                .unwrap_or_else(|_| dir.to_path_buf())
-                .file_name()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            name: rd.name(),
             info,
             model,
-            best: read_json(&dir.join("best.json")).ok(),
+            best: rd.best(),
             ended,
             incomplete,
             iterations,
@@ -509,18 +488,16 @@ impl RunReport {
     /// Reads one trial's clean trace (`trace.clean.json`, or cleaned on the fly from
     /// `trace.jsonl` + `result.json` when the Clean phase has not run yet).
     pub fn trial(&self, t: u32, task: &str, attempt: u32) -> anyhow::Result<CleanTrace> {
-        let d = iter_dir(&self.dir, t)
-            .join("trials")
-            .join(task)
-            .join(attempt.to_string());
+        let trial = RunDir::new(&self.dir).iteration(t).trial(task, attempt);
+        let d = trial.path();
         if !d.is_dir() {
             anyhow::bail!(
                 "no trial {task} #{attempt} in iteration {t} ({} does not exist)",
                 d.display()
             );
         }
-        clean::read_clean(&d)
-            .or_else(|_| clean::clean_trial(&d))
+        clean::read_clean(d)
+            .or_else(|_| clean::clean_trial(d))
             .with_context(|| format!("trial {task} #{attempt} of iteration {t}"))
     }
 }
@@ -554,20 +531,20 @@ fn read_info(path: &Path) -> RunInfo {
     }
 }
 
-/// The file a finished phase must have left (relative to the iteration dir).
-fn phase_output(p: Phase) -> Option<&'static str> {
+/// The file a finished phase must have left.
+fn phase_output(it: &IterationDir, p: Phase) -> Option<std::path::PathBuf> {
     match p {
-        Phase::Rollout => Some("scores.json"),
+        Phase::Rollout => Some(it.eval().scores_path()),
         Phase::Clean => None,
-        Phase::Attribute => Some("change_evaluation.json"),
-        Phase::Debug => Some("analysis/overview.md"),
-        Phase::Evolve => Some("evolve/manifest.json"),
-        Phase::Commit => Some("evolve/diff.patch"),
+        Phase::Attribute => Some(it.change_evaluation_path()),
+        Phase::Debug => Some(it.overview_path()),
+        Phase::Evolve => Some(it.manifest_path()),
+        Phase::Commit => Some(it.diff_path()),
     }
 }
 
-fn load_iteration(run: &Path, t: u32, n: u32, entries: &[Entry], ended: bool) -> IterationReport {
-    let dir = iter_dir(run, t);
+fn load_iteration(it: &IterationDir, n: u32, entries: &[Entry], ended: bool) -> IterationReport {
+    let t = it.number();
     let is_final = n > 0 && t == n + 1;
     let expected: &[Phase] = if is_final {
         &FINAL_PHASES
@@ -619,35 +596,44 @@ fn load_iteration(run: &Path, t: u32, n: u32, entries: &[Entry], ended: bool) ->
         })
         .collect();
 
-    let scores: Option<Scores> = read_json(&dir.join("scores.json")).ok();
-    let evaluation: Option<ChangeEvaluation> =
-        read_json(&dir.join(crate::attribute::CHANGE_EVALUATION_FILE)).ok();
-    let manifest: Option<Manifest> = read_json(&dir.join("evolve/manifest.json")).ok();
-    let rel = |p: &str| format!("iterations/{t:03}/{p}");
-    let exists = |p: &str| dir.join(p).is_file();
+    let loaded = it.scores().ok();
+    let record = loaded
+        .as_ref()
+        .map(|s| s.record.clone())
+        .unwrap_or_default();
+    let roles_of = loaded.as_ref().map(|s| s.roles()).unwrap_or_default();
+    let scores: Option<Scores> = loaded.map(|s| s.scores);
+    let evaluation: Option<ChangeEvaluation> = it.change_evaluation().ok();
+    let manifest: Option<Manifest> = it.manifest().ok();
+    let present = |p: std::path::PathBuf| p.is_file().then(|| it.rel(&p));
     let mut files = IterationFiles {
-        overview: exists("analysis/overview.md").then(|| rel("analysis/overview.md")),
-        diff: exists("evolve/diff.patch").then(|| rel("evolve/diff.patch")),
-        summary: exists("evolve/summary.md").then(|| rel("evolve/summary.md")),
+        overview: present(it.overview_path()),
+        diff: present(it.diff_path()),
+        summary: present(it.summary_path()),
         details: BTreeMap::new(),
     };
-    if let Ok(rd) = std::fs::read_dir(dir.join("analysis/detail")) {
+    if let Ok(rd) = std::fs::read_dir(it.details()) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(task) = name.strip_suffix(".md") {
-                files
-                    .details
-                    .insert(task.to_string(), rel(&format!("analysis/detail/{name}")));
+                files.details.insert(task.to_string(), it.rel(&e.path()));
             }
         }
     }
-    let trials = list_trials(&dir.join("trials"));
+    let trials = list_trials(it);
 
     // Completeness: every started phase finished, every finished phase left its output,
     // and (unless the run ended, e.g. on budget) every expected phase ran.
     let mut incomplete = None;
     for (p, pt) in expected.iter().zip(&phases) {
-        let missing = phase_output(*p).filter(|f| pt.finished && !exists(f));
+        let missing = phase_output(it, *p)
+            .filter(|f| pt.finished && !f.is_file())
+            .map(|f| {
+                f.strip_prefix(it.path())
+                    .unwrap_or(&f)
+                    .display()
+                    .to_string()
+            });
         let msg = if pt.started && !pt.finished {
             Some(match (*p, scores.is_none()) {
                 (Phase::Rollout, true) => format!(
@@ -683,42 +669,27 @@ fn load_iteration(run: &Path, t: u32, n: u32, entries: &[Entry], ended: bool) ->
         });
     }
 
-    let mut roles: BTreeMap<String, RoleUsage> = BTreeMap::new();
-    if let Some(s) = &scores {
-        roles.insert(
-            "code_agent".into(),
-            RoleUsage {
-                input_tokens: s.tokens.input,
-                output_tokens: s.tokens.output,
-                cost_usd: s.cost_usd,
-            },
-        );
-        if let Some(m) = s.meta.get("roles").and_then(|v| v.as_object()) {
-            for (role, v) in m {
-                let g = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
-                roles.insert(
-                    role.clone(),
-                    RoleUsage {
-                        input_tokens: g("input_tokens"),
-                        output_tokens: g("output_tokens"),
-                        cost_usd: v.get("cost_usd").and_then(|x| x.as_f64()).unwrap_or(0.0),
-                    },
-                );
-            }
-        }
-    }
+    let roles: BTreeMap<String, RoleUsage> = roles_of
+        .into_iter()
+        .map(|(role, c)| {
+            let u = RoleUsage {
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+                cost_usd: c.cost_usd,
+            };
+            (role, u)
+        })
+        .collect();
     IterationReport {
         iteration: t,
         is_final,
-        evaluated_commit: std::fs::read_to_string(dir.join("evaluated.txt"))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty()),
+        evaluated_commit: it.evaluated(),
         phases,
         complete: incomplete.is_none(),
         incomplete,
         journal_trials,
         scores,
+        record,
         evaluation,
         manifest,
         notes,
@@ -728,28 +699,14 @@ fn load_iteration(run: &Path, t: u32, n: u32, entries: &[Entry], ended: bool) ->
     }
 }
 
-/// The `<task>/<attempt>` directories under `trials/`, sorted by task then attempt number.
-fn list_trials(root: &Path) -> Vec<TrialRef> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(root) else {
-        return out;
-    };
-    for task in rd.flatten() {
-        let name = task.file_name().to_string_lossy().into_owned();
-        let Ok(attempts) = std::fs::read_dir(task.path()) else {
-            continue;
-        };
-        for a in attempts.flatten() {
-            let Some(attempt) = a.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            out.push(TrialRef {
-                task: name.clone(),
-                attempt,
-                cleaned: a.path().join(clean::CLEAN_FILE).is_file(),
-            });
-        }
-    }
-    out.sort_by(|a, b| (&a.task, a.attempt).cmp(&(&b.task, b.attempt)));
-    out
+/// The trial directories of an iteration, sorted by task then attempt number.
+fn list_trials(it: &IterationDir) -> Vec<TrialRef> {
+    it.trial_dirs()
+        .into_iter()
+        .map(|d| TrialRef {
+            task: d.task(),
+            attempt: d.attempt(),
+            cleaned: d.clean_path().is_file(),
+        })
+        .collect()
 }

@@ -166,9 +166,10 @@ fn page_is_current(page: &Path, trial_dir: &Path) -> bool {
     let Some(pm) = mtime(page) else {
         return false;
     };
-    let newer = ["trace.clean.json", "result.json", "trace.jsonl"]
+    let t = ahe_bench::TrialDir::new(trial_dir);
+    let newer = [t.clean_path(), t.result_path(), t.trace_path()]
         .iter()
-        .any(|f| mtime(&trial_dir.join(f)).is_some_and(|m| m > pm));
+        .any(|f| mtime(f).is_some_and(|m| m > pm));
     if newer {
         return false;
     }
@@ -202,7 +203,7 @@ pub fn write_trial_pages(run: &RunReport) -> TrialPages {
                 .map(move |t| (it.iteration, t.task.as_str(), t.attempt))
         })
         .collect();
-    let root = run.dir.join("report/trials");
+    let root = crate::RunDir::new(&run.dir).report_dir().join("trials");
     let results: Vec<Result<bool, (PathBuf, String)>> = jobs
         .par_iter()
         .map(|(iter, task, attempt)| {
@@ -210,11 +211,11 @@ pub fn write_trial_pages(run: &RunReport) -> TrialPages {
                 .join(format!("{iter:03}"))
                 .join(task)
                 .join(format!("{attempt}.html"));
-            let trial_dir = crate::r#loop::iter_dir(&run.dir, *iter)
-                .join("trials")
-                .join(task)
-                .join(attempt.to_string());
-            if page_is_current(&out, &trial_dir) {
+            let trial = crate::RunDir::new(&run.dir)
+                .iteration(*iter)
+                .trial(task, *attempt);
+            let trial_dir = trial.path();
+            if page_is_current(&out, trial_dir) {
                 return Ok(false);
             }
             let page = run

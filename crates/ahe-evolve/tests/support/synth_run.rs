@@ -263,7 +263,6 @@ pub fn synth_run(dir: &Path, spec: &Spec) {
         };
         for (k, v) in [
             ("iteration", json!(t)),
-            ("model", json!("synthetic:model")),
             ("visible_pass_at_1", json!(vp)),
             ("visible_pass_at_1_ci", json!(vci)),
             ("holdout_pass_at_1", json!(hp)),
@@ -271,8 +270,9 @@ pub fn synth_run(dir: &Path, spec: &Spec) {
             ("holdout_tasks", json!(holdout)),
             ("roles", roles),
         ] {
-            scores.meta.insert(k.into(), v);
+            scores.meta.extra.insert(k.into(), v);
         }
+        scores.meta.model = Some("synthetic:model".into());
         write_json(&it.join("scores.json"), &scores);
         log(Entry::PhaseEnd {
             iter: t,

@@ -1,0 +1,59 @@
+//! The pre-flight check of the evolve step: one smoke trial of the new harness before it
+//! is committed; an infra error (the edit broke the harness's own machinery) reverts the
+//! agent's edits, keeping only the rollbacks.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::manifest::ChangeKind;
+use crate::run::Run;
+use crate::run_dir::IterationDir;
+use crate::Change;
+
+/// Runs one trial of the working tree's harness on the first visible task; on an infra
+/// error resets the working tree to `evaluated`, re-applies `rollbacks` and rewrites the
+/// manifest without the agent's changes. Returns whether the edits were reverted.
+pub async fn preflight(
+    run: &Run,
+    it: &IterationDir,
+    evaluated: &str,
+    rollbacks: &[Change],
+    cancel: CancellationToken,
+) -> anyhow::Result<bool> {
+    let t = it.number();
+    let Some(task) = run.tasks.iter().find(|x| run.visible.contains(&x.name)) else {
+        return Ok(false);
+    };
+    // A harness that does not validate is caught by the rollout, with its problems listed.
+    let Ok(harness) = ahe_harness::load(run.repo.dir()) else {
+        return Ok(false);
+    };
+    let out = ahe_bench::EvalDir::new(it.preflight());
+    let _ = std::fs::remove_dir_all(out.path());
+    let mut spec = run.rollout_spec(harness, vec![task.clone()], 1, out.path(), vec![]);
+    spec.concurrency = 1;
+    spec.infra_retries = 0;
+    let s = crate::rollout_with(spec, &run.client_opts(), cancel, Arc::new(|_| {})).await?;
+    out.write_scores(&s)?;
+    if s.statuses.get("infra_error").copied().unwrap_or(0) == 0 {
+        return Ok(false);
+    }
+    run.note(
+        t,
+        format!(
+            "pre-flight trial of {} hit an infra error: the evolve edits are reverted",
+            task.name
+        ),
+    )?;
+    run.repo.reset_worktree(evaluated)?;
+    if let Some(base) = run.dir.iteration(t - 1).evaluated() {
+        for c in rollbacks {
+            run.repo.restore_files(&base, &c.files)?;
+        }
+    }
+    let mut m = it.manifest()?;
+    m.changes.retain(|c| c.kind == ChangeKind::Rollback);
+    it.write_manifest(&m)?;
+    Ok(true)
+}
