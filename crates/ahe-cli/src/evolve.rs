@@ -41,7 +41,11 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
         _ => unreachable!("clap enforces exactly one of --config and --resume"),
     }
     .map_err(CliError::usage)?;
-    bar.set_cost_unknown(ahe_evolve::config::ROLES.iter().all(|r| run.cfg.model(r).prices_unknown()));
+    bar.set_cost_unknown(
+        ahe_evolve::config::ROLES
+            .iter()
+            .all(|r| run.cfg.model(r).prices_unknown()),
+    );
     eprintln!(
         "ahe evolve: {} ({} visible + {} held-out tasks, k={}, {} iterations) → {}",
         run.cfg.name.as_deref().unwrap_or(""),

@@ -141,7 +141,10 @@ impl Bar {
 
     /// Says "cost unknown (no prices in the config)" instead of dollars when `unknown`.
     pub fn set_cost_unknown(&self, unknown: bool) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).cost_unknown = unknown;
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cost_unknown = unknown;
     }
 
     /// The callback to hand to the evaluation or the evolve run.
@@ -259,7 +262,10 @@ mod tests {
             ..st
         };
         let l = trial_line(&unknown, "fix-sum", 1, "pass", 1.25);
-        assert!(l.contains("1 passed · cost unknown (no prices in the config) · eta"), "{l}");
+        assert!(
+            l.contains("1 passed · cost unknown (no prices in the config) · eta"),
+            "{l}"
+        );
         assert!(!l.contains('$'), "{l}");
     }
 }

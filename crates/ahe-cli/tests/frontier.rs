@@ -108,7 +108,14 @@ fn evolve_over(api: &str) {
         let x = srv.exchanges();
         assert!(!x.is_empty(), "{api}: no calls for {}", role.as_str());
         for e in &x {
-            assert_eq!(e.status, 200, "{api} {}: {} — {}", role.as_str(), e.reply, out);
+            assert_eq!(
+                e.status,
+                200,
+                "{api} {}: {} — {}",
+                role.as_str(),
+                e.reply,
+                out
+            );
         }
     }
     assert_eq!(o.status.code(), Some(0), "{api}: {out}");
@@ -118,9 +125,10 @@ fn evolve_over(api: &str) {
         assert!(p.is_file(), "{api}: {} missing", p.display());
     }
     // The first iteration ran every role; its per-role usage shows reasoning and caching.
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("iterations/001/scores.json")).unwrap())
-            .unwrap();
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("iterations/001/scores.json")).unwrap(),
+    )
+    .unwrap();
     let roles = &s["meta"]["roles"];
     let n = |r: &str, k: &str| roles[r][k].as_u64().unwrap_or(0);
     for r in ["code_agent", "debugger", "evolve"] {
@@ -143,7 +151,11 @@ fn evolve_over(api: &str) {
         .arg(&run)
         .output()
         .unwrap();
-    assert!(hits.stdout.is_empty(), "{}", String::from_utf8_lossy(&hits.stdout));
+    assert!(
+        hits.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&hits.stdout)
+    );
 }
 
 #[test]

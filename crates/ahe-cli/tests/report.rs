@@ -454,7 +454,10 @@ fn evolve_prints_a_line_per_phase_and_trial_when_not_a_terminal() {
     assert!(e.contains("[iter 4/4 final rollout] started"), "{e}");
     assert!(!e.contains("[iter 3/4 final"), "{e}");
     // The mock models name no prices: the cost is unknown, not $0.
-    assert!(e.contains(" passed · cost unknown (no prices in the config) · eta "), "{e}");
+    assert!(
+        e.contains(" passed · cost unknown (no prices in the config) · eta "),
+        "{e}"
+    );
     assert!(!e.contains("$0.0000 spent"), "{e}");
     assert!(e.contains("[iter 2] note: auto-rollback"), "{e}");
 }

@@ -323,7 +323,10 @@ fn model_presets(table: &mut toml::Table, path: &Path) -> anyhow::Result<()> {
             continue;
         };
         let ext = ext.as_str().ok_or_else(|| {
-            anyhow!("{}: models.{role}.extends: must be a file path string", path.display())
+            anyhow!(
+                "{}: models.{role}.extends: must be a file path string",
+                path.display()
+            )
         })?;
         let p = path.parent().unwrap_or(Path::new(".")).join(ext);
         let text = std::fs::read_to_string(&p).with_context(|| {

@@ -11,7 +11,11 @@ fn configs() -> PathBuf {
 
 fn run_config(dir: &Path, body: &str) -> RunConfig {
     let p = dir.join("run.toml");
-    std::fs::write(&p, format!("[benchmark]\npath = \"benchmarks/smoke\"\n{body}")).unwrap();
+    std::fs::write(
+        &p,
+        format!("[benchmark]\npath = \"benchmarks/smoke\"\n{body}"),
+    )
+    .unwrap();
     RunConfig::load(&p).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
@@ -23,12 +27,19 @@ fn every_preset_loads_through_extends_with_prices() {
         let p = e.unwrap().path();
         let c = run_config(
             d.path(),
-            &format!("[models.default]\nextends = {:?}\n", p.display().to_string()),
+            &format!(
+                "[models.default]\nextends = {:?}\n",
+                p.display().to_string()
+            ),
         );
         for r in ROLES {
             let m = c.model(r);
             assert!(!m.prices_unknown(), "{}: no prices", p.display());
-            assert!(m.price_output_per_mtok > m.price_input_per_mtok, "{}", p.display());
+            assert!(
+                m.price_output_per_mtok > m.price_input_per_mtok,
+                "{}",
+                p.display()
+            );
         }
         n += 1;
     }
@@ -43,18 +54,30 @@ fn a_section_overrides_its_preset_and_other_providers_stand_alone() {
         "[models.default]\nextends = {:?}\nreasoning_effort = \"high\"\n\
          [models.evolve]\nextends = {:?}\n[models.debugger]\nmodel = \"gpt-5-mini\"\n",
         models.join("gpt-5.toml").display().to_string(),
-        models.join("claude-sonnet-4-5-thinking.toml").display().to_string(),
+        models
+            .join("claude-sonnet-4-5-thinking.toml")
+            .display()
+            .to_string(),
     );
     let c = run_config(d.path(), &body);
     let code = c.model("code_agent");
-    assert_eq!((code.model.as_str(), code.reasoning_effort.as_deref()), ("gpt-5", Some("high")));
+    assert_eq!(
+        (code.model.as_str(), code.reasoning_effort.as_deref()),
+        ("gpt-5", Some("high"))
+    );
     assert_eq!(code.price_input_per_mtok, 1.25);
     // Same provider: layered over the default.
     let dbg = c.model("debugger");
-    assert_eq!((dbg.model.as_str(), dbg.reasoning_effort.as_deref()), ("gpt-5-mini", Some("high")));
+    assert_eq!(
+        (dbg.model.as_str(), dbg.reasoning_effort.as_deref()),
+        ("gpt-5-mini", Some("high"))
+    );
     // Another provider: the preset alone, none of the openai settings.
     let ev = c.model("evolve");
-    assert_eq!((ev.provider.as_str(), ev.thinking_budget_tokens), ("anthropic", Some(8000)));
+    assert_eq!(
+        (ev.provider.as_str(), ev.thinking_budget_tokens),
+        ("anthropic", Some(8000))
+    );
     assert!(ev.reasoning_effort.is_none());
     // A missing preset is named with the section.
     let p = d.path().join("bad.toml");
@@ -64,7 +87,10 @@ fn a_section_overrides_its_preset_and_other_providers_stand_alone() {
     )
     .unwrap();
     let e = format!("{:#}", RunConfig::load(&p).unwrap_err());
-    assert!(e.contains("models.evolve.extends") && e.contains("nope.toml"), "{e}");
+    assert!(
+        e.contains("models.evolve.extends") && e.contains("nope.toml"),
+        "{e}"
+    );
 }
 
 #[test]

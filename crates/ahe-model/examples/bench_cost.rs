@@ -26,15 +26,23 @@ const TARGET: f64 = 0.35;
 /// Deterministic filler text of about `tokens` tokens (4 characters each), varied by `seed`.
 fn text(seed: u64, tokens: usize) -> String {
     let words = [
-        "build", "error", "test", "file", "line", "module", "return", "value", "python",
-        "assert", "config", "path", "import", "failed", "passed", "output", "src", "main",
+        "build", "error", "test", "file", "line", "module", "return", "value", "python", "assert",
+        "config", "path", "import", "failed", "passed", "output", "src", "main",
     ];
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut s = String::new();
     while s.len() < tokens * 4 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         s.push_str(words[(x >> 33) as usize % words.len()]);
-        s.push(if (x >> 20) % 9 == 0 { '\n' } else { ' ' });
+        s.push(if (x >> 20).is_multiple_of(9) {
+            '\n'
+        } else {
+            ' '
+        });
     }
     s
 }
@@ -42,7 +50,11 @@ fn text(seed: u64, tokens: usize) -> String {
 fn tools() -> Vec<ToolSpec> {
     (0..6)
         .map(|i| ToolSpec {
-            name: if i == 0 { "shell".into() } else { format!("tool_{i}") },
+            name: if i == 0 {
+                "shell".into()
+            } else {
+                format!("tool_{i}")
+            },
             description: text(1000 + i, 120),
             input_schema: json!({"type": "object", "properties": {
                 "command": {"type": "string", "description": text(2000 + i, 60)}}}),
@@ -178,7 +190,10 @@ async fn main() {
         .skip(1)
         .map(|s| s.parse().expect("arguments: TASKS TRIALS TURNS (numbers)"))
         .collect();
-    let (tasks, trials) = (a.first().copied().unwrap_or(89), a.get(1).copied().unwrap_or(2));
+    let (tasks, trials) = (
+        a.first().copied().unwrap_or(89),
+        a.get(1).copied().unwrap_or(2),
+    );
     let turns = a.get(2).copied().unwrap_or(40) as usize;
     println!(
         "bench-cost: {tasks} tasks x {trials} trials x {turns} turns, anthropic provider -> \

@@ -541,7 +541,10 @@ mod tests {
                 reasoning_tokens: 1,
             }
         );
-        assert_eq!(r.opaque, vec![json!({"type": "thinking", "thinking": "hm"})]);
+        assert_eq!(
+            r.opaque,
+            vec![json!({"type": "thinking", "thinking": "hm"})]
+        );
         let r = parse_response(r#"{"content":[],"stop_reason":"end_turn"}"#).unwrap();
         assert_eq!((r.content, r.tool_calls.len()), (None, 0));
         for bad in [

@@ -92,7 +92,12 @@ pub fn request_hash(provider: &str, model: &str, req: &ChatRequest) -> String {
 }
 
 /// SHA-256 (lower-case hex) of [`canonical_request_with`].
-pub fn request_hash_with(provider: &str, model: &str, settings: &Value, req: &ChatRequest) -> String {
+pub fn request_hash_with(
+    provider: &str,
+    model: &str,
+    settings: &Value,
+    req: &ChatRequest,
+) -> String {
     hex::encode(Sha256::digest(
         canonical_request_with(provider, model, settings, req).as_bytes(),
     ))
@@ -369,7 +374,10 @@ mod tests {
         assert_eq!(canonical_request("openai", "m", &r), old);
         // A config with none of the new answer settings keys the same.
         let cfg = crate::ModelConfig::from_spec("anthropic:m").unwrap();
-        assert_eq!(canonical_request_with("openai", "m", &cfg.answer_settings(), &r), old);
+        assert_eq!(
+            canonical_request_with("openai", "m", &cfg.answer_settings(), &r),
+            old
+        );
     }
 
     #[test]
@@ -414,7 +422,8 @@ mod tests {
         let s = json!({"reasoning_effort": "high"});
         assert_ne!(request_hash_with("openai", "m", &s, &a), h);
         let mut x = a.clone();
-        x.messages.push(Message::assistant(Some("a".into()), vec![]));
+        x.messages
+            .push(Message::assistant(Some("a".into()), vec![]));
         let plain = request_hash("openai", "m", &x);
         assert!(!canonical_request("openai", "m", &x).contains("opaque"));
         x.messages[2] = Message::Assistant {

@@ -332,7 +332,10 @@ impl ModelConfig {
                 "price_cached_input_per_mtok",
                 self.price_cached_input_per_mtok,
             ),
-            ("price_cache_write_per_mtok", self.price_cache_write_per_mtok),
+            (
+                "price_cache_write_per_mtok",
+                self.price_cache_write_per_mtok,
+            ),
             ("price_output_per_mtok", Some(self.price_output_per_mtok)),
         ];
         for (name, p) in prices {

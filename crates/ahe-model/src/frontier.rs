@@ -31,7 +31,11 @@ const RESERVED_BODY_KEYS: &[&str] = &["model", "messages", "input", "tools", "in
 /// `max_completion_tokens` and only the default temperature. A provider prefix such as
 /// OpenRouter's `openai/` is ignored.
 pub fn is_reasoning_model(model: &str) -> bool {
-    let m = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    let m = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
     let o_series = m.starts_with('o') && m[1..].starts_with(|c: char| c.is_ascii_digit());
     o_series || m.starts_with("gpt-5")
 }
@@ -101,7 +105,10 @@ impl ModelConfig {
         let anthropic_only = [
             ("prompt_cache", self.prompt_cache.is_some()),
             ("prompt_cache_ttl", self.prompt_cache_ttl.is_some()),
-            ("thinking_budget_tokens", self.thinking_budget_tokens.is_some()),
+            (
+                "thinking_budget_tokens",
+                self.thinking_budget_tokens.is_some(),
+            ),
         ];
         let groups: [(&str, &[(&str, bool)]); 2] =
             [("openai", &openai_only), ("anthropic", &anthropic_only)];
@@ -224,7 +231,10 @@ mod tests {
         a.reasoning_effort = Some("high".into());
         let e = a.validate().unwrap_err().to_string();
         assert!(e.contains("thinking_budget_tokens: must be >= 1024"), "{e}");
-        assert!(e.contains("reasoning_effort: applies to provider `openai`"), "{e}");
+        assert!(
+            e.contains("reasoning_effort: applies to provider `openai`"),
+            "{e}"
+        );
         a.reasoning_effort = None;
         a.thinking_budget_tokens = Some(8192);
         let e = a.validate().unwrap_err().to_string();
@@ -239,7 +249,8 @@ mod tests {
         assert_eq!(c.answer_settings(), json!({}));
         let mut c = c;
         c.reasoning_effort = Some("high".into());
-        c.extra_body.insert("reasoning".into(), json!({"effort": "low"}));
+        c.extra_body
+            .insert("reasoning".into(), json!({"effort": "low"}));
         assert_eq!(
             c.answer_settings(),
             json!({"reasoning_effort": "high", "extra_body": {"reasoning": {"effort": "low"}}})

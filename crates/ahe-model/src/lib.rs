@@ -15,6 +15,7 @@ mod http;
 pub mod local;
 pub mod mock;
 pub mod openai;
+pub mod prices;
 pub mod responses;
 #[cfg(feature = "test-server")]
 pub mod standin;

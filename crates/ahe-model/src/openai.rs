@@ -435,7 +435,10 @@ mod tests {
             tool_choice: ToolChoice::None,
             ..req.clone()
         };
-        assert_eq!(request_body(&ChatSettings::plain("m1"), &none)["tool_choice"], "none");
+        assert_eq!(
+            request_body(&ChatSettings::plain("m1"), &none)["tool_choice"],
+            "none"
+        );
         let mut jt = req.clone();
         jt.protocol = ToolProtocol::JsonInText;
         jt.temperature = None;
@@ -448,7 +451,8 @@ mod tests {
     fn reasoning_settings_shape_the_body() {
         let mut cfg = ModelConfig::from_spec("openai:gpt-5-mini").unwrap();
         cfg.reasoning_effort = Some("high".into());
-        cfg.extra_body.insert("provider".into(), json!({"order": ["a"]}));
+        cfg.extra_body
+            .insert("provider".into(), json!({"order": ["a"]}));
         cfg.extra_body.insert("seed".into(), json!(7));
         let req = ChatRequest {
             role: Role::CodeAgent,
@@ -464,7 +468,10 @@ mod tests {
         assert!(b.get("max_tokens").is_none() && b.get("temperature").is_none());
         assert!(b.get("top_p").is_none());
         assert_eq!(b["reasoning_effort"], "high");
-        assert_eq!((b["provider"]["order"][0].clone(), b["seed"].clone()), (json!("a"), json!(7)));
+        assert_eq!(
+            (b["provider"]["order"][0].clone(), b["seed"].clone()),
+            (json!("a"), json!(7))
+        );
         cfg.model = "gpt-4o".into();
         cfg.max_tokens_field = None;
         let b = request_body(&ChatSettings::from_config(&cfg), &req);
@@ -475,7 +482,10 @@ mod tests {
         let mut body = json!({"reasoning": {"effort": "low"}, "x": 1});
         let extra = json!({"reasoning": {"summary": "auto"}, "x": 2});
         merge_extra(&mut body, extra.as_object().unwrap());
-        assert_eq!(body, json!({"reasoning": {"effort": "low", "summary": "auto"}, "x": 2}));
+        assert_eq!(
+            body,
+            json!({"reasoning": {"effort": "low", "summary": "auto"}, "x": 2})
+        );
         let r = parse_response(
             r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],
             "usage":{"prompt_tokens":2000,"completion_tokens":300,
@@ -483,7 +493,10 @@ mod tests {
             "completion_tokens_details":{"reasoning_tokens":256}}}"#,
         )
         .unwrap();
-        assert_eq!((r.usage.cached_input_tokens, r.usage.reasoning_tokens), (1024, 256));
+        assert_eq!(
+            (r.usage.cached_input_tokens, r.usage.reasoning_tokens),
+            (1024, 256)
+        );
     }
 
     #[test]

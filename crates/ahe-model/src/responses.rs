@@ -149,7 +149,10 @@ fn assistant_items(text: Option<&str>, calls: &[ToolCall], opaque: &[Value], out
     if let (Some(t), false) = (text, sent_text) {
         out.push(message(t));
     }
-    for c in calls.iter().filter(|c| !sent_calls.contains(&c.id.as_str())) {
+    for c in calls
+        .iter()
+        .filter(|c| !sent_calls.contains(&c.id.as_str()))
+    {
         out.push(call_item(c, None));
     }
 }
@@ -269,7 +272,10 @@ mod tests {
             (r.usage.input_tokens, r.usage.cached_input_tokens),
             (1500, 1024)
         );
-        assert_eq!((r.usage.output_tokens, r.usage.reasoning_tokens), (200, 150));
+        assert_eq!(
+            (r.usage.output_tokens, r.usage.reasoning_tokens),
+            (200, 150)
+        );
         let req = ChatRequest {
             role: Role::CodeAgent,
             messages: vec![
@@ -296,7 +302,10 @@ mod tests {
         assert_eq!(b["instructions"], "sys");
         assert_eq!(b["store"], false);
         assert_eq!(b["include"], json!(["reasoning.encrypted_content"]));
-        assert_eq!(b["reasoning"], json!({"effort": "medium", "summary": "auto"}));
+        assert_eq!(
+            b["reasoning"],
+            json!({"effort": "medium", "summary": "auto"})
+        );
         assert_eq!(b["max_output_tokens"], 4000);
         assert!(b.get("temperature").is_none() && b.get("max_tokens").is_none());
         assert_eq!(
@@ -308,11 +317,19 @@ mod tests {
         let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
         assert_eq!(
             kinds,
-            ["message", "reasoning", "function_call", "function_call_output"]
+            [
+                "message",
+                "reasoning",
+                "function_call",
+                "function_call_output"
+            ]
         );
         assert_eq!(input[1]["encrypted_content"], "gAAA-secret");
         assert_eq!(input[2]["id"], "fc_1");
-        assert_eq!(input[3], json!({"type": "function_call_output", "call_id": "call_a", "output": "a.txt"}));
+        assert_eq!(
+            input[3],
+            json!({"type": "function_call_output", "call_id": "call_a", "output": "a.txt"})
+        );
     }
 
     #[test]

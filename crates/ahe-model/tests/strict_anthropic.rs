@@ -5,8 +5,8 @@
 use ahe_model::mock::{MockMode, MockProvider};
 use ahe_model::standin::{StandIn, StandInOptions};
 use ahe_model::{
-    build_client, AnthropicProvider, ChatRequest, Message, ModelConfig, ModelError, Provider,
-    Role, ToolProtocol, ToolSpec,
+    build_client, AnthropicProvider, ChatRequest, Message, ModelConfig, ModelError, Provider, Role,
+    ToolProtocol, ToolSpec,
 };
 use serde_json::{json, Value};
 
@@ -65,7 +65,10 @@ fn req() -> ChatRequest {
 }
 
 /// Runs the agent loop until the model answers; returns every response.
-async fn agent_loop(c: &ahe_model::ModelClient, r: &mut ChatRequest) -> Vec<ahe_model::ChatResponse> {
+async fn agent_loop(
+    c: &ahe_model::ModelClient,
+    r: &mut ChatRequest,
+) -> Vec<ahe_model::ChatResponse> {
     let mut out = Vec::new();
     loop {
         let a = c.chat(r).await.unwrap();
@@ -97,7 +100,11 @@ async fn caching_reads_the_conversation_so_far_and_prices_reads_and_writes() {
     let turns = agent_loop(&c, &mut req()).await;
     assert_eq!(turns.len(), 6);
     assert_eq!(turns[0].usage.cached_input_tokens, 0);
-    assert!(turns[0].usage.cache_write_input_tokens >= 1024, "{:?}", turns[0].usage);
+    assert!(
+        turns[0].usage.cache_write_input_tokens >= 1024,
+        "{:?}",
+        turns[0].usage
+    );
     for t in &turns[1..] {
         // Everything but the newest turn comes from the cache.
         let u = t.usage;
@@ -109,7 +116,10 @@ async fn caching_reads_the_conversation_so_far_and_prices_reads_and_writes() {
         let b = &x.request.body;
         let marks = b.to_string().matches("cache_control").count();
         assert!((2..=4).contains(&marks), "{marks} breakpoints");
-        assert_eq!(b["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+        assert_eq!(
+            b["system"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
         assert_eq!(b["tools"][0]["cache_control"], json!({"type": "ephemeral"}));
         assert_eq!(b["temperature"], json!(0.3f32));
     }
@@ -184,8 +194,14 @@ async fn thinking_blocks_go_back_unchanged_or_the_request_is_refused() {
     assert_eq!(turns.len(), 3);
     for x in s.exchanges() {
         assert_eq!(x.status, 200, "{}", x.reply);
-        assert_eq!(x.request.body["thinking"], json!({"type": "enabled", "budget_tokens": 4096}));
-        assert!(x.request.body.get("temperature").is_none(), "no temperature with thinking");
+        assert_eq!(
+            x.request.body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 4096})
+        );
+        assert!(
+            x.request.body.get("temperature").is_none(),
+            "no temperature with thinking"
+        );
     }
     // The second request's assistant turn opens with the first reply's thinking block.
     let sent = &s.exchanges()[1].request.body["messages"][1]["content"][0];
@@ -204,10 +220,15 @@ async fn thinking_blocks_go_back_unchanged_or_the_request_is_refused() {
     };
     // What the 2024 provider sent back: the turn without its thinking block.
     let mut dropped = first.clone();
-    dropped.messages.push(Message::assistant(a.content.clone(), a.tool_calls.clone()));
+    dropped
+        .messages
+        .push(Message::assistant(a.content.clone(), a.tool_calls.clone()));
     dropped.messages.push(tool.clone());
     let e = permanent(p.chat(&dropped).await.unwrap_err());
-    assert!(e.contains("Expected `thinking` or `redacted_thinking`, but found `tool_use`"), "{e}");
+    assert!(
+        e.contains("Expected `thinking` or `redacted_thinking`, but found `tool_use`"),
+        "{e}"
+    );
     // An altered thinking block.
     let mut altered = first.clone();
     let mut block = a.opaque[0].clone();
@@ -234,7 +255,10 @@ async fn thinking_blocks_go_back_unchanged_or_the_request_is_refused() {
     )
     .await;
     assert_eq!(status, 400);
-    assert!(body["error"]["message"].as_str().unwrap().contains("`temperature` may only be set to 1"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`temperature` may only be set to 1"));
 }
 
 #[tokio::test]
@@ -248,7 +272,10 @@ async fn a_tool_result_needs_its_tool_use() {
         content: "out".into(),
     });
     let e = permanent(p.chat(&r).await.unwrap_err());
-    assert!(e.contains("unexpected `tool_use_id` found in `tool_result` blocks: toolu_x"), "{e}");
+    assert!(
+        e.contains("unexpected `tool_use_id` found in `tool_result` blocks: toolu_x"),
+        "{e}"
+    );
     let mut r = req();
     r.messages.push(Message::assistant(
         None,
@@ -260,5 +287,38 @@ async fn a_tool_result_needs_its_tool_use() {
     ));
     r.messages.push(Message::user("go on"));
     let e = permanent(p.chat(&r).await.unwrap_err());
-    assert!(e.contains("`tool_use` ids were found without `tool_result` blocks immediately after: toolu_y"), "{e}");
+    assert!(
+        e.contains(
+            "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_y"
+        ),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_thinking_conversation_records_and_replays_offline() {
+    let d = tempfile::tempdir().unwrap();
+    let s = StandIn::start(StandInOptions::default(), stepper(2));
+    let mut c = cfg(&s);
+    c.thinking_budget_tokens = Some(2048);
+    c.cache = ahe_model::CacheMode::Record;
+    c.cache_dir = Some(d.path().to_path_buf());
+    let recorded = agent_loop(&build_client(&c).unwrap(), &mut req()).await;
+    let calls = s.exchanges().len();
+    drop(s);
+    // Replay: no server; the carried thinking blocks are part of each key.
+    c.cache = ahe_model::CacheMode::Replay;
+    let replayed = agent_loop(&build_client(&c).unwrap(), &mut req()).await;
+    assert_eq!(calls, 3);
+    assert_eq!(replayed.len(), recorded.len());
+    for (a, b) in recorded.iter().zip(&replayed) {
+        assert_eq!(
+            (&a.tool_calls, &a.opaque, a.usage),
+            (&b.tool_calls, &b.opaque, b.usage)
+        );
+    }
+    // Another thinking budget is another key: a replay miss, named.
+    c.thinking_budget_tokens = Some(4096);
+    let e = build_client(&c).unwrap().chat(&req()).await.unwrap_err();
+    assert!(e.to_string().contains("no recorded response"), "{e}");
 }

@@ -122,7 +122,11 @@ async fn max_tokens_for_a_reasoning_model_is_rejected_as_the_api_does() {
     // `auto` picks the right field; a non-reasoning model keeps `max_tokens`.
     c.max_tokens_field = None;
     build_client(&c).unwrap().chat(&req()).await.unwrap();
-    build_client(&cfg(&s, "gpt-4o")).unwrap().chat(&req()).await.unwrap();
+    build_client(&cfg(&s, "gpt-4o"))
+        .unwrap()
+        .chat(&req())
+        .await
+        .unwrap();
     assert_eq!(s.last().unwrap().request.body["max_tokens"], 4000);
 }
 
@@ -147,7 +151,13 @@ async fn non_default_temperature_is_rejected_and_only_sent_when_set() {
     // An unknown effort is the API's invalid_value.
     c.temperature = None;
     c.reasoning_effort = Some("extreme".into());
-    let e = permanent(OpenAiProvider::new(&c).unwrap().chat(&req()).await.unwrap_err());
+    let e = permanent(
+        OpenAiProvider::new(&c)
+            .unwrap()
+            .chat(&req())
+            .await
+            .unwrap_err(),
+    );
     assert!(e.contains("Invalid value"), "{e}");
     assert_eq!(s.last().unwrap().reply["error"]["code"], "invalid_value");
 }
@@ -162,8 +172,10 @@ async fn extra_body_is_merged_and_unknown_fields_refused() {
         oracle(),
     );
     let mut c = cfg(&or, "gpt-4o");
-    c.extra_body
-        .insert("provider".into(), json!({"order": ["openai"], "allow_fallbacks": false}));
+    c.extra_body.insert(
+        "provider".into(),
+        json!({"order": ["openai"], "allow_fallbacks": false}),
+    );
     build_client(&c).unwrap().chat(&req()).await.unwrap();
     assert_eq!(
         or.last().unwrap().request.body["provider"]["order"],
@@ -173,7 +185,10 @@ async fn extra_body_is_merged_and_unknown_fields_refused() {
     let s = server();
     c.base_url = Some(s.openai_base_url());
     let e = permanent(build_client(&c).unwrap().chat(&req()).await.unwrap_err());
-    assert!(e.contains("Unrecognized request argument supplied: provider"), "{e}");
+    assert!(
+        e.contains("Unrecognized request argument supplied: provider"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -188,8 +203,14 @@ async fn tool_replies_must_pair_with_their_calls() {
         content: "out".into(),
     });
     let e = permanent(p.chat(&r).await.unwrap_err());
-    assert!(e.contains("must be a response to a preceeding message with 'tool_calls'"), "{e}");
-    assert_eq!(s.last().unwrap().reply["error"]["param"], "messages.[2].role");
+    assert!(
+        e.contains("must be a response to a preceeding message with 'tool_calls'"),
+        "{e}"
+    );
+    assert_eq!(
+        s.last().unwrap().reply["error"]["param"],
+        "messages.[2].role"
+    );
     // A call with no reply.
     let mut r = req();
     r.messages.push(Message::assistant(

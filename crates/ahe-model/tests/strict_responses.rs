@@ -12,7 +12,10 @@ use ahe_model::{
 use serde_json::{json, Value};
 
 fn server() -> StandIn {
-    StandIn::with_mock(StandInOptions::default(), MockProvider::new(MockMode::Oracle))
+    StandIn::with_mock(
+        StandInOptions::default(),
+        MockProvider::new(MockMode::Oracle),
+    )
 }
 
 fn cfg(s: &StandIn) -> ModelConfig {
@@ -90,7 +93,10 @@ async fn reasoning_items_are_carried_across_tool_calls() {
     assert_eq!(first["reasoning"], json!({"effort": "medium"}));
     assert_eq!(first["max_output_tokens"], 8000);
     assert_eq!(first["tools"][0]["name"], "shell");
-    assert!(first["instructions"].as_str().unwrap().starts_with("You solve"));
+    assert!(first["instructions"]
+        .as_str()
+        .unwrap()
+        .starts_with("You solve"));
     // The second input holds the first output's items as returned, reasoning first.
     let input = x[1].request.body["input"].as_array().unwrap().clone();
     let output = x[0].reply["output"].as_array().unwrap().clone();
@@ -103,7 +109,10 @@ async fn reasoning_items_are_carried_across_tool_calls() {
     assert_eq!(ca.reasoning_tokens, 128);
     assert!(ca.cached_input_tokens >= 1024);
     // The key travels only in the Authorization header.
-    assert_eq!(x[0].request.header("authorization"), Some("Bearer sk-resp-test-1"));
+    assert_eq!(
+        x[0].request.header("authorization"),
+        Some("Bearer sk-resp-test-1")
+    );
     assert!(!x[0].request.body.to_string().contains("sk-resp-test-1"));
 }
 
@@ -141,12 +150,18 @@ async fn dropped_or_altered_reasoning_items_are_refused() {
     altered.messages.push(tool_reply(&a));
     let e = permanent(p.chat(&altered).await.unwrap_err());
     assert!(e.contains("could not be verified"), "{e}");
-    assert_eq!(s.last().unwrap().reply["error"]["code"], "invalid_encrypted_content");
+    assert_eq!(
+        s.last().unwrap().reply["error"]["code"],
+        "invalid_encrypted_content"
+    );
     // A function_call_output with no call.
     let mut orphan = req();
     orphan.messages.push(tool_reply(&a));
     let e = permanent(p.chat(&orphan).await.unwrap_err());
-    assert!(e.contains("No tool call found for function call output"), "{e}");
+    assert!(
+        e.contains("No tool call found for function call output"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -155,19 +170,30 @@ async fn chat_shaped_requests_are_refused() {
     let post = |body: Value| {
         let url = format!("{}/responses", s.openai_base_url());
         async move {
-            let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
+            let r = reqwest::Client::new()
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         }
     };
     let (st, b) = post(json!({"model": "gpt-5", "input": "hi", "max_tokens": 10})).await;
-    assert_eq!((st, b["error"]["code"].clone()), (400, json!("unknown_parameter")));
+    assert_eq!(
+        (st, b["error"]["code"].clone()),
+        (400, json!("unknown_parameter"))
+    );
     assert_eq!(b["error"]["message"], "Unknown parameter: 'max_tokens'.");
     let chat_tool = json!([{"type": "function", "function": {"name": "shell", "parameters": {}}}]);
     let (st, b) = post(json!({"model": "gpt-5", "input": "hi", "tools": chat_tool})).await;
     assert_eq!(st, 400);
     assert_eq!(b["error"]["param"], "tools[0].name");
     let (st, b) = post(json!({"model": "gpt-5", "input": "hi", "temperature": 0.2})).await;
-    assert_eq!((st, b["error"]["param"].clone()), (400, json!("temperature")));
+    assert_eq!(
+        (st, b["error"]["param"].clone()),
+        (400, json!("temperature"))
+    );
     let tool = json!([{"type": "function", "name": "shell",
                        "parameters": {"type": "object", "properties": {"command": {}}}}]);
     let (st, b) = post(json!({"model": "gpt-5", "input": "hi", "tools": tool})).await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::prefix::Block;
-use super::{anthropic_error, answer_tokens, sign, tokens, Shared};
+use super::{answer_tokens, anthropic_error, sign, tokens, Shared};
 use crate::anthropic::MAX_BREAKPOINTS;
 use crate::testserver::RecordedRequest;
 use crate::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};
@@ -89,17 +89,32 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
         if max_tokens <= budget {
             return Err(invalid("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"));
         }
-        if obj.get("temperature").is_some_and(|t| t.as_f64() != Some(1.0)) {
+        if obj
+            .get("temperature")
+            .is_some_and(|t| t.as_f64() != Some(1.0))
+        {
             return Err(invalid("`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"));
         }
         if obj.contains_key("top_k") {
             return Err(invalid("`top_k` is not allowed when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"));
         }
     }
-    let tools = obj.get("tools").and_then(Value::as_array).cloned().unwrap_or_default();
+    let tools = obj
+        .get("tools")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let system = blocks_of(obj.get("system"));
-    let messages = obj.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut breakpoints = tools.iter().chain(&system).filter(|b| b.get("cache_control").is_some()).count();
+    let messages = obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut breakpoints = tools
+        .iter()
+        .chain(&system)
+        .filter(|b| b.get("cache_control").is_some())
+        .count();
     for m in &messages {
         breakpoints += blocks_of(m.get("content"))
             .iter()
@@ -115,7 +130,9 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
         return Err(invalid("messages: at least one message is required"));
     }
     if messages[0].get("role").and_then(Value::as_str) != Some("user") {
-        return Err(invalid("messages: first message must use the \"user\" role"));
+        return Err(invalid(
+            "messages: first message must use the \"user\" role",
+        ));
     }
     let mut out: Vec<Message> = Vec::new();
     let sys_text: Vec<String> = system
@@ -219,7 +236,11 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
             .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
         let ai = messages.len() - 2;
         let prev = blocks_of(messages[ai].get("content"));
-        let first = prev.first().and_then(|b| b.get("type")).and_then(Value::as_str).unwrap_or("");
+        let first = prev
+            .first()
+            .and_then(|b| b.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if has_results && !matches!(first, "thinking" | "redacted_thinking") {
             return Err(invalid(&format!(
                 "messages.{ai}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
@@ -230,7 +251,11 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
     for t in &tools {
         specs.push(ToolSpec {
             name: t.get("name").and_then(Value::as_str).unwrap_or("").into(),
-            description: t.get("description").and_then(Value::as_str).unwrap_or("").into(),
+            description: t
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
             input_schema: t.get("input_schema").cloned().unwrap_or(json!({})),
         });
     }
@@ -273,13 +298,23 @@ fn prompt_blocks(obj: &Map<String, Value>) -> Vec<Block> {
             breakpoint: ttl,
         });
     };
-    for t in obj.get("tools").and_then(Value::as_array).into_iter().flatten() {
+    for t in obj
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         push(t, "");
     }
     for b in blocks_of(obj.get("system")) {
         push(&b, "");
     }
-    for m in obj.get("messages").and_then(Value::as_array).into_iter().flatten() {
+    for m in obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         for (j, b) in blocks_of(m.get("content")).iter().enumerate() {
             push(b, if j == 0 { role } else { "" });
@@ -316,7 +351,11 @@ fn answer(s: &Shared, obj: &Map<String, Value>, chat: ChatRequest) -> Reply {
         };
         content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
     }
-    let stop = if resp.tool_calls.is_empty() { "end_turn" } else { "tool_use" };
+    let stop = if resp.tool_calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
     (
         200,
         json!({

@@ -2,9 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{
-    answer_tokens, bad_request, openai_auth, reasoning_model, reasoning_spend, Shared,
-};
+use super::{answer_tokens, bad_request, openai_auth, reasoning_model, reasoning_spend, Shared};
 use crate::frontier::REASONING_EFFORTS;
 use crate::openai::{arguments_text, parse_arguments};
 use crate::testserver::RecordedRequest;
@@ -199,7 +197,6 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
     let mut out = Vec::new();
     // The last assistant turn with calls: its index and the ids still unanswered.
     let mut pending: Option<(usize, Vec<String>)> = None;
-    let mut answered_any = false;
     for (i, m) in list.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if role != "tool" {
@@ -218,10 +215,19 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
                     c => Some(text_of(c)),
                 };
                 let mut calls = Vec::new();
-                for c in m.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                for c in m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     let f = c.get("function");
                     calls.push(ToolCall {
-                        id: c.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+                        id: c
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
                         name: f
                             .and_then(|f| f.get("name"))
                             .and_then(Value::as_str)
@@ -236,7 +242,6 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
                 }
                 if !calls.is_empty() {
                     pending = Some((i, calls.iter().map(|c| c.id.clone()).collect()));
-                    answered_any = false;
                 }
                 out.push(Message::assistant(content, calls));
             }
@@ -260,7 +265,6 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
                         None,
                     ));
                 }
-                answered_any = true;
                 out.push(Message::Tool {
                     tool_call_id: id.to_string(),
                     name: String::new(),
@@ -277,7 +281,6 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
             }
         }
     }
-    let _ = answered_any;
     if let Some((at, ids)) = pending {
         if !ids.is_empty() {
             return Err(unanswered(at, &ids));
@@ -288,7 +291,11 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
 
 /// The prompt as the cache sees it: system messages, then tools, then the rest.
 fn prompt_text(obj: &Map<String, Value>) -> String {
-    let msgs = obj.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    let msgs = obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let (sys, rest): (Vec<Value>, Vec<Value>) = msgs
         .into_iter()
         .partition(|m| m.get("role").and_then(Value::as_str) == Some("system"));
@@ -339,7 +346,11 @@ fn answer(s: &Shared, obj: &Map<String, Value>, chat: ChatRequest) -> Reply {
                     .collect();
                 message["tool_calls"] = Value::Array(calls);
             }
-            let f = if resp.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+            let f = if resp.tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
             (f, reasoning + out)
         }
     };

@@ -241,7 +241,11 @@ impl Shared {
         *n
     }
 
-    pub(super) fn with_cache<R>(&self, api: &'static str, f: impl FnOnce(&mut PrefixCache) -> R) -> R {
+    pub(super) fn with_cache<R>(
+        &self,
+        api: &'static str,
+        f: impl FnOnce(&mut PrefixCache) -> R,
+    ) -> R {
         let mut caches = lock(&self.caches);
         f(caches.entry(api).or_default())
     }
@@ -285,7 +289,15 @@ async fn handle(
             _ => anthropic::handle(&s, &req),
         })
         .await
-        .unwrap_or_else(|e| openai_error(500, &format!("stand-in panicked: {e}"), "server_error", None, None))
+        .unwrap_or_else(|e| {
+            openai_error(
+                500,
+                &format!("stand-in panicked: {e}"),
+                "server_error",
+                None,
+                None,
+            )
+        })
     };
     lock(&shared.exchanges).push(Exchange {
         request,

@@ -155,7 +155,11 @@ mod tests {
         assert_eq!(c.openai(&"z".repeat(4 * 900)).read, 0);
         let mut short = PrefixCache::default();
         short.openai(&"q".repeat(4 * 1000));
-        assert_eq!(short.openai(&"q".repeat(4 * 1100)).read, 0, "under 1024: never cached");
+        assert_eq!(
+            short.openai(&"q".repeat(4 * 1100)).read,
+            0,
+            "under 1024: never cached"
+        );
     }
 
     fn blk(text: &str, bp: bool) -> Block {

@@ -51,7 +51,11 @@ pub(super) fn handle(s: &Shared, req: &RecordedRequest) -> Reply {
         return e;
     }
     let Some(obj) = req.body.as_object() else {
-        return bad_request("We could not parse the JSON body of your request.", None, None);
+        return bad_request(
+            "We could not parse the JSON body of your request.",
+            None,
+            None,
+        );
     };
     match check(s, obj) {
         Ok(chat) => answer(s, obj, chat),
@@ -123,7 +127,11 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
         };
         tools.push(ToolSpec {
             name: name.to_string(),
-            description: t.get("description").and_then(Value::as_str).unwrap_or("").into(),
+            description: t
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
             input_schema: t.get("parameters").cloned().unwrap_or(json!({})),
         });
     }
@@ -193,7 +201,10 @@ fn input(s: &Shared, obj: &Map<String, Value>, out: &mut Vec<Message>) -> Result
         }
     };
     for (i, item) in items.iter().enumerate() {
-        let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
         let id = item.get("id").and_then(Value::as_str).unwrap_or("");
         match kind {
             "reasoning" => {
@@ -231,7 +242,11 @@ fn input(s: &Shared, obj: &Map<String, Value>, out: &mut Vec<Message>) -> Result
                 let t = turn.get_or_insert((None, vec![]));
                 t.1.push(ToolCall {
                     id: call_id.to_string(),
-                    name: item.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                    name: item
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .into(),
                     arguments: parse_arguments(
                         item.get("arguments").and_then(Value::as_str).unwrap_or(""),
                     ),
@@ -281,7 +296,9 @@ fn input(s: &Shared, obj: &Map<String, Value>, out: &mut Vec<Message>) -> Result
     }
     flush(&mut turn, out);
     if let Some(c) = calls_seen.iter().find(|c| !answered.contains(c)) {
-        return Err(input_error(&format!("No tool output found for function call {c}.")));
+        return Err(input_error(&format!(
+            "No tool output found for function call {c}."
+        )));
     }
     Ok(())
 }
@@ -300,14 +317,25 @@ fn answer(s: &Shared, obj: &Map<String, Value>, chat: ChatRequest) -> Reply {
     );
     let cache = s.with_cache("responses", |c| c.openai(&prompt));
     let reasoning_on = reasoning_model(&model);
-    let effort = obj.get("reasoning").and_then(|r| r.get("effort")).and_then(Value::as_str);
-    let reasoning = if reasoning_on { reasoning_spend(effort) } else { 0 };
+    let effort = obj
+        .get("reasoning")
+        .and_then(|r| r.get("effort"))
+        .and_then(Value::as_str);
+    let reasoning = if reasoning_on {
+        reasoning_spend(effort)
+    } else {
+        0
+    };
     let n = s.next_id();
     let mut output = Vec::new();
     let rs_id = format!("rs_standin_{n}");
     if reasoning_on {
         let mut item = json!({"type": "reasoning", "id": rs_id, "summary": []});
-        if obj.get("reasoning").and_then(|r| r.get("summary")).is_some() {
+        if obj
+            .get("reasoning")
+            .and_then(|r| r.get("summary"))
+            .is_some()
+        {
             item["summary"] = json!([{"type": "summary_text", "text": "Planned the next step."}]);
         }
         let include = obj.get("include").and_then(Value::as_array);
@@ -338,7 +366,11 @@ fn answer(s: &Shared, obj: &Map<String, Value>, chat: ChatRequest) -> Reply {
             }));
         }
     }
-    let completion = if truncated { limit.unwrap_or(0) } else { reasoning + out };
+    let completion = if truncated {
+        limit.unwrap_or(0)
+    } else {
+        reasoning + out
+    };
     let mut body = json!({
         "id": format!("resp_standin_{n}"),
         "object": "response",
