@@ -158,6 +158,13 @@ fn report_renders_in_headless_chromium_with_plots_and_tables() {
         "not self-contained"
     );
     assert!(run.join("report.md").is_file());
+    // The mock models name no prices: the cost is unknown, not $0.
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        md.contains("- cost: cost unknown (no prices in the config)"),
+        "{md}"
+    );
+    assert!(html.contains("cost unknown (no prices in the config)"));
     let Some(dom) = dump_dom(&run.join("report.html")) else {
         return;
     };
