@@ -59,10 +59,16 @@ pub struct TaskScore {
 pub struct Tokens {
     /// Prompt tokens.
     pub input: u64,
-    /// Of those, cached.
+    /// Of those, read from the provider's prompt cache.
     pub cached_input: u64,
     /// Completion tokens.
     pub output: u64,
+    /// Of the prompt tokens, written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_input: u64,
+    /// Of the completion tokens, reasoning (thinking).
+    #[serde(default)]
+    pub reasoning: u64,
 }
 
 /// Wall-time figures.
@@ -211,6 +217,8 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
             tokens.input += t.usage.input_tokens;
             tokens.cached_input += t.usage.cached_input_tokens;
             tokens.output += t.usage.output_tokens;
+            tokens.cache_write_input += t.usage.cache_write_input_tokens;
+            tokens.reasoning += t.usage.reasoning_tokens;
             cost += t.cost_usd;
             d.setup_sec += t.timings.setup_ms as f64 / 1000.0;
             d.agent_sec += t.timings.agent_ms as f64 / 1000.0;

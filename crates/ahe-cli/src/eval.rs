@@ -333,6 +333,7 @@ fn evaluate(
     }
     let scores = c.rt.block_on(async {
         let bar = crate::progress::Bar::new(c.quiet);
+        bar.set_cost_unknown(c.model_cfg.prices_unknown());
         let target = std::sync::Arc::new(std::sync::OnceLock::new());
         let _ = target.set(out_dir.join("pulls.jsonl"));
         let progress = crate::pulls::recorder(bar.callback(), target);

@@ -65,6 +65,11 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
     }
     .map_err(CliError::usage)?;
     let _ = journal.set(run.dir.journal_path());
+    bar.set_cost_unknown(
+        ahe_evolve::config::ROLES
+            .iter()
+            .all(|r| run.cfg.model(r).prices_unknown()),
+    );
     eprintln!(
         "ahe evolve: {} ({} visible + {} held-out tasks, k={}, {} iterations) → {}",
         run.cfg.name.as_deref().unwrap_or(""),

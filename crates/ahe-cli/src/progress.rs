@@ -28,20 +28,34 @@ struct State {
     started: Instant,
     /// Image pulls in flight: image → (layers done, layers, bytes done, bytes).
     pulls: std::collections::BTreeMap<String, (u32, u32, u64, u64)>,
+    /// The config names no prices: dollars are unknown, not $0.
+    cost_unknown: bool,
 }
+
+/// Shown instead of dollars when the config names no prices.
+pub const COST_UNKNOWN: &str = "cost unknown (no prices in the config)";
 
 impl State {
     fn spent(&self) -> f64 {
         self.baseline_usd + self.trial_usd
     }
 
-    /// The bar's message: passes, dollars, and the pulls in flight.
+    /// The bar's message: passes, dollars (or that they are unknown), the pulls in flight.
     fn message(&self) -> String {
-        let mut m = format!("{} passed · {} spent", self.passes, usd(self.spent()));
+        let mut m = format!("{} passed · {}", self.passes, self.spent_text());
         for (image, p) in &self.pulls {
             m.push_str(&format!(" · {}", pull_text(image, *p)));
         }
         m
+    }
+
+    /// `$0.1234 spent`, or [`COST_UNKNOWN`].
+    fn spent_text(&self) -> String {
+        if self.cost_unknown {
+            COST_UNKNOWN.to_string()
+        } else {
+            format!("{} spent", usd(self.spent()))
+        }
     }
 
     /// Time left at the average pace so far (None before the first trial).
@@ -129,7 +143,7 @@ pub fn pull_line(e: &ahe_sandbox::PullEvent) -> Option<String> {
 /// One plain line for a finished trial.
 fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> String {
     format!(
-        "{}[{}/{}] {task} #{attempt}: {status} ({secs:.1}s) · {} passed · {} spent · eta {}",
+        "{}[{}/{}] {task} #{attempt}: {status} ({secs:.1}s) · {} passed · {} · eta {}",
         if st.stage.is_empty() {
             String::new()
         } else {
@@ -138,7 +152,7 @@ fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> 
         st.done,
         st.total,
         st.passes,
-        usd(st.spent()),
+        st.spent_text(),
         st.eta().map(short).unwrap_or_else(|| "?".into())
     )
 }
@@ -164,8 +178,17 @@ impl Bar {
                 passes: 0,
                 started: Instant::now(),
                 pulls: Default::default(),
+                cost_unknown: false,
             })),
         }
+    }
+
+    /// Says "cost unknown (no prices in the config)" instead of dollars when `unknown`.
+    pub fn set_cost_unknown(&self, unknown: bool) {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cost_unknown = unknown;
     }
 
     /// The callback to hand to the evaluation or the evolve run.
@@ -194,14 +217,16 @@ impl Bar {
                     st.total = 0;
                     st.done = 0;
                     st.passes = 0;
-                    say(
-                        &bar,
-                        format!("[{label}] started · {} spent so far", usd(spent_usd)),
-                    );
+                    let so_far = if st.cost_unknown {
+                        COST_UNKNOWN.to_string()
+                    } else {
+                        format!("{} spent so far", usd(spent_usd))
+                    };
+                    say(&bar, format!("[{label}] started · {so_far}"));
                     bar.set_style(spinner_style());
                     bar.reset_elapsed();
                     bar.set_prefix(label);
-                    bar.set_message(format!("{} spent", usd(spent_usd)));
+                    bar.set_message(st.spent_text());
                     bar.enable_steady_tick(Duration::from_millis(200));
                 }
                 Progress::Start { total } => {
@@ -292,6 +317,7 @@ mod tests {
             passes: 1,
             started: Instant::now() - Duration::from_secs(10),
             pulls: Default::default(),
+            cost_unknown: false,
         };
         let l = trial_line(&st, "fix-sum", 1, "pass", 1.25);
         assert!(
@@ -302,6 +328,16 @@ mod tests {
         // 10 s for 2 trials → 30 s for the 6 left.
         assert!(l.contains("eta 30s") || l.contains("eta 29s"), "{l}");
         assert_eq!(short(Duration::from_secs(65)), "1m 05s");
+        let unknown = State {
+            cost_unknown: true,
+            ..st
+        };
+        let l = trial_line(&unknown, "fix-sum", 1, "pass", 1.25);
+        assert!(
+            l.contains("1 passed · cost unknown (no prices in the config) · eta"),
+            "{l}"
+        );
+        assert!(!l.contains('$'), "{l}");
     }
 
     #[test]
@@ -315,6 +351,7 @@ mod tests {
             passes: 1,
             started: Instant::now(),
             pulls: Default::default(),
+            cost_unknown: false,
         };
         st.pulls.insert(
             "alexgshaw/regex-log:20251031".into(),

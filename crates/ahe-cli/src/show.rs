@@ -217,7 +217,7 @@ fn run_text(run: &RunReport) -> String {
     ));
     s.push_str(&format!(
         "total: {} · {} wall · verdicts of the previous iteration's changes: E effective, P partially, I ineffective, M mixed, H harmful · * Δ interval excludes 0\n",
-        usd(run.cost_usd()),
+        run.cost_text(),
         secs(run.wall_sec())
     ));
     s

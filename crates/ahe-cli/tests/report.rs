@@ -158,6 +158,13 @@ fn report_renders_in_headless_chromium_with_plots_and_tables() {
         "not self-contained"
     );
     assert!(run.join("report.md").is_file());
+    // The mock models name no prices: the cost is unknown, not $0.
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        md.contains("- cost: cost unknown (no prices in the config)"),
+        "{md}"
+    );
+    assert!(html.contains("cost unknown (no prices in the config)"));
     let Some(dom) = dump_dom(&run.join("report.html")) else {
         return;
     };
@@ -453,7 +460,12 @@ fn evolve_prints_a_line_per_phase_and_trial_when_not_a_terminal() {
     // The last of the 4 is the evaluation of the final harness: it says so.
     assert!(e.contains("[iter 4/4 final rollout] started"), "{e}");
     assert!(!e.contains("[iter 3/4 final"), "{e}");
-    assert!(e.contains(" passed · $0.0000 spent · eta "), "{e}");
+    // The mock models name no prices: the cost is unknown, not $0.
+    assert!(
+        e.contains(" passed · cost unknown (no prices in the config) · eta "),
+        "{e}"
+    );
+    assert!(!e.contains("$0.0000 spent"), "{e}");
     assert!(e.contains("[iter 2] note: auto-rollback"), "{e}");
 }
 

@@ -336,6 +336,7 @@ fn load_layered(path: &Path, seen: &mut Vec<PathBuf>) -> anyhow::Result<toml::Ta
     let mut table: toml::Table =
         toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     substitute(&mut table, path)?;
+    model_presets(&mut table, path)?;
     let Some(parent) = table.remove("extends") else {
         return Ok(table);
     };
@@ -349,8 +350,43 @@ fn load_layered(path: &Path, seen: &mut Vec<PathBuf>) -> anyhow::Result<toml::Ta
     Ok(base)
 }
 
+/// Replaces each `[models.X]` section that says `extends = "models/NAME.toml"` (a model
+/// preset: a flat model table, path relative to this file) by the preset with the
+/// section's own keys over it.
+fn model_presets(table: &mut toml::Table, path: &Path) -> anyhow::Result<()> {
+    let Some(toml::Value::Table(models)) = table.get_mut("models") else {
+        return Ok(());
+    };
+    for (role, v) in models.iter_mut() {
+        let toml::Value::Table(sec) = v else { continue };
+        let Some(ext) = sec.remove("extends") else {
+            continue;
+        };
+        let ext = ext.as_str().ok_or_else(|| {
+            anyhow!(
+                "{}: models.{role}.extends: must be a file path string",
+                path.display()
+            )
+        })?;
+        let p = path.parent().unwrap_or(Path::new(".")).join(ext);
+        let text = std::fs::read_to_string(&p).with_context(|| {
+            format!(
+                "{}: models.{role}.extends = {ext:?}: cannot read the model preset (see configs/models/)",
+                path.display()
+            )
+        })?;
+        let mut preset: toml::Table =
+            toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", p.display()))?;
+        substitute(&mut preset, &p)?;
+        merge(&mut preset, std::mem::take(sec));
+        *sec = preset;
+    }
+    Ok(())
+}
+
 /// Layers each role section over `models.default`, so an override that only changes
-/// `model` keeps the default's provider and prices.
+/// `model` keeps the default's provider and prices. A section naming another provider
+/// stands alone (one provider's settings mean nothing to another).
 fn layer_roles(table: &mut toml::Table) {
     let Some(toml::Value::Table(models)) = table.get_mut("models") else {
         return;
@@ -360,6 +396,9 @@ fn layer_roles(table: &mut toml::Table) {
     };
     for r in ROLES {
         if let Some(toml::Value::Table(role)) = models.get_mut(r) {
+            if matches!((role.get("provider"), def.get("provider")), (Some(a), Some(b)) if a != b) {
+                continue;
+            }
             let mut merged = def.clone();
             merge(&mut merged, std::mem::take(role));
             *role = merged;

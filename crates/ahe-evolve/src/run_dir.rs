@@ -40,6 +40,12 @@ pub struct RoleCost {
     /// Completion tokens.
     #[serde(default)]
     pub output_tokens: u64,
+    /// Of the prompt tokens, written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
+    /// Of the completion tokens, reasoning (thinking).
+    #[serde(default)]
+    pub reasoning_tokens: u64,
     /// Dollars.
     #[serde(default)]
     pub cost_usd: f64,
@@ -145,6 +151,8 @@ impl IterationScores {
                 input_tokens: s.tokens.input,
                 cached_input_tokens: s.tokens.cached_input,
                 output_tokens: s.tokens.output,
+                cache_write_input_tokens: s.tokens.cache_write_input,
+                reasoning_tokens: s.tokens.reasoning,
                 cost_usd: s.cost_usd,
             },
         );
@@ -382,6 +390,8 @@ impl IterationDir {
                 input_tokens: usage.input_tokens,
                 cached_input_tokens: usage.cached_input_tokens,
                 output_tokens: usage.output_tokens,
+                cache_write_input_tokens: usage.cache_write_input_tokens,
+                reasoning_tokens: usage.reasoning_tokens,
                 cost_usd: cost,
             },
         );

@@ -47,6 +47,7 @@ fn main() {
         input_tokens: 12000,
         cached_input_tokens: 9000,
         output_tokens: 150,
+        ..Default::default()
     };
     let system = "You solve software tasks in a non-interactive setting. ".repeat(60);
     let mut events = 0u64;

@@ -63,6 +63,7 @@ impl Wire {
             ToolProtocol::JsonInText => Message::Assistant {
                 content: resp.content.clone(),
                 tool_calls: vec![],
+                opaque: resp.opaque.clone(),
             },
         }
     }
@@ -112,6 +113,7 @@ mod tests {
             usage: Default::default(),
             finish_reason: None,
             cost_usd: 0.0,
+            opaque: vec![],
         }
     }
 

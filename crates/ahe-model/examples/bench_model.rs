@@ -152,6 +152,7 @@ fn main() -> anyhow::Result<()> {
         req.messages.push(Message::Assistant {
             content: None,
             tool_calls: vec![call.clone()],
+            opaque: vec![],
         });
         req.messages.push(Message::Tool {
             tool_call_id: call.id,

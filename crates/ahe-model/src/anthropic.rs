@@ -4,6 +4,12 @@
 //! input_schema}` (native protocol only); assistant `tool_use` blocks map to our
 //! [`ToolCall`]s, and our tool messages become `tool_result` blocks of a user message
 //! (consecutive messages of the same role are merged, as the API wants them alternating).
+//!
+//! Prompt caching (`prompt_cache`, on by default) marks at most 4 `cache_control`
+//! breakpoints: the last tool, the system prompt, the previous turn's last block and the
+//! latest turn's last block, so each call reads the conversation so far from the cache.
+//! Extended thinking (`thinking_budget_tokens`) keeps each reply's thinking blocks (with
+//! their signatures) in the turn's `opaque` items and sends them back first, unchanged.
 
 use std::time::Duration;
 
@@ -26,6 +32,53 @@ pub const API_VERSION: &str = "2023-06-01";
 /// `max_tokens` sent when neither the request nor the config sets one (the API requires it).
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
+/// Most `cache_control` breakpoints the API takes in one request.
+pub const MAX_BREAKPOINTS: usize = 4;
+
+/// What a Messages request carries beyond the conversation (from the model config).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnthropicSettings {
+    /// Model name.
+    pub model: String,
+    /// Whether to mark cache breakpoints.
+    pub prompt_cache: bool,
+    /// Cache TTL (`1h`), when not the default 5 minutes.
+    pub cache_ttl: Option<String>,
+    /// Extended thinking budget, when on.
+    pub thinking_budget: Option<u32>,
+    /// `top_p`, when set (not sent with thinking on).
+    pub top_p: Option<f32>,
+}
+
+impl AnthropicSettings {
+    /// The settings of `cfg`.
+    pub fn from_config(cfg: &ModelConfig) -> AnthropicSettings {
+        AnthropicSettings {
+            model: cfg.model.clone(),
+            prompt_cache: cfg.prompt_cache_on(),
+            cache_ttl: cfg.prompt_cache_ttl.clone().filter(|t| t != "5m"),
+            thinking_budget: cfg.thinking_budget_tokens,
+            top_p: cfg.top_p,
+        }
+    }
+    /// Settings for `model` with caching off and no thinking (the 2024 request shape).
+    pub fn plain(model: &str) -> AnthropicSettings {
+        AnthropicSettings {
+            model: model.into(),
+            prompt_cache: false,
+            cache_ttl: None,
+            thinking_budget: None,
+            top_p: None,
+        }
+    }
+    fn cache_control(&self) -> Value {
+        match &self.cache_ttl {
+            Some(ttl) => json!({"type": "ephemeral", "ttl": ttl}),
+            None => json!({"type": "ephemeral"}),
+        }
+    }
+}
+
 /// A provider speaking the Anthropic Messages API.
 #[derive(Debug, Clone)]
 pub struct AnthropicProvider {
@@ -33,6 +86,7 @@ pub struct AnthropicProvider {
     base_url: String,
     model: String,
     key_env: String,
+    settings: AnthropicSettings,
 }
 
 impl AnthropicProvider {
@@ -59,6 +113,7 @@ impl AnthropicProvider {
             base_url: base,
             model: cfg.model.clone(),
             key_env: cfg.key_env(),
+            settings: AnthropicSettings::from_config(cfg),
         })
     }
 
@@ -97,7 +152,7 @@ impl Provider for AnthropicProvider {
             .http
             .post(&url)
             .header("anthropic-version", API_VERSION)
-            .json(&request_body(&self.model, req));
+            .json(&request_body(&self.settings, req));
         if let Some(k) = &key {
             rb = rb.header("x-api-key", k);
         }
@@ -110,7 +165,7 @@ impl Provider for AnthropicProvider {
 }
 
 /// The JSON request body for `req`.
-pub fn request_body(model: &str, req: &ChatRequest) -> Value {
+pub fn request_body(s: &AnthropicSettings, req: &ChatRequest) -> Value {
     let system: Vec<&str> = req
         .messages
         .iter()
@@ -127,8 +182,10 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
             Message::Assistant {
                 content,
                 tool_calls,
+                opaque,
             } => {
-                let mut b = text_block(content.as_deref().unwrap_or(""));
+                let mut b: Vec<Value> = opaque.clone();
+                b.extend(text_block(content.as_deref().unwrap_or("")));
                 b.extend(tool_calls.iter().map(|c| {
                     json!({"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(&c.arguments)})
                 }));
@@ -153,33 +210,90 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
             _ => turns.push((role, blocks)),
         }
     }
-    let messages: Vec<Value> = turns
+    let mut messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
+    let cc = s.cache_control();
+    if s.prompt_cache {
+        // The moving breakpoint on the latest turn, and the previous user turn's (where the
+        // last call put its moving breakpoint), so a turn adding many blocks still hits.
+        let last = messages.len().checked_sub(1);
+        let prev_user = last.and_then(|l| {
+            (0..l)
+                .rev()
+                .skip_while(|&i| messages[i]["role"] != "assistant")
+                .find(|&i| messages[i]["role"] == "user")
+        });
+        for i in [prev_user, last].into_iter().flatten() {
+            if let Some(b) = messages[i]["content"]
+                .as_array_mut()
+                .and_then(|b| b.iter_mut().rev().find(|b| is_cacheable(b)))
+            {
+                b["cache_control"] = cc.clone();
+            }
+        }
+    }
     let mut body = json!({
-        "model": model,
+        "model": s.model,
         "max_tokens": req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         "messages": messages,
     });
     if !system.is_empty() {
-        body["system"] = json!(system.join("\n\n"));
+        let text = system.join("\n\n");
+        body["system"] = if s.prompt_cache {
+            json!([{"type": "text", "text": text, "cache_control": cc}])
+        } else {
+            json!(text)
+        };
     }
     if req.protocol == ToolProtocol::Native && !req.tools.is_empty() {
-        let tools: Vec<Value> = req
+        let mut tools: Vec<Value> = req
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
+        if s.prompt_cache {
+            if let Some(t) = tools.last_mut() {
+                t["cache_control"] = cc.clone();
+            }
+        }
         body["tools"] = Value::Array(tools);
         if req.tool_choice == ToolChoice::None {
             body["tool_choice"] = json!({"type": "none"});
         }
     }
-    if let Some(t) = req.temperature {
-        body["temperature"] = json!(t);
+    match s.thinking_budget {
+        Some(b) => body["thinking"] = json!({"type": "enabled", "budget_tokens": b}),
+        None => {
+            if let Some(t) = req.temperature {
+                body["temperature"] = json!(t);
+            }
+            if let Some(p) = s.top_p {
+                body["top_p"] = json!(p);
+            }
+        }
     }
     body
+}
+
+/// Whether a block may carry `cache_control` (thinking blocks may not).
+fn is_cacheable(b: &Value) -> bool {
+    !matches!(
+        b.get("type").and_then(Value::as_str),
+        Some("thinking" | "redacted_thinking")
+    )
+}
+
+/// Thinking tokens of a reply, estimated from the thinking text (the API bills them as
+/// output and reports no separate count): about 4 characters a token.
+pub fn estimate_thinking_tokens(blocks: &[Value]) -> u64 {
+    let chars: usize = blocks
+        .iter()
+        .filter_map(|b| b.get("thinking").and_then(Value::as_str))
+        .map(|t| t.chars().count())
+        .sum();
+    chars.div_ceil(4) as u64
 }
 
 /// A text block, or none for empty text (the API rejects empty text blocks).
@@ -210,6 +324,7 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
         .ok_or_else(|| ModelError::Malformed(format!("no content in: {}", excerpt(body))))?;
     let mut text = Vec::new();
     let mut tool_calls = Vec::new();
+    let mut opaque = Vec::new();
     for (i, b) in blocks.iter().enumerate() {
         match b.get("type").and_then(Value::as_str) {
             Some("text") => {
@@ -233,7 +348,9 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
                     arguments: b.get("input").cloned().unwrap_or_else(|| json!({})),
                 });
             }
-            // thinking, redacted_thinking, server tool blocks...: not ours to show.
+            // Sent back unchanged (signatures included) in later turns.
+            Some("thinking" | "redacted_thinking") => opaque.push(b.clone()),
+            // Server tool blocks...: not ours to show.
             _ => {}
         }
     }
@@ -244,11 +361,15 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
             .unwrap_or(0)
     };
     let cache_read = num("cache_read_input_tokens");
+    let cache_write = num("cache_creation_input_tokens");
+    let output = num("output_tokens");
     // `input_tokens` excludes cached and cache-written tokens; ours includes every prompt token.
     let usage = Usage {
-        input_tokens: num("input_tokens") + cache_read + num("cache_creation_input_tokens"),
+        input_tokens: num("input_tokens") + cache_read + cache_write,
         cached_input_tokens: cache_read,
-        output_tokens: num("output_tokens"),
+        output_tokens: output,
+        cache_write_input_tokens: cache_write,
+        reasoning_tokens: estimate_thinking_tokens(&opaque).min(output),
     };
     Ok(ChatResponse {
         content: (!text.is_empty()).then(|| text.join("")),
@@ -259,6 +380,7 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
             .and_then(Value::as_str)
             .map(str::to_string),
         cost_usd: 0.0,
+        opaque,
     })
 }
 
@@ -314,24 +436,18 @@ mod tests {
             messages: vec![
                 Message::system("sys"),
                 Message::user("task"),
-                Message::Assistant {
-                    content: Some("looking".into()),
-                    tool_calls: vec![
+                Message::assistant(
+                    Some("looking".into()),
+                    vec![
                         call("t1", json!({"command": "ls"})),
                         call("t2", Value::String("{bad".into())),
                     ],
-                },
+                ),
                 tool("t1", "a b"),
                 tool("t2", "err"),
                 Message::user("note"),
-                Message::Assistant {
-                    content: None,
-                    tool_calls: vec![],
-                },
-                Message::Assistant {
-                    content: Some("done".into()),
-                    tool_calls: vec![],
-                },
+                Message::assistant(None, vec![]),
+                Message::assistant(Some("done".into()), vec![]),
             ],
             tools: vec![ToolSpec {
                 name: "shell".into(),
@@ -343,7 +459,7 @@ mod tests {
             max_tokens: None,
             tool_choice: Default::default(),
         };
-        let b = request_body("claude-test", &req);
+        let b = request_body(&AnthropicSettings::plain("claude-test"), &req);
         assert_eq!(b["system"], "sys");
         assert_eq!(b["max_tokens"], DEFAULT_MAX_TOKENS);
         assert_eq!(b["temperature"], 0.25);
@@ -357,7 +473,7 @@ mod tests {
             ..req.clone()
         };
         assert_eq!(
-            request_body("claude-test", &none)["tool_choice"],
+            request_body(&AnthropicSettings::plain("claude-test"), &none)["tool_choice"],
             json!({"type": "none"})
         );
         let msgs = b["messages"].as_array().unwrap();
@@ -393,7 +509,7 @@ mod tests {
         jt.temperature = None;
         jt.max_tokens = Some(9);
         jt.messages.remove(0);
-        let b = request_body("claude-test", &jt);
+        let b = request_body(&AnthropicSettings::plain("claude-test"), &jt);
         assert!(b.get("tools").is_none() && b.get("temperature").is_none());
         assert!(b.get("system").is_none());
         assert_eq!(b["max_tokens"], 9);
@@ -420,8 +536,14 @@ mod tests {
             Usage {
                 input_tokens: 450,
                 cached_input_tokens: 300,
-                output_tokens: 20
+                output_tokens: 20,
+                cache_write_input_tokens: 50,
+                reasoning_tokens: 1,
             }
+        );
+        assert_eq!(
+            r.opaque,
+            vec![json!({"type": "thinking", "thinking": "hm"})]
         );
         let r = parse_response(r#"{"content":[],"stop_reason":"end_turn"}"#).unwrap();
         assert_eq!((r.content, r.tool_calls.len()), (None, 0));

@@ -1,8 +1,13 @@
 //! Record/replay: a content-addressed store of responses, keyed by the request's hash.
 //!
 //! The key is the SHA-256 of a canonical JSON document (sorted keys, no whitespace) of the
-//! provider, model, messages, tools, tool protocol, temperature and max_tokens. It leaves
-//! out the API key, the base URL, the role and every timing or retry setting.
+//! provider, model, messages, tools, tool protocol, temperature and max_tokens, plus — only
+//! when set, so recordings made before they existed still replay — the tool choice, the
+//! provider items carried in assistant turns (thinking blocks, reasoning items) and the
+//! settings that change an answer (`top_p`, `reasoning_effort`, `reasoning_summary`,
+//! `extra_body`, `thinking_budget_tokens`, `api = "responses"`; see
+//! [`crate::ModelConfig::answer_settings`]). It leaves out the API key, the base URL, the
+//! role, prompt caching (billing only) and every timing or retry setting.
 //!
 //! Identical requests are not collapsed into one answer: k trials of a task start with the
 //! same request, and a stochastic model must still answer each on its own. So the store
@@ -47,8 +52,18 @@ pub struct CacheEntry {
     pub response: ChatResponse,
 }
 
-/// The canonical JSON text a request is hashed over.
+/// The canonical JSON text a request is hashed over (no answer settings).
 pub fn canonical_request(provider: &str, model: &str, req: &ChatRequest) -> String {
+    canonical_request_with(provider, model, &json!({}), req)
+}
+
+/// [`canonical_request`] with the config's answer settings (an object; empty = none).
+pub fn canonical_request_with(
+    provider: &str,
+    model: &str,
+    settings: &Value,
+    req: &ChatRequest,
+) -> String {
     let mut doc = json!({
         "v": KEY_VERSION,
         "provider": provider,
@@ -63,6 +78,9 @@ pub fn canonical_request(provider: &str, model: &str, req: &ChatRequest) -> Stri
     if !req.tool_choice.is_auto() {
         doc["tool_choice"] = json!(req.tool_choice);
     }
+    if settings.as_object().is_some_and(|m| !m.is_empty()) {
+        doc["settings"] = settings.clone();
+    }
     let mut out = String::new();
     write_canonical(&doc, &mut out);
     out
@@ -70,8 +88,18 @@ pub fn canonical_request(provider: &str, model: &str, req: &ChatRequest) -> Stri
 
 /// SHA-256 (lower-case hex) of [`canonical_request`].
 pub fn request_hash(provider: &str, model: &str, req: &ChatRequest) -> String {
+    request_hash_with(provider, model, &json!({}), req)
+}
+
+/// SHA-256 (lower-case hex) of [`canonical_request_with`].
+pub fn request_hash_with(
+    provider: &str,
+    model: &str,
+    settings: &Value,
+    req: &ChatRequest,
+) -> String {
     hex::encode(Sha256::digest(
-        canonical_request(provider, model, req).as_bytes(),
+        canonical_request_with(provider, model, settings, req).as_bytes(),
     ))
 }
 
@@ -113,6 +141,8 @@ pub struct CachedProvider {
     dir: PathBuf,
     provider: String,
     model: String,
+    /// Answer settings in the key (see [`canonical_request_with`]).
+    settings: Value,
     /// Occurrences of each hash handed out so far by this process.
     seen: Mutex<HashMap<String, u32>>,
 }
@@ -132,8 +162,15 @@ impl CachedProvider {
             dir,
             provider: provider.to_string(),
             model: model.to_string(),
+            settings: json!({}),
             seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Puts the config's answer settings into every key (see [`canonical_request_with`]).
+    pub fn with_settings(mut self, settings: Value) -> CachedProvider {
+        self.settings = settings;
+        self
     }
 
     /// The store's directory.
@@ -256,7 +293,7 @@ impl Provider for CachedProvider {
     }
 
     async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let hash = request_hash(&self.provider, &self.model, req);
+        let hash = request_hash_with(&self.provider, &self.model, &self.settings, req);
         match self.mode {
             CacheMode::Replay => self.replay(&hash).await,
             CacheMode::Record | CacheMode::Off => self.record(&hash, req).await,
@@ -286,9 +323,11 @@ mod tests {
                     input_tokens: 7,
                     cached_input_tokens: 2,
                     output_tokens: 3,
+                    ..Default::default()
                 },
                 finish_reason: Some("stop".into()),
                 cost_usd: 1.5,
+                opaque: vec![],
             })
         }
     }
@@ -317,6 +356,28 @@ mod tests {
 
     async fn answer(p: &CachedProvider, text: &str) -> String {
         p.chat(&req(text)).await.unwrap().content.unwrap()
+    }
+
+    #[test]
+    fn keys_of_recordings_made_before_the_frontier_fields_are_unchanged() {
+        // The key document of a plain request, byte for byte as KEY_VERSION 1 wrote it.
+        let r = ChatRequest {
+            role: Role::CodeAgent,
+            messages: vec![Message::system("s"), Message::user("hi")],
+            tools: vec![],
+            protocol: ToolProtocol::Native,
+            temperature: None,
+            max_tokens: Some(5),
+            tool_choice: Default::default(),
+        };
+        let old = r#"{"max_tokens":5,"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"m","protocol":"native","provider":"openai","temperature":null,"tools":[],"v":1}"#;
+        assert_eq!(canonical_request("openai", "m", &r), old);
+        // A config with none of the new answer settings keys the same.
+        let cfg = crate::ModelConfig::from_spec("anthropic:m").unwrap();
+        assert_eq!(
+            canonical_request_with("openai", "m", &cfg.answer_settings(), &r),
+            old
+        );
     }
 
     #[test]
@@ -356,6 +417,21 @@ mod tests {
             assert_ne!(request_hash("openai", "m", v), h);
         }
         assert_ne!(request_hash("anthropic", "m", &a), h);
+        // Answer settings and carried provider items count only when present.
+        assert_eq!(request_hash_with("openai", "m", &json!({}), &a), h);
+        let s = json!({"reasoning_effort": "high"});
+        assert_ne!(request_hash_with("openai", "m", &s, &a), h);
+        let mut x = a.clone();
+        x.messages
+            .push(Message::assistant(Some("a".into()), vec![]));
+        let plain = request_hash("openai", "m", &x);
+        assert!(!canonical_request("openai", "m", &x).contains("opaque"));
+        x.messages[2] = Message::Assistant {
+            content: Some("a".into()),
+            tool_calls: vec![],
+            opaque: vec![json!({"type": "thinking", "thinking": "t", "signature": "s"})],
+        };
+        assert_ne!(request_hash("openai", "m", &x), plain);
         assert_ne!(request_hash("openai", "m2", &a), h);
     }
 
@@ -435,6 +511,7 @@ mod tests {
                     usage: Usage::default(),
                     finish_reason: None,
                     cost_usd: 0.0,
+                    opaque: vec![],
                 })
             }
         }
@@ -457,6 +534,7 @@ mod tests {
             usage: Usage::default(),
             finish_reason: None,
             cost_usd: 0.0,
+            opaque: vec![],
         };
         assert_eq!(
             p.store(&h, 5, resp("first")).unwrap().content.unwrap(),

@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::budget::Budget;
 use crate::config::ModelConfig;
+pub use crate::prices::Prices;
 use crate::types::{ChatRequest, ChatResponse, ModelError, Provider, Usage};
 
 /// Token and cost totals of one role.
@@ -19,12 +20,31 @@ pub struct RoleUsage {
     pub calls: u64,
     /// Prompt tokens (including cached ones).
     pub input_tokens: u64,
-    /// Cached prompt tokens.
+    /// Prompt tokens read from the provider's prompt cache.
     pub cached_input_tokens: u64,
-    /// Completion tokens.
+    /// Completion tokens (reasoning included).
     pub output_tokens: u64,
+    /// Prompt tokens written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
+    /// Reasoning (thinking) tokens among the completion tokens.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
     /// Cost in USD.
     pub cost_usd: f64,
+}
+
+impl RoleUsage {
+    /// The token counts as a [`Usage`].
+    pub fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            output_tokens: self.output_tokens,
+            cache_write_input_tokens: self.cache_write_input_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+        }
+    }
 }
 
 /// Accounting of a client since its creation.
@@ -65,46 +85,9 @@ impl ModelStats {
     pub fn total_usage(&self) -> Usage {
         let mut u = Usage::default();
         for r in self.per_role.values() {
-            u.add(&Usage {
-                input_tokens: r.input_tokens,
-                cached_input_tokens: r.cached_input_tokens,
-                output_tokens: r.output_tokens,
-            });
+            u.add(&r.usage());
         }
         u
-    }
-}
-
-/// Per-million-token prices.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Prices {
-    /// USD per 1M uncached input tokens.
-    pub input: f64,
-    /// USD per 1M cached input tokens.
-    pub cached_input: f64,
-    /// USD per 1M output tokens.
-    pub output: f64,
-}
-
-impl Prices {
-    /// Prices from a config (cached input at the input price unless set).
-    pub fn from_config(cfg: &ModelConfig) -> Prices {
-        Prices {
-            input: cfg.price_input_per_mtok,
-            cached_input: cfg
-                .price_cached_input_per_mtok
-                .unwrap_or(cfg.price_input_per_mtok),
-            output: cfg.price_output_per_mtok,
-        }
-    }
-    /// Cost in USD of one call's usage.
-    pub fn cost(&self, u: &Usage) -> f64 {
-        let cached = u.cached_input_tokens.min(u.input_tokens);
-        let uncached = u.input_tokens - cached;
-        (uncached as f64 * self.input
-            + cached as f64 * self.cached_input
-            + u.output_tokens as f64 * self.output)
-            / 1_000_000.0
     }
 }
 
@@ -192,6 +175,11 @@ impl ModelClient {
     /// The provider's description, e.g. `openai:gpt-4o`.
     pub fn describe(&self) -> String {
         self.inner.provider.describe()
+    }
+
+    /// Whether the config named no prices (costs are then "unknown", not $0).
+    pub fn cost_unknown(&self) -> bool {
+        self.inner.prices.unknown()
     }
 
     /// The shared budget this client checks, if any.
@@ -315,6 +303,8 @@ impl ModelClient {
         r.input_tokens += resp.usage.input_tokens;
         r.cached_input_tokens += resp.usage.cached_input_tokens;
         r.output_tokens += resp.usage.output_tokens;
+        r.cache_write_input_tokens += resp.usage.cache_write_input_tokens;
+        r.reasoning_tokens += resp.usage.reasoning_tokens;
         r.cost_usd += resp.cost_usd;
     }
 
@@ -371,9 +361,11 @@ mod tests {
                     input_tokens: 1_000_000,
                     cached_input_tokens: 400_000,
                     output_tokens: 100_000,
+                    ..Default::default()
                 },
                 finish_reason: None,
                 cost_usd: 0.0,
+                opaque: vec![],
             })
         }
     }
@@ -403,26 +395,6 @@ mod tests {
             message: "503".into(),
             retry_after_sec: None,
         }
-    }
-
-    #[test]
-    fn cost_uses_cached_price() {
-        let p = Prices {
-            input: 2.0,
-            cached_input: 0.5,
-            output: 10.0,
-        };
-        let u = Usage {
-            input_tokens: 1_000_000,
-            cached_input_tokens: 400_000,
-            output_tokens: 100_000,
-        };
-        assert!((p.cost(&u) - (1.2 + 0.2 + 1.0)).abs() < 1e-9);
-        let c = ModelConfig {
-            price_input_per_mtok: 3.0,
-            ..ModelConfig::default()
-        };
-        assert_eq!(Prices::from_config(&c).cached_input, 3.0);
     }
 
     #[test]

@@ -37,12 +37,47 @@ pub struct ModelConfig {
     /// Output token cap applied when a request sets none.
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// Nucleus sampling `top_p`, sent only when set (reasoning models accept only the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// openai: which API to speak, `chat` (chat completions, default) or `responses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// openai chat: the name of the output cap field, `auto` (default: `max_completion_tokens`
+    /// for reasoning models, o1/o3/o4/gpt-5*, else `max_tokens`), `max_tokens` or
+    /// `max_completion_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<String>,
+    /// openai: reasoning effort (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`), passed
+    /// as given (`reasoning_effort` in chat, `reasoning.effort` in responses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// openai responses: reasoning summary (`auto`, `concise`, `detailed`), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_summary: Option<String>,
+    /// openai: fields merged into every request body (vLLM, OpenRouter, Ollama options).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// anthropic: prompt caching with `cache_control` breakpoints (default on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<bool>,
+    /// anthropic: cache lifetime, `5m` (default) or `1h` (writes priced 2x input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_ttl: Option<String>,
+    /// anthropic: extended thinking budget in tokens (>= 1024, below max_tokens); off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget_tokens: Option<u32>,
     /// USD per million (uncached) input tokens.
     #[serde(default)]
     pub price_input_per_mtok: f64,
-    /// USD per million cached input tokens (defaults to the input price).
+    /// USD per million cached input tokens read (default: 0.1x input for anthropic, else
+    /// the input price).
     #[serde(default)]
     pub price_cached_input_per_mtok: Option<f64>,
+    /// USD per million input tokens written to the prompt cache (default 1.25x input; 2x
+    /// with `prompt_cache_ttl = "1h"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cache_write_per_mtok: Option<f64>,
     /// USD per million output tokens.
     #[serde(default)]
     pub price_output_per_mtok: f64,
@@ -159,8 +194,18 @@ impl Default for ModelConfig {
             api_key_env: None,
             temperature: None,
             max_tokens: None,
+            top_p: None,
+            api: None,
+            max_tokens_field: None,
+            reasoning_effort: None,
+            reasoning_summary: None,
+            extra_body: serde_json::Map::new(),
+            prompt_cache: None,
+            prompt_cache_ttl: None,
+            thinking_budget_tokens: None,
             price_input_per_mtok: 0.0,
             price_cached_input_per_mtok: None,
+            price_cache_write_per_mtok: None,
             price_output_per_mtok: 0.0,
             concurrency: default_concurrency(),
             max_retries: default_max_retries(),
@@ -280,11 +325,16 @@ impl ModelConfig {
         if self.max_tokens == Some(0) {
             errs.push("max_tokens: must be >= 1 when set".to_string());
         }
+        self.validate_frontier(&mut errs);
         let prices = [
             ("price_input_per_mtok", Some(self.price_input_per_mtok)),
             (
                 "price_cached_input_per_mtok",
                 self.price_cached_input_per_mtok,
+            ),
+            (
+                "price_cache_write_per_mtok",
+                self.price_cache_write_per_mtok,
             ),
             ("price_output_per_mtok", Some(self.price_output_per_mtok)),
         ];
@@ -321,6 +371,24 @@ impl ModelConfig {
         } else {
             bail!("invalid model config: {}", errs.join("; "))
         }
+    }
+
+    /// Whether every price is 0 (cost unknown: shown as such, never as "$0").
+    pub fn prices_unknown(&self) -> bool {
+        self.price_input_per_mtok == 0.0
+            && self.price_output_per_mtok == 0.0
+            && self.price_cached_input_per_mtok.unwrap_or(0.0) == 0.0
+            && self.price_cache_write_per_mtok.unwrap_or(0.0) == 0.0
+    }
+
+    /// Whether the openai provider speaks the Responses API (`api = "responses"`).
+    pub fn uses_responses_api(&self) -> bool {
+        self.api.as_deref() == Some("responses")
+    }
+
+    /// Whether anthropic prompt caching is on (default: yes).
+    pub fn prompt_cache_on(&self) -> bool {
+        self.prompt_cache.unwrap_or(true)
     }
 
     /// The env var holding the API key (`api_key_env`, else the provider's default).

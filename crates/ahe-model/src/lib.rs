@@ -10,10 +10,15 @@ pub mod budget;
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod frontier;
 mod http;
 pub mod local;
 pub mod mock;
 pub mod openai;
+pub mod prices;
+pub mod responses;
+#[cfg(feature = "test-server")]
+pub mod standin;
 #[cfg(feature = "test-server")]
 pub mod testserver;
 pub mod types;
@@ -76,13 +81,10 @@ pub fn build_client_with(cfg: &ModelConfig, opts: &ClientOptions) -> anyhow::Res
                 dir.display()
             );
         }
-        provider = Arc::new(CachedProvider::new(
-            provider,
-            cfg.cache,
-            dir,
-            &cfg.provider,
-            &cfg.model,
-        ));
+        provider = Arc::new(
+            CachedProvider::new(provider, cfg.cache, dir, &cfg.provider, &cfg.model)
+                .with_settings(cfg.answer_settings()),
+        );
     }
     Ok(ModelClient::with_budget(provider, cfg, opts.budget.clone()))
 }

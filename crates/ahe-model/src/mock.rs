@@ -356,9 +356,11 @@ fn build_response(
             input_tokens: input_chars.div_ceil(4) as u64,
             cached_input_tokens: 0,
             output_tokens: output_chars.div_ceil(4) as u64,
+            ..Default::default()
         },
         finish_reason: Some(finish.to_string()),
         cost_usd: 0.0,
+        opaque: vec![],
     }
 }
 
@@ -403,6 +405,7 @@ mod tests {
             messages.push(Message::Assistant {
                 content: Some("x".into()),
                 tool_calls: vec![],
+                opaque: vec![],
             });
             messages.push(Message::user("obs"));
         }

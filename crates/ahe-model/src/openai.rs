@@ -1,11 +1,13 @@
-//! OpenAI-compatible chat-completions provider (OpenAI, vLLM, llama.cpp server, ...).
+//! OpenAI-compatible provider (OpenAI, vLLM, llama.cpp server, ...): chat completions, or
+//! the Responses API with `api = "responses"` (see [`crate::responses`]).
 
 use std::time::Duration;
 
 use anyhow::Context;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::config::ModelConfig;
+use crate::frontier;
 pub use crate::http::parse_retry_after;
 use crate::http::{self, excerpt, Endpoint};
 use crate::types::{
@@ -16,13 +18,72 @@ use crate::types::{
 /// Base URL used when neither the config nor `OPENAI_BASE_URL` sets one.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-/// A provider speaking `POST {base_url}/chat/completions`.
+/// What an openai request carries beyond the conversation (from the model config).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatSettings {
+    /// Model name.
+    pub model: String,
+    /// Output limit field of chat completions (`max_tokens` or `max_completion_tokens`).
+    pub max_tokens_field: &'static str,
+    /// `reasoning_effort` (chat) / `reasoning.effort` (responses), when set.
+    pub reasoning_effort: Option<String>,
+    /// `reasoning.summary` (responses), when set.
+    pub reasoning_summary: Option<String>,
+    /// `top_p`, when set.
+    pub top_p: Option<f32>,
+    /// Fields merged into every body.
+    pub extra_body: Map<String, Value>,
+    /// Whether the model is a reasoning family (Responses: ask for encrypted reasoning).
+    pub reasoning_model: bool,
+}
+
+impl ChatSettings {
+    /// The settings of `cfg` (`max_tokens_field = "auto"` resolved by model family).
+    pub fn from_config(cfg: &ModelConfig) -> ChatSettings {
+        ChatSettings {
+            model: cfg.model.clone(),
+            max_tokens_field: frontier::max_tokens_field(cfg),
+            reasoning_effort: cfg.reasoning_effort.clone(),
+            reasoning_summary: cfg.reasoning_summary.clone(),
+            top_p: cfg.top_p,
+            extra_body: cfg.extra_body.clone(),
+            reasoning_model: frontier::is_reasoning_model(&cfg.model)
+                || cfg.reasoning_effort.as_deref().is_some_and(|e| e != "none"),
+        }
+    }
+    /// Plain settings for `model` (as `openai:MODEL` with no other fields).
+    pub fn plain(model: &str) -> ChatSettings {
+        ChatSettings::from_config(&ModelConfig {
+            provider: "openai".into(),
+            model: model.into(),
+            ..ModelConfig::default()
+        })
+    }
+}
+
+/// Deep-merges `extra` into `body` (objects merge, everything else replaces).
+pub fn merge_extra(body: &mut Value, extra: &Map<String, Value>) {
+    for (k, v) in extra {
+        match (body.get_mut(k), v) {
+            (Some(Value::Object(b)), Value::Object(o)) => {
+                let mut inner = Value::Object(std::mem::take(b));
+                merge_extra(&mut inner, o);
+                body[k] = inner;
+            }
+            _ => body[k] = v.clone(),
+        }
+    }
+}
+
+/// A provider speaking `POST {base_url}/chat/completions` (or `/responses`).
 #[derive(Debug, Clone)]
 pub struct OpenAiProvider {
     http: reqwest::Client,
     base_url: String,
     model: String,
     key_env: String,
+    settings: ChatSettings,
+    responses: bool,
 }
 
 impl OpenAiProvider {
@@ -49,12 +110,18 @@ impl OpenAiProvider {
                 .api_key_env
                 .clone()
                 .unwrap_or_else(|| "OPENAI_API_KEY".to_string()),
+            settings: ChatSettings::from_config(cfg),
+            responses: cfg.uses_responses_api(),
         })
     }
 
-    /// The full chat-completions URL.
+    /// The full URL called: chat completions, or the Responses endpoint.
     pub fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.base_url)
+        if self.responses {
+            format!("{}/responses", self.base_url)
+        } else {
+            format!("{}/chat/completions", self.base_url)
+        }
     }
 
     /// Maps a non-success HTTP status and body to a `ModelError`.
@@ -84,7 +151,12 @@ impl Provider for OpenAiProvider {
     async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let url = self.endpoint();
         let key = http::key_from_env(&self.key_env);
-        let mut rb = self.http.post(&url).json(&request_body(&self.model, req));
+        let body = if self.responses {
+            crate::responses::request_body(&self.settings, req)
+        } else {
+            request_body(&self.settings, req)
+        };
+        let mut rb = self.http.post(&url).json(&body);
         if let Some(k) = &key {
             rb = rb.bearer_auth(k);
         }
@@ -92,14 +164,20 @@ impl Provider for OpenAiProvider {
         if !(200..300).contains(&a.status) {
             return Err(self.status_error(a.status, a.retry_after, &a.body, key.as_deref()));
         }
-        parse_response(&a.body).map_err(|e| http::malformed_at(e, &url, key.as_deref()))
+        let parsed = if self.responses {
+            crate::responses::parse_response(&a.body)
+        } else {
+            parse_response(&a.body)
+        };
+        parsed.map_err(|e| http::malformed_at(e, &url, key.as_deref()))
     }
 }
 
-/// The JSON request body for `req` (tools only with the native protocol and when non-empty).
-pub fn request_body(model: &str, req: &ChatRequest) -> Value {
+/// The JSON request body for `req` (tools only with the native protocol and when non-empty;
+/// temperature and top_p only when set; the output limit under `s.max_tokens_field`).
+pub fn request_body(s: &ChatSettings, req: &ChatRequest) -> Value {
     let messages: Vec<Value> = req.messages.iter().map(message_json).collect();
-    let mut body = json!({ "model": model, "messages": messages });
+    let mut body = json!({ "model": s.model, "messages": messages });
     if req.protocol == ToolProtocol::Native && !req.tools.is_empty() {
         let tools: Vec<Value> = req
             .tools
@@ -123,9 +201,16 @@ pub fn request_body(model: &str, req: &ChatRequest) -> Value {
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
     }
-    if let Some(m) = req.max_tokens {
-        body["max_tokens"] = json!(m);
+    if let Some(p) = s.top_p {
+        body["top_p"] = json!(p);
     }
+    if let Some(m) = req.max_tokens {
+        body[s.max_tokens_field] = json!(m);
+    }
+    if let Some(e) = &s.reasoning_effort {
+        body["reasoning_effort"] = json!(e);
+    }
+    merge_extra(&mut body, &s.extra_body);
     body
 }
 
@@ -136,6 +221,7 @@ fn message_json(m: &Message) -> Value {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             let mut v = json!({"role": "assistant", "content": content});
             if !tool_calls.is_empty() {
@@ -243,6 +329,8 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
         input_tokens: num(&["prompt_tokens"]),
         cached_input_tokens: num(&["prompt_tokens_details", "cached_tokens"]),
         output_tokens: num(&["completion_tokens"]),
+        reasoning_tokens: num(&["completion_tokens_details", "reasoning_tokens"]),
+        ..Default::default()
     };
     Ok(ChatResponse {
         content,
@@ -253,6 +341,7 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
             .and_then(Value::as_str)
             .map(str::to_string),
         cost_usd: 0.0,
+        opaque: vec![],
     })
 }
 
@@ -286,9 +375,9 @@ mod tests {
             messages: vec![
                 Message::system("s"),
                 Message::user("u"),
-                Message::Assistant {
-                    content: None,
-                    tool_calls: vec![
+                Message::assistant(
+                    None,
+                    vec![
                         ToolCall {
                             id: "c1".into(),
                             name: "shell".into(),
@@ -300,7 +389,7 @@ mod tests {
                             arguments: Value::String("{bad".into()),
                         },
                     ],
-                },
+                ),
                 Message::Tool {
                     tool_call_id: "c1".into(),
                     name: "shell".into(),
@@ -317,7 +406,7 @@ mod tests {
             max_tokens: Some(9),
             tool_choice: Default::default(),
         };
-        let b = request_body("m1", &req);
+        let b = request_body(&ChatSettings::plain("m1"), &req);
         assert_eq!(b["model"], "m1");
         assert_eq!(b["messages"][0], json!({"role": "system", "content": "s"}));
         let a = &b["messages"][2];
@@ -346,13 +435,68 @@ mod tests {
             tool_choice: ToolChoice::None,
             ..req.clone()
         };
-        assert_eq!(request_body("m1", &none)["tool_choice"], "none");
+        assert_eq!(
+            request_body(&ChatSettings::plain("m1"), &none)["tool_choice"],
+            "none"
+        );
         let mut jt = req.clone();
         jt.protocol = ToolProtocol::JsonInText;
         jt.temperature = None;
-        let b = request_body("m1", &jt);
+        let b = request_body(&ChatSettings::plain("m1"), &jt);
         assert!(b.get("tools").is_none());
         assert!(b.get("temperature").is_none());
+    }
+
+    #[test]
+    fn reasoning_settings_shape_the_body() {
+        let mut cfg = ModelConfig::from_spec("openai:gpt-5-mini").unwrap();
+        cfg.reasoning_effort = Some("high".into());
+        cfg.extra_body
+            .insert("provider".into(), json!({"order": ["a"]}));
+        cfg.extra_body.insert("seed".into(), json!(7));
+        let req = ChatRequest {
+            role: Role::CodeAgent,
+            messages: vec![Message::user("u")],
+            tools: vec![],
+            protocol: ToolProtocol::Native,
+            temperature: None,
+            max_tokens: Some(900),
+            tool_choice: Default::default(),
+        };
+        let b = request_body(&ChatSettings::from_config(&cfg), &req);
+        assert_eq!(b["max_completion_tokens"], 900);
+        assert!(b.get("max_tokens").is_none() && b.get("temperature").is_none());
+        assert!(b.get("top_p").is_none());
+        assert_eq!(b["reasoning_effort"], "high");
+        assert_eq!(
+            (b["provider"]["order"][0].clone(), b["seed"].clone()),
+            (json!("a"), json!(7))
+        );
+        cfg.model = "gpt-4o".into();
+        cfg.max_tokens_field = None;
+        let b = request_body(&ChatSettings::from_config(&cfg), &req);
+        assert_eq!(b["max_tokens"], 900);
+        cfg.max_tokens_field = Some("max_completion_tokens".into());
+        let b = request_body(&ChatSettings::from_config(&cfg), &req);
+        assert_eq!(b["max_completion_tokens"], 900);
+        let mut body = json!({"reasoning": {"effort": "low"}, "x": 1});
+        let extra = json!({"reasoning": {"summary": "auto"}, "x": 2});
+        merge_extra(&mut body, extra.as_object().unwrap());
+        assert_eq!(
+            body,
+            json!({"reasoning": {"effort": "low", "summary": "auto"}, "x": 2})
+        );
+        let r = parse_response(
+            r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":2000,"completion_tokens":300,
+            "prompt_tokens_details":{"cached_tokens":1024},
+            "completion_tokens_details":{"reasoning_tokens":256}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.usage.cached_input_tokens, r.usage.reasoning_tokens),
+            (1024, 256)
+        );
     }
 
     #[test]
@@ -368,14 +512,7 @@ mod tests {
         assert_eq!(r.tool_calls[1].arguments, Value::String("{oops".into()));
         assert_eq!(r.tool_calls[1].id, "call_1");
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
-        assert_eq!(
-            r.usage,
-            Usage {
-                input_tokens: 10,
-                cached_input_tokens: 4,
-                output_tokens: 3
-            }
-        );
+        assert_eq!(r.usage, Usage::new(10, 4, 3));
         assert_eq!(parse_response("nope").unwrap_err().class(), "malformed");
         assert_eq!(
             parse_response(r#"{"choices":[]}"#).unwrap_err().class(),

@@ -59,6 +59,10 @@ pub enum Message {
         /// Tool calls, possibly none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// Provider items that must go back unchanged in later turns (Anthropic thinking
+        /// blocks with their signatures, Responses API reasoning items); opaque to ahe.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        opaque: Vec<Value>,
     },
     /// Result of one tool call.
     Tool {
@@ -79,6 +83,14 @@ impl Message {
     /// A user message.
     pub fn user(s: impl Into<String>) -> Self {
         Message::User { content: s.into() }
+    }
+    /// An assistant message with no provider items attached.
+    pub fn assistant(content: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Message::Assistant {
+            content,
+            tool_calls,
+            opaque: vec![],
+        }
     }
     /// The text of the message (tool calls not included).
     pub fn text(&self) -> &str {
@@ -179,21 +191,44 @@ impl ChatRequest {
 /// Token counts of one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens (including cached ones).
+    /// Prompt tokens (including cached reads and cache writes).
     pub input_tokens: u64,
-    /// Of the prompt tokens, how many were served from the provider's cache.
+    /// Of the prompt tokens, how many were read from the provider's prompt cache.
     #[serde(default)]
     pub cached_input_tokens: u64,
-    /// Completion tokens.
+    /// Completion tokens (reasoning/thinking tokens included).
     pub output_tokens: u64,
+    /// Of the prompt tokens, how many were written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; priced apart).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
+    /// Of the completion tokens, how many were reasoning (OpenAI `reasoning_tokens`;
+    /// Anthropic thinking, estimated from the thinking text).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
+    /// Prompt and completion tokens with no cache or reasoning detail.
+    pub fn new(input_tokens: u64, cached_input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            cached_input_tokens,
+            output_tokens,
+            ..Usage::default()
+        }
+    }
     /// Adds another usage into this one.
     pub fn add(&mut self, o: &Usage) {
         self.input_tokens += o.input_tokens;
         self.cached_input_tokens += o.cached_input_tokens;
         self.output_tokens += o.output_tokens;
+        self.cache_write_input_tokens += o.cache_write_input_tokens;
+        self.reasoning_tokens += o.reasoning_tokens;
     }
     /// Input plus output tokens.
     pub fn total(&self) -> u64 {
@@ -215,14 +250,18 @@ pub struct ChatResponse {
     /// Cost of this call in USD (filled by the client from configured prices).
     #[serde(default)]
     pub cost_usd: f64,
+    /// Provider items to send back unchanged with this turn (see [`Message::Assistant`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opaque: Vec<Value>,
 }
 
 impl ChatResponse {
-    /// The assistant message to append to the conversation.
+    /// The assistant message to append to the conversation (provider items included).
     pub fn to_message(&self) -> Message {
         Message::Assistant {
             content: self.content.clone(),
             tool_calls: self.tool_calls.clone(),
+            opaque: self.opaque.clone(),
         }
     }
 }

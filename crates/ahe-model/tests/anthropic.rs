@@ -54,7 +54,11 @@ async fn tool_use_round_trip() {
         ScriptedReply::anthropic_tool_use("shell", json!({"command": "ls"})),
         ScriptedReply::anthropic_text("two files"),
     ]);
-    let c = client_with(&server, "AHE_T_ANTH_RT_KEY", |c| c.max_tokens = Some(64));
+    // Caching off: the plain (2024) request shape; tests/strict_anthropic.rs covers caching.
+    let c = client_with(&server, "AHE_T_ANTH_RT_KEY", |c| {
+        c.max_tokens = Some(64);
+        c.prompt_cache = Some(false);
+    });
     let mut r = req();
     let a = c.chat(&r).await.unwrap();
     assert_eq!(a.tool_calls.len(), 1);

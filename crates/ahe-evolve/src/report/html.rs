@@ -42,7 +42,6 @@ pub(super) fn env() -> &'static Environment<'static> {
 /// Renders `report.html` (links to trial pages when `pages`, else to trial directories).
 pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::Result<String> {
     let scored: Vec<&IterationReport> = run.iterations.iter().collect();
-    let total_cost = run.cost_usd();
     let phase_names: Vec<&str> = super::model::EVOLVE_PHASES
         .iter()
         .map(|p: &Phase| phase_name(*p))
@@ -62,12 +61,12 @@ pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::R
                         "{} in / {} out · {}",
                         tokens(u.input_tokens),
                         tokens(u.output_tokens),
-                        usd(u.cost_usd)
+                        run.usd(u.cost_usd)
                     ),
                     None => "–".into(),
                 })
                 .collect();
-            (iter_label(i), cells, usd(i.cost_usd()))
+            (iter_label(i), cells, run.usd(i.cost_usd()))
         })
         .collect();
     let phase_rows: Vec<(String, Vec<String>, String)> = scored
@@ -110,7 +109,7 @@ pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::R
         ("benchmark".into(), run.info.benchmark.clone()),
         ("sandbox".into(), run.info.sandbox.clone()),
         ("rollback policy".into(), run.info.rollback.clone()),
-        ("cost".into(), usd(total_cost)),
+        ("cost".into(), run.cost_text()),
         ("wall time (phases)".into(), secs(run.wall_sec())),
     ];
     if let Some(b) = run.info.budget_usd {

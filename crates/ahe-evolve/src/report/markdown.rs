@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, usd, verdict_class};
+use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, verdict_class};
 use super::href;
 use super::model::{phase_name, verdict_name, RunReport, EVOLVE_PHASES, ROLES, VERDICTS};
 use super::view::{iter_view, IterView};
@@ -75,7 +75,7 @@ pub fn render(run: &RunReport, pages: bool) -> String {
         run.visible_tasks().len(),
         run.holdout.len(),
         run.info.k,
-        usd(run.cost_usd()),
+        run.cost_text(),
         secs(run.wall_sec())
     );
     match &run.best {
@@ -126,7 +126,7 @@ pub fn render(run: &RunReport, pages: bool) -> String {
             e.map(|e| e.regressed.len().to_string()).unwrap_or_else(|| "–".into()),
             if verdicts.is_empty() { "–".into() } else { verdicts.join(", ") },
             it.manifest.as_ref().map(|m| m.changes.len().to_string()).unwrap_or_else(|| "–".into()),
-            usd(it.cost_usd()),
+            run.usd(it.cost_usd()),
             secs(it.wall_sec())
         );
     }
@@ -189,13 +189,13 @@ pub fn render(run: &RunReport, pages: bool) -> String {
                         " {} in / {} out · {} |",
                         tokens(u.input_tokens),
                         tokens(u.output_tokens),
-                        usd(u.cost_usd)
+                        run.usd(u.cost_usd)
                     );
                 }
                 None => s.push_str(" – |"),
             }
         }
-        let _ = writeln!(s, " {} |", usd(it.cost_usd()));
+        let _ = writeln!(s, " {} |", run.usd(it.cost_usd()));
     }
 
     s.push_str(

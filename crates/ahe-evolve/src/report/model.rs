@@ -73,6 +73,32 @@ pub struct RunInfo {
     pub rollback: String,
     /// Budget in USD, if any.
     pub budget_usd: Option<f64>,
+    /// No role's model names a price: dollars are unknown, not $0.
+    pub cost_unknown: bool,
+}
+
+/// Said instead of a dollar figure when the config names no prices.
+pub const COST_UNKNOWN: &str = "cost unknown (no prices in the config)";
+
+/// Whether no role's model in a `run.toml` value names a non-zero price.
+fn prices_unknown(v: &toml::Value) -> bool {
+    let models = v.get("models");
+    ["code_agent", "debugger", "evolve"].iter().all(|r| {
+        let m = models.and_then(|m| m.get(r).or_else(|| m.get("default")));
+        [
+            "price_input_per_mtok",
+            "price_cached_input_per_mtok",
+            "price_cache_write_per_mtok",
+            "price_output_per_mtok",
+        ]
+        .iter()
+        .all(|p| {
+            m.and_then(|m| m.get(p))
+                .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64)))
+                .unwrap_or(0.0)
+                == 0.0
+        })
+    })
 }
 
 /// Where a run stopped short.
@@ -316,6 +342,24 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// A dollar cell: `$0.1234`, or `unknown` when the config names no prices.
+    pub fn usd(&self, v: f64) -> String {
+        if self.info.cost_unknown {
+            "unknown".into()
+        } else {
+            super::format::usd(v)
+        }
+    }
+
+    /// The run's total cost, or [`COST_UNKNOWN`].
+    pub fn cost_text(&self) -> String {
+        if self.info.cost_unknown {
+            COST_UNKNOWN.into()
+        } else {
+            super::format::usd(self.cost_usd())
+        }
+    }
+
     /// Loads a run directory (iterations in parallel). Fails only when `dir` is not a run
     /// (neither `journal.jsonl` nor `run.toml` nor `iterations/`).
     pub fn load(dir: &Path) -> anyhow::Result<RunReport> {
@@ -483,6 +527,7 @@ fn read_info(path: &Path) -> RunInfo {
             .get("evolve")
             .and_then(|x| x.get("budget_usd"))
             .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64))),
+        cost_unknown: path.exists() && prices_unknown(&v),
     }
 }
 

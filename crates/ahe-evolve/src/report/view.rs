@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, usd, verdict_class};
+use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, verdict_class};
 use super::model::{verdict_name, IterationReport, RunReport, ROLES, VERDICTS};
 use super::{href, trial_page_href};
 use crate::attribute::{ChangeVerdict, TaskMove};
@@ -491,7 +491,7 @@ pub fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView
                         r.to_string(),
                         tokens(u.input_tokens),
                         tokens(u.output_tokens),
-                        usd(u.cost_usd),
+                        run.usd(u.cost_usd),
                     )
                 })
             })
@@ -540,7 +540,7 @@ pub fn summary_row(run: &RunReport, it: &IterationReport) -> SummaryRow {
             .as_ref()
             .map(|m| m.changes.len().to_string())
             .unwrap_or_else(|| "–".into()),
-        cost: usd(it.cost_usd()),
+        cost: run.usd(it.cost_usd()),
         wall: secs(it.wall_sec()),
     }
 }

@@ -80,6 +80,7 @@ fn trace(task: &str, attempt: u32, r: &TrialResult, spec: &Spec) -> CleanTrace {
         input_tokens: 1200,
         cached_input_tokens: 0,
         output_tokens: 80,
+        ..Default::default()
     };
     let turns = (1..=spec.turns)
         .map(|n| CleanTurn {
@@ -223,6 +224,7 @@ pub fn synth_run(dir: &Path, spec: &Spec) {
                     input_tokens: 1200 * spec.turns as u64,
                     cached_input_tokens: 0,
                     output_tokens: 80 * spec.turns as u64,
+                    ..Default::default()
                 };
                 r.cost_usd = 0.004 * spec.turns as f64;
                 r.timings.total_ms = 30_000 + (i as u64 * 997) % 60_000;

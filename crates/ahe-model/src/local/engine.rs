@@ -629,6 +629,7 @@ impl Provider for LocalProvider {
             input_tokens: out.prompt_tokens as u64,
             cached_input_tokens: out.cached_tokens as u64,
             output_tokens: out.output_tokens as u64,
+            ..Default::default()
         };
         Ok(interpret(req, &out.text, out.cut_off, usage))
     }

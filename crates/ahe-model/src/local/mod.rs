@@ -273,6 +273,7 @@ pub fn render_conversation(req: &ChatRequest) -> Vec<(String, String)> {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let text = match (tool_calls.first(), content.as_deref()) {
                     (Some(c), _) => format_action(&c.name, &c.arguments),
@@ -312,6 +313,7 @@ pub fn interpret(req: &ChatRequest, text: &str, cut_off: bool, usage: Usage) -> 
         usage,
         finish_reason: Some(if cut_off { "length" } else { "stop" }.into()),
         cost_usd: 0.0,
+        opaque: vec![],
     };
     if req.tools.is_empty() {
         return resp;
@@ -377,6 +379,7 @@ mod tests {
                 Message::Assistant {
                     content: None,
                     tool_calls: vec![call],
+                    opaque: vec![],
                 },
                 Message::Tool {
                     tool_call_id: "local_0".into(),
@@ -386,6 +389,7 @@ mod tests {
                 Message::Assistant {
                     content: Some("done".into()),
                     tool_calls: vec![],
+                    opaque: vec![],
                 },
             ],
         );
@@ -528,6 +532,7 @@ mod tests {
                 Message::Assistant {
                     content: Some("{\"tool\": \"run_shell\"}".into()),
                     tool_calls: vec![],
+                    opaque: vec![],
                 },
             ],
         );
