@@ -229,13 +229,23 @@ impl RunLock {
             .truncate(false)
             .open(&path)
             .with_context(|| format!("opening the run lock {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                bail!("{}", in_use(dir, &read_pid(&path)))
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking {}", path.display()))
+        // A holder that is already gone (killed, its teardown still under way) lets go
+        // within moments: wait for it rather than refuse.
+        let t0 = std::time::Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let pid = read_pid(&path);
+                    let gone = !pid_alive(&pid);
+                    if !gone || t0.elapsed() > std::time::Duration::from_secs(10) {
+                        bail!("{}", in_use(dir, &pid))
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(e).with_context(|| format!("locking {}", path.display()))
+                }
             }
         }
         file.set_len(0)?;
@@ -263,6 +273,20 @@ impl Drop for RunLock {
 }
 
 /// The pid written in a lock file (the holder writes it right after locking: wait briefly).
+/// Whether a process with this pid (as written in the lock file) is alive (`/proc/<pid>`,
+/// not a zombie).
+fn pid_alive(pid: &str) -> bool {
+    let Ok(n) = pid.parse::<u32>() else {
+        return true;
+    };
+    match std::fs::read_to_string(format!("/proc/{n}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
 fn read_pid(path: &Path) -> String {
     for _ in 0..50 {
         let pid = std::fs::read_to_string(path).unwrap_or_default();

@@ -263,7 +263,18 @@ pub fn request_body(s: &AnthropicSettings, req: &ChatRequest) -> Value {
             body["tool_choice"] = json!({"type": "none"});
         }
     }
-    match s.thinking_budget {
+    // The API wants `max_tokens` above the thinking budget: an unset limit makes room for
+    // the budget plus a default answer; a request capped at or below the budget (a one-token
+    // probe of `ahe check`) is sent without thinking.
+    let thinking = match (s.thinking_budget, req.max_tokens) {
+        (Some(b), None) => {
+            body["max_tokens"] = json!(b as u64 + DEFAULT_MAX_TOKENS as u64);
+            Some(b)
+        }
+        (Some(b), Some(m)) if (m as u64) > b as u64 => Some(b),
+        _ => None,
+    };
+    match thinking {
         Some(b) => body["thinking"] = json!({"type": "enabled", "budget_tokens": b}),
         None => {
             if let Some(t) = req.temperature {
@@ -427,6 +438,32 @@ mod tests {
             name: "shell".into(),
             content: out.into(),
         }
+    }
+
+    #[test]
+    fn thinking_leaves_room_above_its_budget_or_stays_off_for_a_short_probe() {
+        let s = AnthropicSettings {
+            thinking_budget: Some(2048),
+            ..AnthropicSettings::plain("claude-test")
+        };
+        let mut req = ChatRequest {
+            role: Role::CodeAgent,
+            messages: vec![Message::user("hi")],
+            tools: vec![],
+            protocol: ToolProtocol::Native,
+            temperature: None,
+            max_tokens: None,
+            tool_choice: ToolChoice::Auto,
+        };
+        let b = request_body(&s, &req);
+        assert_eq!(b["thinking"]["budget_tokens"], 2048);
+        assert!(b["max_tokens"].as_u64().unwrap() > 2048, "{b}");
+        req.max_tokens = Some(1);
+        let b = request_body(&s, &req);
+        assert!(b.get("thinking").is_none(), "{b}");
+        assert_eq!(b["max_tokens"], 1);
+        req.max_tokens = Some(4096);
+        assert_eq!(request_body(&s, &req)["thinking"]["budget_tokens"], 2048);
     }
 
     #[test]

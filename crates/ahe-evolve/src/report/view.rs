@@ -16,149 +16,253 @@ use crate::attribute::{ChangeVerdict, TaskMove};
 /// One row of the iterations table: headline figures of an iteration.
 #[derive(Debug, Clone, Serialize)]
 pub struct SummaryRow {
+    /// Iteration number (1-based).
     pub iteration: u32,
+    /// Iteration label (`3`, `4 final`).
     pub label: String,
+    /// HTML anchor of the iteration.
     pub anchor: String,
+    /// The best iteration so far.
     pub best: bool,
+    /// `incomplete`, or empty.
     pub status: String,
+    /// Visible pass@1.
     pub pass: String,
+    /// Its 95% interval.
     pub pass_ci: String,
+    /// Held-out pass@1 (or the held-out line of the iteration view).
     pub holdout: String,
+    /// pass@1 over every task.
     pub overall: String,
+    /// Δ pass@1 against the previous iteration.
     pub delta: String,
+    /// Whether the Δ interval excludes 0.
     pub delta_significant: bool,
+    /// Tasks fixed.
     pub fixed: String,
+    /// Tasks regressed.
     pub regressed: String,
+    /// (verdict, count, CSS class) of the judged changes.
     pub verdicts: Vec<(String, usize, String)>,
+    /// The changes of the manifest.
     pub changes: String,
+    /// Dollars (or `unknown`).
     pub cost: String,
+    /// Wall time of the phases.
     pub wall: String,
 }
 
 /// One change of an iteration's manifest with the verdict it got one iteration later.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChangeView {
+    /// Change id.
     pub id: String,
+    /// `new`, `improvement` or `rollback`.
     pub kind: String,
+    /// Harness component.
     pub component: String,
+    /// What the change does.
     pub description: String,
+    /// Files it touched (or the iteration's analysis and evolve files: label, path).
     pub files: Vec<String>,
+    /// The failure it addresses.
     pub failure_pattern: String,
+    /// Its root cause.
     pub root_cause: String,
+    /// Why this component.
     pub why: String,
+    /// Tasks it predicted to fix.
     pub predicted_fixes: Vec<String>,
+    /// Tasks it said it might break.
     pub risk_tasks: Vec<String>,
+    /// Verdict name, `PENDING` or `NOT JUDGED`.
     pub verdict: String,
+    /// CSS class of the verdict.
     pub verdict_class: String,
+    /// Predicted tasks that were fixed.
     pub actually_fixed: Vec<String>,
+    /// Predicted tasks still failing.
     pub still_failed: Vec<String>,
+    /// Risk tasks that regressed.
     pub risk_realized: Vec<String>,
+    /// Tasks that improved without flipping.
     pub improved: Vec<String>,
+    /// Flips within noise (or whether this move is).
     pub within_noise: Vec<String>,
+    /// Regressions matched to it by exercised files.
     pub regressions_matched: Vec<String>,
+    /// Whether a verdict exists (or the judged changes as table tuples).
     pub judged: bool,
 }
 
 /// One task whose k-trial result moved between iterations.
 #[derive(Debug, Clone, Serialize)]
 pub struct MoveView {
+    /// Task name.
     pub task: String,
+    /// Previous k-trial result (`1/2`).
     pub from: String,
+    /// Current k-trial result.
     pub to: String,
+    /// Fisher exact p-value of the move.
     pub p_value: String,
+    /// Flips within noise (or whether this move is).
     pub within_noise: bool,
 }
 
 /// How the previous iteration's changes were judged on these scores.
 #[derive(Debug, Clone, Serialize)]
 pub struct AttributionView {
+    /// The iteration whose changes are judged.
     pub manifest_iteration: Option<u32>,
+    /// Δ pass@1 against the previous iteration.
     pub delta: String,
+    /// Previous visible pass@1.
     pub prev: String,
+    /// Moves by kind (fixed, regressed, improved, worsened, infra).
     pub moves: Vec<(String, Vec<MoveView>)>,
+    /// Whether any task moved.
     pub has_moves: bool,
+    /// Unpredicted regressions: (task, changes touching its files).
     pub unattributed: Vec<(String, String)>,
+    /// Unpredicted fixes: (task, changes).
     pub unpredicted: Vec<(String, String)>,
+    /// Prediction quality as (label, value) cells.
     pub prediction: Vec<(String, String)>,
+    /// Whether a verdict exists (or the judged changes as table tuples).
     pub judged: Vec<(String, String, String, String)>,
+    /// Δ pass@1 as values, when there is a previous iteration.
     pub delta_view: Option<DeltaView>,
+    /// The judged changes with their predictions and outcomes.
     pub judged_rows: Vec<JudgedRow>,
+    /// Prediction precision and recall.
     pub precision: PredictionView,
 }
 
 /// Δ pass@1 against the previous iteration with its paired interval.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeltaView {
+    /// Δ, signed, three decimals.
     pub value: String,
+    /// Lower end of the paired 95% interval.
     pub lo: String,
+    /// Upper end.
     pub hi: String,
+    /// Whether the interval excludes 0.
     pub significant: bool,
+    /// Tasks paired between the two iterations.
     pub n_paired: usize,
 }
 
 /// A judged change: what it predicted and what happened.
 #[derive(Debug, Clone, Serialize)]
 pub struct JudgedRow {
+    /// Change id.
     pub id: String,
+    /// Verdict name, `PENDING` or `NOT JUDGED`.
     pub verdict: String,
+    /// Tasks it predicted to fix.
     pub predicted_fixes: Vec<String>,
+    /// Predicted tasks that were fixed.
     pub actually_fixed: Vec<String>,
+    /// Tasks it said it might break.
     pub risk_tasks: Vec<String>,
+    /// Risk tasks that regressed.
     pub risk_realized: Vec<String>,
 }
 
 /// Prediction precision and recall, `–` when undefined.
 #[derive(Debug, Clone, Serialize)]
 pub struct PredictionView {
+    /// Fix-prediction precision.
     pub fix_precision: String,
+    /// Fix-prediction recall.
     pub fix_recall: String,
+    /// Risk-prediction precision.
     pub risk_precision: String,
+    /// Risk-prediction recall.
     pub risk_recall: String,
 }
 
 /// One task in one iteration: its result, movement, analysis and trials.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskRow {
+    /// Task name.
     pub task: String,
+    /// Held-out pass@1 (or the held-out line of the iteration view).
     pub holdout: bool,
+    /// k-trial result (`1/2`, `infra`).
     pub text: String,
+    /// CSS class of the result.
     pub class: String,
+    /// `fixed`, `regressed`… or empty.
     pub movement: String,
+    /// Link to the debugger's report.
     pub detail: Option<String>,
+    /// (attempt, link, status) per trial.
     pub trials: Vec<(u32, String, String)>,
+    /// `incomplete`, or empty.
     pub status: String,
+    /// Whether the task has a result in this iteration.
     pub has_cell: bool,
+    /// Suspect trials (attempts), or the iteration's suspect line.
     pub suspect: Vec<u32>,
+    /// The first failing trial: (attempt, link).
     pub first_failing: Option<(u32, String)>,
 }
 
 /// Everything shown about one iteration.
 #[derive(Debug, Clone, Serialize)]
 pub struct IterView {
+    /// Iteration number (1-based).
     pub iteration: u32,
+    /// HTML anchor of the iteration.
     pub anchor: String,
+    /// Heading.
     pub title: String,
+    /// The final evaluation (N+1).
     pub is_final: bool,
+    /// The best iteration so far.
     pub best: bool,
+    /// Why the iteration is incomplete.
     pub incomplete: Option<String>,
+    /// Evaluated commit (12 characters).
     pub commit: String,
+    /// The headline score line.
     pub score: String,
+    /// Held-out pass@1 (or the held-out line of the iteration view).
     pub holdout: String,
+    /// How the previous changes were judged.
     pub attribution: Option<AttributionView>,
+    /// The changes of the manifest.
     pub changes: Vec<ChangeView>,
+    /// An evolve iteration without a manifest.
     pub manifest_missing: bool,
+    /// Rollback changes of this iteration.
     pub rollbacks: Vec<String>,
+    /// Leak-guard findings.
     pub leaks: Vec<String>,
+    /// Journal notes with a warning flag.
     pub notes: Vec<(String, bool)>,
+    /// (label, link) of the analysis and evolve files.
     pub links: Vec<(String, String)>,
+    /// Every task with a result or a trial.
     pub tasks: Vec<TaskRow>,
+    /// (phase, wall time) in order.
     pub phases: Vec<(String, String)>,
+    /// (role, input tokens, output tokens, dollars).
     pub roles: Vec<(String, String, String, String)>,
+    /// Visible pass@1 and its interval.
     pub visible: Option<(String, String)>,
+    /// Held-out pass@1 and its interval.
     pub holdout_score: Option<(String, String)>,
+    /// Suspect trials (attempts), or the iteration's suspect line.
     pub suspect: Option<String>,
+    /// Files it touched (or the iteration's analysis and evolve files: label, path).
     pub files: Vec<(String, String)>,
+    /// Whether scores.json exists.
     pub scored: bool,
+    /// Iteration label (`3`, `4 final`).
     pub label: String,
 }
 
