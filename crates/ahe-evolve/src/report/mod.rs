@@ -6,6 +6,7 @@ pub mod charts;
 pub mod format;
 pub mod html;
 pub mod json;
+mod load;
 pub mod markdown;
 pub mod model;
 pub mod svg;
