@@ -50,6 +50,11 @@ impl EvalDir {
         self.0.join("model-cache")
     }
 
+    /// `pulls.jsonl`: the image pulls of an `ahe eval` (an evolve run journals them).
+    pub fn pulls_path(&self) -> PathBuf {
+        self.0.join("pulls.jsonl")
+    }
+
     /// Path of `scores.json`.
     pub fn scores_path(&self) -> PathBuf {
         self.0.join(SCORES)

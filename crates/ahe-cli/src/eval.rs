@@ -335,7 +335,7 @@ fn evaluate(
         let bar = crate::progress::Bar::new(c.quiet);
         bar.set_cost_unknown(c.model_cfg.prices_unknown());
         let target = std::sync::Arc::new(std::sync::OnceLock::new());
-        let _ = target.set(out_dir.join("pulls.jsonl"));
+        let _ = target.set(ahe_bench::EvalDir::new(out_dir).pulls_path());
         let progress = crate::pulls::recorder(bar.callback(), target);
         let result = ahe_evolve::rollout(spec, c.cancel.clone(), progress).await;
         bar.finish();

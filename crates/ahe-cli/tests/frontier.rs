@@ -71,9 +71,44 @@ fn model_sections(api: &str, servers: &[(Role, StandIn)]) -> String {
     s
 }
 
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// The smoke benchmark with a long background section in every instruction, so that the
+/// code agent's and the debugger's prompts pass the 1024-token minimum of both caches, as
+/// Terminal-Bench instructions and traces do.
+fn long_smoke(dir: &Path) -> PathBuf {
+    let out = dir.join("smoke-long");
+    copy_dir(&root().join("benchmarks/smoke"), &out);
+    let para = "Background for the operator: the machine is a shared build host; keep every \
+                change inside the working directory, prefer small reversible steps, and read \
+                the files you are about to change before changing them. Logs rotate daily \
+                and older copies are compressed; configuration lives beside the code. ";
+    let background = format!("\n\n## Background\n\n{}\n", para.repeat(24));
+    for e in std::fs::read_dir(&out).unwrap() {
+        let p = e.unwrap().path().join("instruction.md");
+        if p.is_file() {
+            let text = std::fs::read_to_string(&p).unwrap();
+            std::fs::write(&p, format!("{text}{background}")).unwrap();
+        }
+    }
+    out
+}
+
 fn evolve_over(api: &str) {
     let servers = servers();
     let d = tempfile::tempdir().unwrap();
+    let bench = long_smoke(d.path());
     let cfg = d.path().join(format!("{api}.toml"));
     let base = root().join("configs/base.toml");
     std::fs::write(
@@ -84,7 +119,7 @@ fn evolve_over(api: &str) {
              [holdout]\ntasks = [\"config-port\"]\n[evolve]\nrollback = \"auto\"\n{}",
             base.display().to_string(),
             root().join("harness-seed").display().to_string(),
-            root().join("benchmarks/smoke").display().to_string(),
+            bench.display().to_string(),
             model_sections(api, &servers)
         ),
     )
@@ -138,11 +173,12 @@ fn evolve_over(api: &str) {
             assert!(roles[r][k].is_u64(), "{api} {r} {k}: {roles}");
         }
     }
-    // On the smoke benchmark only the evolve agent's prompts reach the 1024-token minimum
-    // below which neither API caches (the seed harness and debugger prompts are shorter).
-    assert!(n("evolve", "cached_input_tokens") > 0, "{api}: {roles}");
-    if api == "anthropic" {
-        assert!(n("evolve", "cache_write_input_tokens") > 0, "{roles}");
+    // Every role's later turns read the conversation so far from the provider's cache.
+    for r in ["code_agent", "debugger", "evolve"] {
+        assert!(n(r, "cached_input_tokens") > 0, "{api} {r}: {roles}");
+        if api == "anthropic" {
+            assert!(n(r, "cache_write_input_tokens") > 0, "{api} {r}: {roles}");
+        }
     }
     eprintln!("{api}: scores.json meta.roles of iteration 1: {roles}");
     // The key reached the stand-ins only in headers, never the run directory.
