@@ -95,6 +95,7 @@ ports_of() {
   set +f
 }
 done_=" "
+gone=""
 killed=0
 round=0
 while [ "$round" -lt 50 ]; do
@@ -112,12 +113,26 @@ while [ "$round" -lt 50 ]; do
         continue
       fi
     fi
-    kill -9 "$p" 2>/dev/null && n=$((n + 1))
+    kill -9 "$p" 2>/dev/null && n=$((n + 1)) && gone="$gone $p"
   done
   [ "$n" = 0 ] && break
   killed=$((killed + n))
   round=$((round + 1))
   scan
+done
+# SIGKILL is delivered at once but a process takes a moment to exit: wait (up to ~1 s)
+# until every killed one is gone or a zombie, so that nothing of it runs beside the verifier.
+w=0
+while [ "$w" -lt 100 ]; do
+  alive=0
+  for p in $gone; do
+    st=""
+    { read -r st <"/proc/$p/stat"; } 2>/dev/null || continue
+    case "${st##*) }" in Z*) ;; *) alive=1; break ;; esac
+  done
+  [ "$alive" = 0 ] && break
+  sleep 0.01 2>/dev/null || :
+  w=$((w + 1))
 done
 echo "killed $killed"
 [ "$round" -lt 50 ] || exit 3

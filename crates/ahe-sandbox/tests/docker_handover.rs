@@ -13,6 +13,7 @@ async fn agent_processes(sb: &dyn Sandbox) -> usize {
     let out = sh(
         sb,
         "n=0; for d in /proc/[0-9]*; do read -r c < $d/comm 2>/dev/null || continue; \
+         read -r st < $d/stat 2>/dev/null || continue; case \"${st##*) }\" in Z*) continue;; esac; \
          case $c in sleep|python3) n=$((n+1));; esac; done; echo $n",
     )
     .await;
