@@ -181,3 +181,38 @@ fn with_rollback_agent_a_harmful_change_stays_and_the_agent_is_told() {
         .collect();
     assert!(!reports.iter().any(|r| r.starts_with("config-port")));
 }
+
+#[test]
+fn a_run_killed_before_its_seed_commit_resumes_from_the_seed() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("one.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "extends = \"{}\"\niterations = 1\n[benchmark]\ninclude = [\"hello-file\", \"fix-sum\"]\n[holdout]\ntasks = []\n",
+            root().join("configs/smoke-mock.toml").display()
+        ),
+    )
+    .unwrap();
+    let runs = d.path().join("runs");
+    let o = evolve(&cfg, &runs, "early");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Make it look like a kill -9 between `git init` and the seed's commit: an unborn
+    // repository, no journal, no iterations.
+    let run = runs.join("early");
+    for p in ["harness", "iterations"] {
+        std::fs::remove_dir_all(run.join(p)).unwrap();
+    }
+    std::fs::remove_file(run.join("journal.jsonl")).unwrap();
+    std::fs::create_dir_all(run.join("harness")).unwrap();
+    let init = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(run.join("harness"))
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let o = ahe(&["evolve", "--resume", run.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(git(&run, &["tag", "--list"]).contains("iter-000"));
+    assert!(run.join("iterations/002/scores.json").is_file());
+}

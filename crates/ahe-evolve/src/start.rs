@@ -196,7 +196,20 @@ pub fn resume(
     let cfg: RunConfig = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", rd.config_path().display()))?;
     let lock = RunLock::acquire(dir)?;
-    let repo = HarnessRepo::open(&rd.harness_repo())?;
+    let repo = match HarnessRepo::open(&rd.harness_repo()) {
+        Ok(r) if r.has_tag(&crate::commit::iter_tag(0)) => r,
+        // Killed while the run was being created (before the seed's commit): no iteration
+        // can have run yet, so the repository is made again from the frozen config's seed.
+        _ => {
+            let dir = rd.harness_repo();
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing the unfinished {}", dir.display()))?;
+            }
+            HarnessRepo::init(&dir, &cfg.harness)
+                .with_context(|| format!("recreating {} from the seed harness", dir.display()))?
+        }
+    };
     let prepared = prepare(&cfg).with_context(|| format!("{}", rd.config_path().display()))?;
     open_run(dir, cfg, repo, prepared, lock, progress)
 }
