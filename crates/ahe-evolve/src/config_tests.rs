@@ -1,0 +1,123 @@
+//! Unit tests of `config.rs`.
+use super::*;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn extends_and_env_substitution() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+            d.path(),
+            "base.toml",
+            "k = 2\n[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"local\"\n[models.default]\nprovider = \"openai\"\nmodel = \"m1\"\nprice_input_per_mtok = 3.0\n",
+        );
+    std::env::set_var("AHE_TEST_CFG_URL", "http://127.0.0.1:9/v1");
+    let p = write(
+            d.path(),
+            "child.toml",
+            "extends = \"base.toml\"\nk = 3\n[models.default]\nbase_url = \"${AHE_TEST_CFG_URL}\"\n[models.evolve]\nmodel = \"${AHE_TEST_CFG_UNSET:-m2}\"\n",
+        );
+    let c = RunConfig::load(&p).unwrap();
+    assert_eq!(c.k, 3);
+    assert_eq!(c.sandbox.backend, "local");
+    let code = c.model("code_agent");
+    assert_eq!(
+        (code.provider.as_str(), code.model.as_str()),
+        ("openai", "m1")
+    );
+    assert_eq!(code.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+    let ev = c.model("evolve");
+    assert_eq!((ev.provider.as_str(), ev.model.as_str()), ("openai", "m2"));
+    assert_eq!(ev.price_input_per_mtok, 3.0);
+}
+
+#[test]
+fn quickstart_config_loads_and_caps_turns() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+    let c = RunConfig::load(&root.join("quickstart.toml")).unwrap();
+    assert_eq!((c.k, c.iterations), (2, 2));
+    assert_eq!(c.sandbox.backend, "auto");
+    for r in ROLES {
+        assert_eq!(c.model(r).provider, "local", "{r}");
+    }
+    let mut h = ahe_harness::load(&root.join("../harness-seed")).unwrap();
+    assert_eq!(h.agent.limits.max_turns, 100);
+    c.agent.cap(&mut h);
+    assert_eq!(h.agent.limits.max_turns, c.agent.max_turns.unwrap());
+    let d = tempfile::tempdir().unwrap();
+    let p = write(
+        d.path(),
+        "z.toml",
+        "[benchmark]\npath = \"x\"\n[agent]\nmax_turns = 0\n",
+    );
+    let e = RunConfig::load(&p).unwrap_err().to_string();
+    assert!(e.contains("agent.max_turns"), "{e}");
+}
+
+#[test]
+fn errors_name_file_and_key() {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(
+        d.path(),
+        "a.toml",
+        "[benchmark]\npath = \"x\"\n[sandbox]\nconcurrancy = 2\n",
+    );
+    let e = RunConfig::load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("a.toml") && e.contains("sandbox") && e.contains("concurrancy"),
+        "{e}"
+    );
+
+    let p = write(
+        d.path(),
+        "b.toml",
+        "k = \"two\"\n[benchmark]\npath = \"x\"\n",
+    );
+    let e = RunConfig::load(&p).unwrap_err().to_string();
+    assert!(e.contains("b.toml") && e.contains("k"), "{e}");
+
+    let p = write(
+        d.path(),
+        "c.toml",
+        "[benchmark]\npath = \"x\"\n[sandbox]\nbackend = \"vm\"\n",
+    );
+    let e = RunConfig::load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("sandbox.backend") && e.contains("auto, docker, local"),
+        "{e}"
+    );
+
+    let p = write(
+        d.path(),
+        "d.toml",
+        "[benchmark]\npath = \"${AHE_TEST_NOPE_UNSET}\"\n",
+    );
+    let e = RunConfig::load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("benchmark.path") && e.contains("AHE_TEST_NOPE_UNSET"),
+        "{e}"
+    );
+
+    let p = write(
+        d.path(),
+        "e.toml",
+        "[benchmark]\npath = \"x\"\n[models.default]\nprovider = \"gpt\"\n",
+    );
+    let e = RunConfig::load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("models.code_agent") && e.contains("provider"),
+        "{e}"
+    );
+
+    let p = write(
+        d.path(),
+        "f.toml",
+        "extends = \"f.toml\"\n[benchmark]\npath = \"x\"\n",
+    );
+    let e = format!("{:#}", RunConfig::load(&p).unwrap_err());
+    assert!(e.contains("cycle"), "{e}");
+}

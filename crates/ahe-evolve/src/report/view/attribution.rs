@@ -1,0 +1,163 @@
+//! The attribution part of an iteration's view: moves, judged changes, predictions.
+
+use super::super::format::{f3, verdict_class};
+use super::super::model::{verdict_name, IterationReport};
+use super::*;
+use crate::attribute::{ChangeVerdict, TaskMove};
+
+fn moves(v: &[TaskMove]) -> Vec<MoveView> {
+    v.iter()
+        .map(|m| MoveView {
+            task: m.task.clone(),
+            from: format!("{}/{}", m.prev_passed, m.prev_k),
+            to: format!("{}/{}", m.cur_passed, m.cur_k),
+            p_value: format!("{:.3}", m.p_value),
+            within_noise: m.within_noise,
+        })
+        .collect()
+}
+
+pub(super) fn change_view(
+    c: &crate::manifest::Change,
+    out: Option<&ChangeVerdict>,
+    judged: bool,
+) -> ChangeView {
+    let kind = serde_json::to_value(c.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let component = serde_json::to_value(c.component)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let verdict = match out {
+        Some(o) => verdict_name(o.verdict).to_string(),
+        None if judged => "NOT JUDGED".into(),
+        None => "PENDING".into(),
+    };
+    let l = |f: fn(&ChangeVerdict) -> &Vec<String>| out.map(|o| f(o).clone()).unwrap_or_default();
+    ChangeView {
+        judged: out.is_some(),
+        id: c.id.clone(),
+        kind,
+        component,
+        description: c.description.clone(),
+        files: c.files.clone(),
+        failure_pattern: c.failure_pattern.clone(),
+        root_cause: c.root_cause.clone(),
+        why: c.why_this_component.clone(),
+        predicted_fixes: c.predicted_fixes.clone(),
+        risk_tasks: c.risk_tasks.clone(),
+        verdict_class: verdict_class(&verdict),
+        verdict,
+        actually_fixed: l(|o| &o.actually_fixed),
+        still_failed: l(|o| &o.still_failed),
+        risk_realized: l(|o| &o.risk_realized),
+        improved: l(|o| &o.improved),
+        within_noise: l(|o| &o.flips_within_noise),
+        regressions_matched: l(|o| &o.regressions_matched),
+    }
+}
+
+fn opt_ratio(v: Option<f64>) -> String {
+    v.map(f3).unwrap_or_else(|| "–".into())
+}
+
+pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> {
+    let e = it.evaluation.as_ref()?;
+    let st = &e.stats;
+    let delta = match (st.delta, st.delta_ci) {
+        (Some(d), Some(c)) => format!(
+            "Δ pass@1 = {d:+.3} (paired 95% CI {:+.3}…{:+.3}{}) over {} paired tasks",
+            c[0],
+            c[1],
+            if st.delta_significant {
+                ", significant"
+            } else {
+                ", within noise"
+            },
+            st.n_paired
+        ),
+        _ => "no previous iteration to compare with".into(),
+    };
+    let p = &e.prediction;
+    let delta_view = match (st.delta, st.delta_ci) {
+        (Some(d), Some(c)) => Some(DeltaView {
+            value: format!("{d:+.3}"),
+            lo: format!("{:+.3}", c[0]),
+            hi: format!("{:+.3}", c[1]),
+            significant: st.delta_significant,
+            n_paired: st.n_paired,
+        }),
+        _ => None,
+    };
+    Some(AttributionView {
+        delta_view,
+        judged_rows: e
+            .changes
+            .iter()
+            .map(|c| JudgedRow {
+                id: c.id.clone(),
+                verdict: verdict_name(c.verdict).to_string(),
+                predicted_fixes: c.predicted_fixes.clone(),
+                actually_fixed: c.actually_fixed.clone(),
+                risk_tasks: c.risk_tasks.clone(),
+                risk_realized: c.risk_realized.clone(),
+            })
+            .collect(),
+        precision: PredictionView {
+            fix_precision: opt_ratio(p.fix_precision),
+            fix_recall: opt_ratio(p.fix_recall),
+            risk_precision: opt_ratio(p.risk_precision),
+            risk_recall: opt_ratio(p.risk_recall),
+        },
+        manifest_iteration: e.manifest_iteration,
+        delta,
+        prev: st.prev_pass_at_1.map(f3).unwrap_or_else(|| "–".into()),
+        has_moves: !(e.fixed.is_empty()
+            && e.regressed.is_empty()
+            && e.improved.is_empty()
+            && e.worsened.is_empty()
+            && e.infra_changes.is_empty()),
+        moves: vec![
+            ("fixed".into(), moves(&e.fixed)),
+            ("regressed".into(), moves(&e.regressed)),
+            ("improved".into(), moves(&e.improved)),
+            ("worsened".into(), moves(&e.worsened)),
+            ("infra".into(), moves(&e.infra_changes)),
+        ],
+        unattributed: e
+            .unattributed_regressions
+            .iter()
+            .map(|m| (m.task.clone(), m.matched_changes.join(", ")))
+            .collect(),
+        unpredicted: e
+            .unpredicted_fixes
+            .iter()
+            .map(|m| (m.task.clone(), m.matched_changes.join(", ")))
+            .collect(),
+        prediction: vec![
+            ("fix precision".into(), opt_ratio(p.fix_precision)),
+            ("fix recall".into(), opt_ratio(p.fix_recall)),
+            ("risk precision".into(), opt_ratio(p.risk_precision)),
+            ("risk recall".into(), opt_ratio(p.risk_recall)),
+            (
+                "predicted fixes / fixed".into(),
+                format!("{} / {}", p.predicted_fixes, p.fixed),
+            ),
+            (
+                "predicted risks / regressed".into(),
+                format!("{} / {}", p.predicted_risks, p.regressed),
+            ),
+        ],
+        judged: e
+            .changes
+            .iter()
+            .map(|c| {
+                let v = verdict_name(c.verdict);
+                let anchor = format!("iter-{:03}-{}", e.manifest_iteration.unwrap_or(0), c.id);
+                (c.id.clone(), v.to_string(), verdict_class(v), anchor)
+            })
+            .collect(),
+    })
+}
