@@ -137,6 +137,28 @@ pub struct RolloutSpec {
     pub run: String,
     /// Trials already finished (resume): scored, not re-run.
     pub prior: Vec<ahe_bench::TrialResult>,
+    /// The order trials start in (longest expected first by default).
+    pub schedule: ahe_bench::Schedule,
+    /// Expected seconds of a trial per task (see [`expected_durations`]).
+    pub expected_sec: std::collections::BTreeMap<String, f64>,
+}
+
+/// Expected trial seconds per task from an earlier evaluation's scores: the mean duration
+/// of the task's trials that ran (infra errors say nothing about the work).
+pub fn expected_durations(scores: &Scores) -> std::collections::BTreeMap<String, f64> {
+    scores
+        .tasks
+        .iter()
+        .filter_map(|(name, t)| {
+            let ran: Vec<f64> = t
+                .trials
+                .iter()
+                .filter(|x| x.status != ahe_bench::TrialStatus::InfraError)
+                .map(|x| x.duration_sec)
+                .collect();
+            (!ran.is_empty()).then(|| (name.clone(), ran.iter().sum::<f64>() / ran.len() as f64))
+        })
+        .collect()
 }
 
 /// Runs the rollout, writes `scores.json` (with model fault counts), returns the scores.
@@ -180,6 +202,8 @@ pub async fn rollout_with(
         out_dir: spec.out_dir.clone(),
         cancel,
         prior: spec.prior.clone(),
+        schedule: spec.schedule,
+        expected_sec: spec.expected_sec.clone(),
     };
     let mut scores = ahe_bench::run_eval(env, &spec.tasks, &opts, progress).await?;
     let stats = client.stats();
@@ -237,7 +261,12 @@ pub async fn rollout_iteration(
     let cb: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
         let _ = tx.send(p);
     });
-    let spec = run.rollout_spec(harness, run.tasks.clone(), run.cfg.k, it.path(), prior);
+    let mut spec = run.rollout_spec(harness, run.tasks.clone(), run.cfg.k, it.path(), prior);
+    // Longest first, by the previous iteration's durations (else the tasks' timeouts).
+    let prev = (t > 1).then(|| run.dir.iteration(t - 1).scores().ok()).flatten();
+    if let Some(prev) = prev {
+        spec.expected_sec = expected_durations(&prev.scores);
+    }
     let opts = run.client_opts();
     let fut = rollout_with(spec, &opts, cancel, cb);
     tokio::pin!(fut);
