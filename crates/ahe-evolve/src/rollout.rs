@@ -228,6 +228,7 @@ pub async fn rollout_iteration(
     run: &crate::run::Run,
     it: &crate::run_dir::IterationDir,
     evaluated: &str,
+    ahead: Option<&crate::overlap::DebugOverlap>,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     use crate::journal::Entry;
@@ -245,6 +246,9 @@ pub async fn rollout_iteration(
         .into_iter()
         .filter(|r| done.contains(&(r.task.clone(), r.attempt)))
         .collect();
+    if let Some(a) = ahead {
+        a.prime(&prior);
+    }
     let on_progress = |p: Progress| {
         if let Progress::TrialDone { result } = &p {
             let _ = run.journal.append(Entry::TrialDone {
@@ -253,6 +257,10 @@ pub async fn rollout_iteration(
                 attempt: result.attempt,
                 status: result.status.as_str().into(),
             });
+            // Journaled first: a debugger never runs ahead of its trials' record.
+            if let Some(a) = ahead {
+                a.trial_done(result);
+            }
         }
         (run.progress)(p);
     };

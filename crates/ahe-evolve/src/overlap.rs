@@ -1,0 +1,201 @@
+//! The debugger overlapped with the rollout: each trial is cleaned as it finishes, and a
+//! task's debugger starts as soon as its k trials are done, within `[evolve]
+//! debugger_concurrency`, while other trials still run. The debug phase then waits for
+//! these and analyses what is left (after a resume: the tasks without a report).
+//!
+//! Resume needs nothing new: a debugger writes `analysis/detail/<task>.md` atomically when
+//! it ends, and [`crate::debug::debug_task`] skips a task whose report exists; a debugger
+//! cut off by a crash wrote nothing and runs again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ahe_bench::scores::TaskScore;
+use ahe_bench::TrialResult;
+use futures::future::BoxFuture;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::debug::{DebugSettings, TaskDebug};
+use crate::journal::Phase;
+use crate::run::{stop_on_permanent, Run};
+use crate::run_dir::IterationDir;
+
+/// The work of one task's debugger: given the task and its scores over its k trials.
+pub type DebugJob = Arc<dyn Fn(String, TaskScore) -> BoxFuture<'static, TaskDebug> + Send + Sync>;
+
+/// When one overlapped debugger ran (for the live display, tests and the benchmark).
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// The task.
+    pub task: String,
+    /// When it got its debugger slot.
+    pub start: Instant,
+    /// When its report was written.
+    pub end: Instant,
+}
+
+/// Debuggers started during a rollout, as tasks complete.
+pub struct DebugOverlap {
+    k: u32,
+    /// Tasks whose debugger may start early (the visible ones).
+    tasks: BTreeSet<String>,
+    /// Where each finished trial is cleaned (None: nothing to clean, e.g. a simulation).
+    iter_dir: Option<IterationDir>,
+    results: Mutex<BTreeMap<String, Vec<TrialResult>>>,
+    running: Mutex<JoinSet<(TaskDebug, Span)>>,
+    slots: Arc<Semaphore>,
+    job: DebugJob,
+    /// The real debugger's settings (its model client), shared with the debug phase.
+    settings: Option<Arc<DebugSettings>>,
+}
+
+impl DebugOverlap {
+    /// Debuggers of `tasks` (k trials each), `concurrency` at a time, each running `job`;
+    /// with `iter_dir`, every finished trial is cleaned there first.
+    pub fn new(
+        k: u32,
+        tasks: BTreeSet<String>,
+        concurrency: usize,
+        iter_dir: Option<IterationDir>,
+        job: DebugJob,
+    ) -> DebugOverlap {
+        DebugOverlap {
+            k,
+            tasks,
+            iter_dir,
+            results: Mutex::new(BTreeMap::new()),
+            running: Mutex::new(JoinSet::new()),
+            slots: Arc::new(Semaphore::new(concurrency.max(1))),
+            job,
+            settings: None,
+        }
+    }
+
+    /// The real debugger of iteration `it` (see [`crate::debug::debug_task`]).
+    pub fn for_iteration(
+        it: &IterationDir,
+        k: u32,
+        visible: BTreeSet<String>,
+        settings: DebugSettings,
+    ) -> DebugOverlap {
+        let concurrency = settings.concurrency;
+        let settings = Arc::new(settings);
+        let (dir, shared) = (it.clone(), settings.clone());
+        let job: DebugJob = Arc::new(move |task, ts| {
+            let (dir, settings) = (dir.clone(), shared.clone());
+            Box::pin(async move { crate::debug::debug_task(&dir, &task, &ts, &settings).await })
+        });
+        let mut o = DebugOverlap::new(k, visible, concurrency, Some(it.clone()), job);
+        o.settings = Some(settings);
+        o
+    }
+
+    /// Records a finished trial (cleaning it); starts its task's debugger when it was the
+    /// task's last. Call it in a tokio runtime.
+    pub fn trial_done(&self, r: &TrialResult) {
+        if let Some(it) = &self.iter_dir {
+            // A failure shows again (and is noted) in the clean phase, which cleans all.
+            let _ = crate::clean::write_clean(it.trial(&r.task, r.attempt).path());
+        }
+        if !self.tasks.contains(&r.task) {
+            return;
+        }
+        let complete = {
+            let mut all = self.results.lock().unwrap();
+            let rs = all.entry(r.task.clone()).or_default();
+            if rs.iter().any(|x| x.attempt == r.attempt) {
+                return;
+            }
+            rs.push(r.clone());
+            (rs.len() as u32 >= self.k).then(|| rs.clone())
+        };
+        let Some(rs) = complete else { return };
+        let mut ts = ahe_bench::scores::compute(self.k, &rs, 0.0).tasks;
+        let Some(score) = ts.remove(&r.task) else {
+            return;
+        };
+        let (slots, job, task) = (self.slots.clone(), self.job.clone(), r.task.clone());
+        self.running.lock().unwrap().spawn(async move {
+            let _slot = slots.acquire_owned().await.ok();
+            let start = Instant::now();
+            let d = job(task.clone(), score).await;
+            let end = Instant::now();
+            (d, Span { task, start, end })
+        });
+    }
+
+    /// Records trials finished before the rollout started (a resumed one).
+    pub fn prime(&self, prior: &[TrialResult]) {
+        for r in prior {
+            self.trial_done(r);
+        }
+    }
+
+    /// Waits for every started debugger; returns their outcomes and when each ran.
+    pub async fn finish(&self) -> (Vec<TaskDebug>, Vec<Span>) {
+        let mut set = std::mem::take(&mut *self.running.lock().unwrap());
+        let (mut out, mut spans) = (Vec::new(), Vec::new());
+        while let Some(j) = set.join_next().await {
+            if let Ok((d, s)) = j {
+                out.push(d);
+                spans.push(s);
+            }
+        }
+        (out, spans)
+    }
+}
+
+impl Run {
+    /// The debuggers of iteration `it` to start during its rollout; None when its debug
+    /// phase already finished (a resumed run).
+    pub fn debugger_ahead(&self, it: &IterationDir) -> anyhow::Result<Option<DebugOverlap>> {
+        if self.journal.phase_done(it.number(), Phase::Debug) {
+            return Ok(None);
+        }
+        let visible = self.visible.clone();
+        let s = self.debug_settings()?;
+        Ok(Some(DebugOverlap::for_iteration(it, self.cfg.k, visible, s)))
+    }
+
+    /// The debugger's settings from `[evolve]`, with a client of the `debugger` model.
+    fn debug_settings(&self) -> anyhow::Result<DebugSettings> {
+        let ec = &self.cfg.evolve;
+        let client =
+            ahe_model::build_client_with(&self.cfg.model("debugger"), &self.client_opts())?;
+        Ok(DebugSettings {
+            model: Some(client),
+            concurrency: ec.debugger_concurrency,
+            timeout: Duration::from_secs_f64(ec.debugger_timeout_sec),
+            max_turns: ec.debugger_max_turns,
+            show_verifier_output: ec.show_verifier_output,
+        })
+    }
+
+    /// The debug phase: waits for the debuggers started during the rollout, analyses every
+    /// other visible task (`analysis/`), and records the debugger's cost.
+    pub async fn debug_phase(
+        &self,
+        it: &IterationDir,
+        ahead: Option<&DebugOverlap>,
+    ) -> anyhow::Result<()> {
+        let t = it.number();
+        let (done, settings) = match ahead.and_then(|a| a.settings.clone().map(|s| (a, s))) {
+            Some((a, s)) => (a.finish().await.0, s),
+            None => (Vec::new(), Arc::new(self.debug_settings()?)),
+        };
+        let visible: Vec<String> = self.visible.iter().cloned().collect();
+        let scores = it.scores()?.scores;
+        let r = crate::debug::debug(it, &visible, &scores, &settings, done).await?;
+        it.record_role_cost("debugger", &r.usage, r.cost_usd)?;
+        stop_on_permanent(settings.model.as_ref(), "debugger")?;
+        for task in &r.llm_failures {
+            let msg = format!(
+                "debugger: no LLM analysis for {task}; the deterministic report stands alone"
+            );
+            self.note(t, msg)?;
+        }
+        Ok(())
+    }
+}
