@@ -147,6 +147,34 @@ impl DebugOverlap {
     }
 }
 
+/// Wall seconds of a debugger run from its trace (first to last event), if it ran.
+pub fn debugger_secs(trace: &std::path::Path) -> Option<f64> {
+    let text = std::fs::read_to_string(trace).ok()?;
+    let ts = |l: &str| -> Option<chrono::DateTime<chrono::FixedOffset>> {
+        let v: serde_json::Value = serde_json::from_str(l).ok()?;
+        chrono::DateTime::parse_from_rfc3339(v.get("ts")?.as_str()?).ok()
+    };
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let first = ts(lines.next()?)?;
+    let last = lines.filter_map(ts).last().unwrap_or(first);
+    Some((last - first).num_milliseconds() as f64 / 1000.0)
+}
+
+/// The scheduling key of each task from the previous iteration: its mean trial seconds plus
+/// its debugger's seconds weighted by `trial slots / debugger slots` (a debugger second
+/// left at the end of the rollout costs that many idle trial slots). A task passed last
+/// time (no LLM debugger) adds nothing.
+pub fn expected_with_debugger(prev: &IterationDir, weight: f64) -> BTreeMap<String, f64> {
+    let Ok(scores) = prev.scores() else {
+        return BTreeMap::new();
+    };
+    let mut out = crate::rollout::expected_durations(&scores.scores);
+    for (task, secs) in out.iter_mut() {
+        *secs += weight * debugger_secs(&prev.debugger_trace(task)).unwrap_or(0.0);
+    }
+    out
+}
+
 impl Run {
     /// The debuggers of iteration `it` to start during its rollout; None when its debug
     /// phase already finished (a resumed run).

@@ -270,10 +270,16 @@ pub async fn rollout_iteration(
         let _ = tx.send(p);
     });
     let mut spec = run.rollout_spec(harness, run.tasks.clone(), run.cfg.k, it.path(), prior);
-    // Longest first, by the previous iteration's durations (else the tasks' timeouts).
-    let prev = (t > 1).then(|| run.dir.iteration(t - 1).scores().ok()).flatten();
-    if let Some(prev) = prev {
-        spec.expected_sec = expected_durations(&prev.scores);
+    // Longest first, by the previous iteration's trial and debugger times (else the tasks'
+    // timeouts); the debugger counts only when it runs during this rollout.
+    if t > 1 {
+        let ec = &run.cfg.evolve;
+        let weight = match ahead {
+            Some(_) => spec.concurrency as f64 / ec.debugger_concurrency.max(1) as f64,
+            None => 0.0,
+        };
+        let prev = run.dir.iteration(t - 1);
+        spec.expected_sec = crate::overlap::expected_with_debugger(&prev, weight);
     }
     let opts = run.client_opts();
     let fut = rollout_with(spec, &opts, cancel, cb);
