@@ -448,7 +448,9 @@ mod tests {
             schedule: Schedule::LongestFirst,
             expected_sec: BTreeMap::from([("t3".to_string(), 2000.0)]),
         };
-        let s = run_eval(env, &tasks, &opts, Arc::new(|_| {})).await.unwrap();
+        let s = run_eval(env, &tasks, &opts, Arc::new(|_| {}))
+            .await
+            .unwrap();
         assert_eq!(s.statuses.get("pass"), Some(&8), "{:?}", s.statuses);
         let started = agent.started.lock().unwrap().clone();
         let want: Vec<(String, u32)> = ["t3", "t1", "t0", "t2"]

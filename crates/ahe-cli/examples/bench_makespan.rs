@@ -74,7 +74,13 @@ struct Sleeper {
 #[async_trait::async_trait]
 impl Agent for Sleeper {
     async fn run(&self, ctx: AgentContext<'_>) -> AgentOutcome {
-        let attempt: u32 = ctx.trial_dir.file_name().unwrap().to_string_lossy().parse().unwrap();
+        let attempt: u32 = ctx
+            .trial_dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .parse()
+            .unwrap();
         let s = self.secs[&(ctx.task.name.clone(), attempt)];
         tokio::time::sleep(self.scale.mul_f64(s)).await;
         AgentOutcome::ended(AgentEnd::Finished, None)
@@ -116,7 +122,13 @@ fn world(root: &Path, n: usize, k: u32, seed: u64) -> World {
         let name = format!("task-{i:02}");
         // TB2 timeouts: mostly 15 min, some 30 min, a few 1-2 h.
         let u = uniform(r(i, 1));
-        let timeout = if u < 0.75 { 900.0 } else if u < 0.93 { 1800.0 } else { 3600.0 };
+        let timeout = if u < 0.75 {
+            900.0
+        } else if u < 0.93 {
+            1800.0
+        } else {
+            3600.0
+        };
         // Agent times: log-normal, median 3 min, sigma 1.1 (many short, a long tail).
         let base = 180.0 * (1.1 * normal(r(i, 2), r(i, 3))).exp();
         let noisy = |j: u64| (base * (0.25 * normal(r(i, j), r(i, j + 50))).exp()).min(timeout);
@@ -126,7 +138,11 @@ fn world(root: &Path, n: usize, k: u32, seed: u64) -> World {
         let prev: f64 = (1..=k).map(|a| noisy(30 + a as u64)).sum::<f64>() / k as f64;
         previous.insert(name.clone(), prev);
         // About half the tasks fail and get an LLM debugger of 1-5 min.
-        let d = if uniform(r(i, 4)) < 0.5 { 60.0 + 240.0 * uniform(r(i, 5)) } else { 0.0 };
+        let d = if uniform(r(i, 4)) < 0.5 {
+            60.0 + 240.0 * uniform(r(i, 5))
+        } else {
+            0.0
+        };
         debugger.insert(name.clone(), d);
         // The previous iteration's verdict agrees with this one's 85% of the time; its
         // debugger took 1-5 min too.
@@ -137,12 +153,19 @@ fn world(root: &Path, n: usize, k: u32, seed: u64) -> World {
         std::fs::create_dir_all(dir.join("tests")).unwrap();
         std::fs::write(dir.join("instruction.md"), "Simulated.\n").unwrap();
         std::fs::write(dir.join("tests/test.sh"), "#!/bin/bash\n").unwrap();
-        let toml = format!("[agent]\ntimeout_sec = {timeout}\n[environment]\ndocker_image = \"x\"\n");
+        let toml =
+            format!("[agent]\ntimeout_sec = {timeout}\n[environment]\ndocker_image = \"x\"\n");
         std::fs::write(dir.join("task.toml"), toml).unwrap();
     }
     let (tasks, errors) = ahe_bench::load_benchmark(root).unwrap();
     assert!(errors.is_empty(), "{errors:?}");
-    World { tasks, trial, previous, debugger, prev_debugger }
+    World {
+        tasks,
+        trial,
+        previous,
+        debugger,
+        prev_debugger,
+    }
 }
 
 /// What one simulated iteration measured, in simulated seconds.
@@ -172,7 +195,13 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
         let secs = sleeps[&task];
         Box::pin(async move {
             tokio::time::sleep(scale.mul_f64(secs)).await;
-            TaskDebug { task, status: ts.status, marks: String::new(), line: String::new(), out: None }
+            TaskDebug {
+                task,
+                status: ts.status,
+                marks: String::new(),
+                line: String::new(),
+                out: None,
+            }
         })
     });
     let names: BTreeSet<String> = w.tasks.iter().map(|t| t.name.clone()).collect();
@@ -185,7 +214,10 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
     });
     let env = TrialEnv {
         backend: Arc::new(NoopBackend),
-        agent: Arc::new(Sleeper { secs: w.trial.clone(), scale }),
+        agent: Arc::new(Sleeper {
+            secs: w.trial.clone(),
+            scale,
+        }),
         run: "bench".into(),
         default_agent_timeout: Duration::from_secs(3600),
         infra_retries: 0,
@@ -198,18 +230,30 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
         cancel: Default::default(),
         prior: Vec::new(),
         schedule,
-        expected_sec: if schedule == Schedule::LongestFirst { expected(w, a) } else { BTreeMap::new() },
+        expected_sec: if schedule == Schedule::LongestFirst {
+            expected(w, a)
+        } else {
+            BTreeMap::new()
+        },
     };
     let t0 = Instant::now();
-    ahe_bench::run_eval(env, &w.tasks, &opts, progress).await.unwrap();
+    ahe_bench::run_eval(env, &w.tasks, &opts, progress)
+        .await
+        .unwrap();
     let rollout_end = Instant::now();
     if !overlap {
         // The old debug phase: every task's debugger after the last trial.
-        let all = ahe_evolve::clean::load_results(&ahe_bench::EvalDir::new(tmp.path()).trials()).unwrap();
+        let all =
+            ahe_evolve::clean::load_results(&ahe_bench::EvalDir::new(tmp.path()).trials()).unwrap();
         dbg.prime(&all);
     }
     let (_, spans) = dbg.finish().await;
-    let end = spans.iter().map(|s| s.end).max().unwrap_or(rollout_end).max(rollout_end);
+    let end = spans
+        .iter()
+        .map(|s| s.end)
+        .max()
+        .unwrap_or(rollout_end)
+        .max(rollout_end);
     let sim = |d: Duration| d.as_secs_f64() / scale.as_secs_f64();
     let busy = |s: &ahe_evolve::overlap::Span| sim(s.end - s.start);
     let hidden: f64 = spans
@@ -231,12 +275,24 @@ fn expected(w: &World, a: &Args) -> BTreeMap<String, f64> {
     let weight = a.slots as f64 / a.debuggers as f64;
     w.previous
         .iter()
-        .map(|(t, s)| (t.clone(), s + weight * w.prev_debugger.get(t).copied().unwrap_or(0.0)))
+        .map(|(t, s)| {
+            (
+                t.clone(),
+                s + weight * w.prev_debugger.get(t).copied().unwrap_or(0.0),
+            )
+        })
         .collect()
 }
 
 fn parse() -> Args {
-    let mut a = Args { tasks: 89, k: 2, slots: 16, debuggers: 4, ms_per_sec: 1.0, seed: 7 };
+    let mut a = Args {
+        tasks: 89,
+        k: 2,
+        slots: 16,
+        debuggers: 4,
+        ms_per_sec: 1.0,
+        seed: 7,
+    };
     let v: Vec<String> = std::env::args().skip(1).collect();
     for p in v.chunks(2) {
         let val = p.get(1).map(String::as_str).unwrap_or("");
@@ -280,25 +336,51 @@ async fn main() {
     );
     println!(
         "lower bound = max(work/slots = {:.0} s, longest trial + its debugger = {:.0} s) = {:.0} s",
-        work / a.slots as f64, longest, bound
+        work / a.slots as f64,
+        longest,
+        bound
     );
     let before = iteration(&w, &a, Schedule::TaskOrder, false).await;
     let seq_debug = before.wall - before.rollout;
-    println!("{:<44} {:>9} {:>9} {:>8} {:>8}", "", "rollout", "wall", "/bound", "hidden");
+    println!(
+        "{:<44} {:>9} {:>9} {:>8} {:>8}",
+        "", "rollout", "wall", "/bound", "hidden"
+    );
+    let mut figures = Vec::new();
     let rows = [
-        ("before: task order, waves; debug after", Schedule::TaskOrder, false),
+        (
+            "before: task order, waves; debug after",
+            Schedule::TaskOrder,
+            false,
+        ),
         ("longest first only", Schedule::LongestFirst, false),
         ("overlap only", Schedule::TaskOrder, true),
-        ("after: longest first + overlapped debugger", Schedule::LongestFirst, true),
+        (
+            "after: longest first + overlapped debugger",
+            Schedule::LongestFirst,
+            true,
+        ),
     ];
     for (i, (label, schedule, overlap)) in rows.into_iter().enumerate() {
-        let m = if i == 0 { before.clone() } else { iteration(&w, &a, schedule, overlap).await };
+        let m = if i == 0 {
+            before.clone()
+        } else {
+            iteration(&w, &a, schedule, overlap).await
+        };
         let tail = m.wall - m.rollout;
         let hidden = if overlap { 1.0 - tail / seq_debug } else { 0.0 };
+        figures.push(m.wall / bound);
+        if i == 3 {
+            figures.push(hidden);
+        }
         println!(
             "{label:<44} {:>8.0}s {:>8.0}s {:>8.3} {:>7.0}%   (debugger-seconds during the rollout: {:.0}%)",
             m.rollout, m.wall, m.wall / bound, 100.0 * hidden,
             100.0 * m.debug_hidden / m.debug_total.max(1e-9)
         );
     }
+    println!("FIGURE makespan_over_bound_before {:.3}", figures[0]);
+    println!("FIGURE makespan_over_bound_after {:.3}", figures[3]);
+    println!("FIGURE debug_phase_hidden_share {:.3}", figures[4]);
+    println!("(hidden = 1 - debug time left after the last trial / the old debug phase)");
 }

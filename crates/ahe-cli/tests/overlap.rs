@@ -146,14 +146,23 @@ fn killed_during_the_overlapped_phase_the_run_resumes_without_repeating_work() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(position(&log, "code:fix-sum:1"), None, "fix-sum still sleeps");
+    assert_eq!(
+        position(&log, "code:fix-sum:1"),
+        None,
+        "fix-sum still sleeps"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let before = journal(&run);
     let done = |j: &[Value]| -> Vec<(String, u64)> {
         j.iter()
             .filter(|e| e["ev"] == "trial_done" && e["iter"] == 1)
-            .map(|e| (e["task"].as_str().unwrap().to_string(), e["attempt"].as_u64().unwrap()))
+            .map(|e| {
+                (
+                    e["task"].as_str().unwrap().to_string(),
+                    e["attempt"].as_u64().unwrap(),
+                )
+            })
             .collect()
     };
     assert_eq!(done(&before), vec![("hello-file".to_string(), 1)]);
@@ -173,7 +182,16 @@ fn killed_during_the_overlapped_phase_the_run_resumes_without_repeating_work() {
         "each trial of iteration 1 finished once"
     );
     // hello-file ran twice in all: iteration 1 (before the kill) and the final evaluation.
-    assert_eq!(count(&log, "code:hello-file:0"), 2, "{:?}", log.lock().unwrap());
-    assert_eq!(count(&log, "debugger:hello-file"), 1, "report kept on resume");
+    assert_eq!(
+        count(&log, "code:hello-file:0"),
+        2,
+        "{:?}",
+        log.lock().unwrap()
+    );
+    assert_eq!(
+        count(&log, "debugger:hello-file"),
+        1,
+        "report kept on resume"
+    );
     assert_eq!(count(&log, "debugger:fix-sum"), 1);
 }

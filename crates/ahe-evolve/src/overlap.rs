@@ -154,9 +154,8 @@ pub fn debugger_secs(trace: &std::path::Path) -> Option<f64> {
         let v: serde_json::Value = serde_json::from_str(l).ok()?;
         chrono::DateTime::parse_from_rfc3339(v.get("ts")?.as_str()?).ok()
     };
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let first = ts(lines.next()?)?;
-    let last = lines.filter_map(ts).last().unwrap_or(first);
+    let first = text.lines().find_map(ts)?;
+    let last = text.lines().rev().find_map(ts).unwrap_or(first);
     Some((last - first).num_milliseconds() as f64 / 1000.0)
 }
 
@@ -184,7 +183,9 @@ impl Run {
         }
         let visible = self.visible.clone();
         let s = self.debug_settings()?;
-        Ok(Some(DebugOverlap::for_iteration(it, self.cfg.k, visible, s)))
+        Ok(Some(DebugOverlap::for_iteration(
+            it, self.cfg.k, visible, s,
+        )))
     }
 
     /// The debugger's settings from `[evolve]`, with a client of the `debugger` model.
