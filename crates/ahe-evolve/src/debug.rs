@@ -506,29 +506,18 @@ pub async fn debug_task(
     };
     if let Ok(text) = std::fs::read_to_string(&existing) {
         // Resume: a finished report is kept.
-        let line = text
+        let cause = text
             .lines()
             .rev()
-            .find(|l| l.starts_with("<!-- cause: "))
-            .map(|l| {
-                l.trim_start_matches("<!-- cause: ")
-                    .trim_end_matches(" -->")
-                    .to_string()
-            })
-            .unwrap_or_default();
-        return done(line, None);
+            .find_map(|l| l.strip_prefix("<!-- cause: "));
+        return done(
+            cause.unwrap_or_default().trim_end_matches(" -->").into(),
+            None,
+        );
     }
-    let task_dir = iter_dir.trials().join(task);
-    let trace_path = iter_dir.debugger_trace(task);
-    let (md, line, out) = analyze_task(
-        task,
-        iter_dir.number(),
-        &task_dir,
-        ts.status,
-        settings,
-        &trace_path,
-    )
-    .await;
+    let (dir, trace) = (iter_dir.trials().join(task), iter_dir.debugger_trace(task));
+    let t = iter_dir.number();
+    let (md, line, out) = analyze_task(task, t, &dir, ts.status, settings, &trace).await;
     let _ = std::fs::create_dir_all(iter_dir.details());
     let _ = ahe_bench::layout::write_atomic(
         &existing,

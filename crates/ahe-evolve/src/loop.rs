@@ -50,10 +50,11 @@ impl Run {
             let ahead = self.debugger_ahead(&it)?;
             self.evaluate(&it, &evaluated, ahead.as_ref(), cancel)
                 .await?;
+            let ahead = ahead.as_ref();
             if self.over_budget(t, "", "stopping after this iteration's bookkeeping")? {
+                self.settle_debuggers(&it, ahead).await?;
                 return Ok(Stop::Budget);
             }
-            let ahead = ahead.as_ref();
             self.phase(t, Phase::Debug, || self.debug_phase(&it, ahead))
                 .await?;
             if self.over_budget(t, " during the debug phase", "no evolve step")? {

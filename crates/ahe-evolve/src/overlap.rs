@@ -202,6 +202,23 @@ impl Run {
         })
     }
 
+    /// Waits for the debuggers started during the rollout and records what they cost, for
+    /// a run that stops before its debug phase (budget spent).
+    pub async fn settle_debuggers(
+        &self,
+        it: &IterationDir,
+        ahead: Option<&DebugOverlap>,
+    ) -> anyhow::Result<()> {
+        let Some(a) = ahead else { return Ok(()) };
+        let mut usage = ahe_model::Usage::default();
+        let mut cost = 0.0;
+        for o in a.finish().await.0.iter().filter_map(|d| d.out.as_ref()) {
+            usage.add(&o.usage);
+            cost += o.cost_usd;
+        }
+        it.record_role_cost("debugger", &usage, cost)
+    }
+
     /// The debug phase: waits for the debuggers started during the rollout, analyses every
     /// other visible task (`analysis/`), and records the debugger's cost.
     pub async fn debug_phase(
@@ -228,3 +245,7 @@ impl Run {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "overlap_tests.rs"]
+mod tests;
