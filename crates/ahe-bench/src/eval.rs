@@ -66,9 +66,10 @@ pub struct EvalOptions {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Schedule {
     /// Longest expected trial first over every (task, attempt), so that no long trial starts
-    /// last and holds the evaluation up alone; a task's attempts start together (its
-    /// debugger can start early); ties: lower attempt, then task order. No attempt waves:
-    /// waves start the longest task's attempt k only after every attempt k-1 has started.
+    /// last and holds the evaluation up alone; a task's attempts start one after another
+    /// (its debugger can start early). Tasks expected to take equally long keep the waves'
+    /// order (lower attempt first, then task order). No waves otherwise: they would start
+    /// the longest task's attempt k only after every task's attempt k-1 has started.
     #[default]
     LongestFirst,
     /// Attempt waves in task order: every task's attempt a before any attempt a+1.
