@@ -1,5 +1,6 @@
 //! Running k trials of many tasks concurrently and writing the trial tree and `scores.json`.
 
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -54,6 +55,45 @@ pub struct EvalOptions {
     pub cancel: CancellationToken,
     /// Trials already finished (e.g. before a crash): not run again, but scored.
     pub prior: Vec<TrialResult>,
+    /// The order trials start in.
+    pub schedule: Schedule,
+    /// Expected seconds of one trial per task (e.g. the previous iteration's mean); a task
+    /// not listed is expected to take its agent timeout.
+    pub expected_sec: BTreeMap<String, f64>,
+}
+
+/// The order in which an evaluation starts its trials.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// Longest expected trial first over every (task, attempt), so that no long trial starts
+    /// last and holds the evaluation up alone; a task's attempts start one after another
+    /// (its debugger can start early). Tasks expected to take equally long keep the waves'
+    /// order (lower attempt first, then task order). No waves otherwise: they would start
+    /// the longest task's attempt k only after every task's attempt k-1 has started.
+    #[default]
+    LongestFirst,
+    /// Attempt waves in task order: every task's attempt a before any attempt a+1.
+    TaskOrder,
+}
+
+/// The (task index, attempt) pairs still to run, in the order they start.
+pub fn plan(
+    tasks: &[Task],
+    k: u32,
+    done: &HashSet<(&str, u32)>,
+    schedule: Schedule,
+    expected: &dyn Fn(&Task) -> f64,
+) -> Vec<(usize, u32)> {
+    let mut jobs: Vec<(usize, u32)> = (1..=k)
+        .flat_map(|a| (0..tasks.len()).map(move |i| (i, a)))
+        .filter(|(i, a)| !done.contains(&(tasks[*i].name.as_str(), *a)))
+        .collect();
+    if schedule == Schedule::LongestFirst {
+        let secs: Vec<f64> = tasks.iter().map(expected).collect();
+        // Stable: equal expectations keep the waves' order.
+        jobs.sort_by(|x, y| secs[y.0].total_cmp(&secs[x.0]));
+    }
+    jobs
 }
 
 /// Detaches the pull sink of a backend when an evaluation ends (also on error or cancel).
@@ -77,16 +117,22 @@ pub async fn run_eval(
     std::fs::create_dir_all(&opts.out_dir)?;
     let sem = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
-    // Attempts outermost: each task's first trial starts before any second one.
-    let done: std::collections::HashSet<(&str, u32)> = opts
+    let done: HashSet<(&str, u32)> = opts
         .prior
         .iter()
         .map(|r| (r.task.as_str(), r.attempt))
         .collect();
     let shared: Vec<Arc<Task>> = tasks.iter().cloned().map(Arc::new).collect();
-    let jobs: Vec<(&Arc<Task>, u32)> = (1..=opts.k)
-        .flat_map(|a| shared.iter().map(move |t| (t, a)))
-        .filter(|(t, a)| !done.contains(&(t.name.as_str(), *a)))
+    let expected = |t: &Task| {
+        opts.expected_sec
+            .get(&t.name)
+            .copied()
+            .or(t.agent_timeout_sec)
+            .unwrap_or(env.default_agent_timeout.as_secs_f64())
+    };
+    let jobs: Vec<(&Arc<Task>, u32)> = plan(tasks, opts.k, &done, opts.schedule, &expected)
+        .into_iter()
+        .map(|(i, a)| (&shared[i], a))
         .collect();
     progress(Progress::Start { total: jobs.len() });
     // The backend's pulls (docker) show in the live display and are recorded by the caller.
@@ -298,11 +344,18 @@ mod tests {
     }
 
     fn tasks(root: &Path, n: usize) -> Vec<Task> {
-        for i in 0..n {
+        tasks_timed(root, &vec![None; n])
+    }
+
+    /// Tasks `t0..` with these agent timeouts (None: no `[agent]` table).
+    fn tasks_timed(root: &Path, timeouts: &[Option<u32>]) -> Vec<Task> {
+        for (i, timeout) in timeouts.iter().enumerate() {
             let d = root.join(format!("t{i}"));
             std::fs::create_dir_all(d.join("tests")).unwrap();
             std::fs::write(d.join("instruction.md"), "Do nothing.\n").unwrap();
-            std::fs::write(d.join("task.toml"), "[environment]\ndocker_image = \"x\"\n").unwrap();
+            let agent = timeout.map_or(String::new(), |s| format!("[agent]\ntimeout_sec = {s}\n"));
+            let toml = format!("{agent}[environment]\ndocker_image = \"x\"\n");
+            std::fs::write(d.join("task.toml"), toml).unwrap();
             std::fs::write(d.join("tests/test.sh"), "#!/bin/bash\n").unwrap();
         }
         let (tasks, errors) = crate::load_benchmark(root).unwrap();
@@ -329,6 +382,8 @@ mod tests {
             out_dir: tmp.path().join("out"),
             cancel: CancellationToken::new(),
             prior: Vec::new(),
+            schedule: Schedule::TaskOrder,
+            expected_sec: BTreeMap::new(),
         };
         let done = Arc::new(AtomicUsize::new(0));
         let d2 = done.clone();
@@ -361,5 +416,48 @@ mod tests {
                     .is_file());
             }
         }
+    }
+
+    /// With one slot the start order is the schedule: the longest expected trials first
+    /// (previous durations before task timeouts), a task's attempts together.
+    #[tokio::test]
+    async fn starts_the_trials_expected_to_take_longest_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        // t0: 100 s timeout, t1: 900 s, t2: none (default 10 s), t3: 300 s but measured 2000 s.
+        let tasks = tasks_timed(
+            &tmp.path().join("bench"),
+            &[Some(100), Some(900), None, Some(300)],
+        );
+        let agent = Arc::new(Counting {
+            arrivals: AtomicUsize::new(3),
+            ..Default::default()
+        });
+        let env = TrialEnv {
+            backend: Arc::new(FakeBackend),
+            agent: agent.clone(),
+            run: "test".into(),
+            default_agent_timeout: Duration::from_secs(10),
+            infra_retries: 0,
+            verifier: Default::default(),
+        };
+        let opts = EvalOptions {
+            k: 2,
+            concurrency: 1,
+            out_dir: tmp.path().join("out"),
+            cancel: CancellationToken::new(),
+            prior: Vec::new(),
+            schedule: Schedule::LongestFirst,
+            expected_sec: BTreeMap::from([("t3".to_string(), 2000.0)]),
+        };
+        let s = run_eval(env, &tasks, &opts, Arc::new(|_| {}))
+            .await
+            .unwrap();
+        assert_eq!(s.statuses.get("pass"), Some(&8), "{:?}", s.statuses);
+        let started = agent.started.lock().unwrap().clone();
+        let want: Vec<(String, u32)> = ["t3", "t1", "t0", "t2"]
+            .iter()
+            .flat_map(|t| [(t.to_string(), 1), (t.to_string(), 2)])
+            .collect();
+        assert_eq!(started, want, "trials did not start longest first");
     }
 }

@@ -13,7 +13,7 @@ pub mod trial;
 pub mod verify;
 
 pub use check::{check_benchmark, check_task, FormatCheck, Severity};
-pub use eval::{run_eval, EvalOptions, Progress};
+pub use eval::{run_eval, EvalOptions, Progress, Schedule};
 pub use layout::{EvalDir, TrialDir};
 pub use oracle::{run_checks, NopAgent, OracleAgent, RunCheck, RunKind, RunOptions};
 pub use scores::{Scores, ScoresMeta, TaskStatus};

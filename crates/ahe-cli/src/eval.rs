@@ -319,6 +319,8 @@ fn evaluate(
         out_dir: out_dir.to_path_buf(),
         run: run_name,
         prior: Vec::new(),
+        schedule: Default::default(),
+        expected_sec: Default::default(),
     };
     if !c.quiet {
         eprintln!(

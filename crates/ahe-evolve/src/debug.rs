@@ -461,70 +461,111 @@ async fn analyze_task(
     (report, line, Some(out))
 }
 
-/// Runs the debug phase over the visible tasks of an iteration; writes the reports.
+/// What the debugger made of one task (its report is on disk).
+#[derive(Debug, Clone)]
+pub struct TaskDebug {
+    /// The task.
+    pub task: String,
+    /// Its status in the iteration.
+    pub status: TaskStatus,
+    /// One mark per trial (✓ pass, ✗ not, ⚑ suspect).
+    pub marks: String,
+    /// The one-line cause for the overview.
+    pub line: String,
+    /// The LLM debugger's run; None when the report was deterministic or already on disk.
+    pub out: Option<crate::agent::HostOutcome>,
+}
+
+/// Analyses one task of an iteration from its cleaned trials and writes
+/// `analysis/detail/<task>.md` (atomically: it is the resume record); a task whose report
+/// exists is not analysed again.
+pub async fn debug_task(
+    iter_dir: &IterationDir,
+    task: &str,
+    ts: &ahe_bench::scores::TaskScore,
+    settings: &DebugSettings,
+) -> TaskDebug {
+    let existing = iter_dir.detail_path(task);
+    let marks: String = ts
+        .trials
+        .iter()
+        .map(
+            |t| match (t.suspect, t.status == ahe_bench::TrialStatus::Pass) {
+                (true, _) => "⚑",
+                (false, true) => "✓",
+                (false, false) => "✗",
+            },
+        )
+        .collect();
+    let done = |line: String, out| TaskDebug {
+        task: task.to_string(),
+        status: ts.status,
+        marks: marks.clone(),
+        line,
+        out,
+    };
+    if let Ok(text) = std::fs::read_to_string(&existing) {
+        // Resume: a finished report is kept.
+        let cause = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("<!-- cause: "));
+        return done(
+            cause.unwrap_or_default().trim_end_matches(" -->").into(),
+            None,
+        );
+    }
+    let (dir, trace) = (iter_dir.trials().join(task), iter_dir.debugger_trace(task));
+    let t = iter_dir.number();
+    let (md, line, out) = analyze_task(task, t, &dir, ts.status, settings, &trace).await;
+    let _ = std::fs::create_dir_all(iter_dir.details());
+    let _ = ahe_bench::layout::write_atomic(
+        &existing,
+        format!("{md}\n<!-- cause: {line} -->\n").as_bytes(),
+    );
+    done(line, out)
+}
+
+/// Runs the debug phase over the visible tasks of an iteration; writes the reports and
+/// `overview.md`. Tasks in `ahead` were analysed already (during the rollout) and are
+/// only counted.
 pub async fn debug(
     iter_dir: &IterationDir,
     visible: &[String],
     scores: &Scores,
     settings: &DebugSettings,
+    ahead: Vec<TaskDebug>,
 ) -> anyhow::Result<DebugReport> {
     let iteration = iter_dir.number();
     std::fs::create_dir_all(iter_dir.details())?;
     let sem = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1)));
-    let mut lines: Vec<(String, TaskStatus, String, String)> = Vec::new();
     let mut report = DebugReport::default();
     let futs = visible.iter().filter_map(|task| {
         let ts = scores.tasks.get(task)?;
+        if ahead.iter().any(|d| &d.task == task) {
+            return None;
+        }
         let sem = sem.clone();
-        let task_dir = iter_dir.trials().join(task);
-        let trace_path = iter_dir.debugger_trace(task);
-        let existing = iter_dir.detail_path(task);
         Some(async move {
             let _p = sem.acquire().await.ok();
-            let cached = std::fs::read_to_string(&existing).ok();
-            let results: String = ts
-                .trials
-                .iter()
-                .map(
-                    |t| match (t.suspect, t.status == ahe_bench::TrialStatus::Pass) {
-                        (true, _) => "⚑",
-                        (false, true) => "✓",
-                        (false, false) => "✗",
-                    },
-                )
-                .collect();
-            if let Some(text) = cached {
-                // Resume: a finished report is kept.
-                let line = text
-                    .lines()
-                    .rev()
-                    .find(|l| l.starts_with("<!-- cause: "))
-                    .map(|l| {
-                        l.trim_start_matches("<!-- cause: ")
-                            .trim_end_matches(" -->")
-                            .to_string()
-                    })
-                    .unwrap_or_default();
-                return (task.clone(), ts.status, results, line, None, true);
-            }
-            let (md, line, out) =
-                analyze_task(task, iteration, &task_dir, ts.status, settings, &trace_path).await;
-            let _ = std::fs::write(&existing, format!("{md}\n<!-- cause: {line} -->\n"));
-            (task.clone(), ts.status, results, line, out, false)
+            debug_task(iter_dir, task, ts, settings).await
         })
     });
-    for (task, status, results, line, out, _cached) in futures::future::join_all(futs).await {
+    let mut all = futures::future::join_all(futs).await;
+    all.extend(ahead.into_iter().filter(|d| visible.contains(&d.task)));
+    let mut lines: Vec<(String, TaskStatus, String, String)> = Vec::new();
+    for d in all {
         report.tasks += 1;
-        if let Some(o) = out {
+        if let Some(o) = &d.out {
             report.usage.add(&o.usage);
             report.cost_usd += o.cost_usd;
             if o.final_text.is_some() && o.error.is_none() {
                 report.llm_reports += 1;
             } else {
-                report.llm_failures.push(task.clone());
+                report.llm_failures.push(d.task.clone());
             }
         }
-        lines.push((task, status, results, line));
+        lines.push((d.task, d.status, d.marks, d.line));
     }
     lines.sort_by(|a, b| a.0.cmp(&b.0));
     std::fs::write(iter_dir.overview_path(), overview(iteration, &lines))?;

@@ -14,6 +14,7 @@ pub mod leak;
 #[path = "loop.rs"]
 pub mod r#loop;
 pub mod manifest;
+pub mod overlap;
 pub mod preflight;
 pub mod report;
 pub mod rollout;

@@ -1,5 +1,6 @@
 //! The loop of Algorithm 1: for t = 1..N, rollout → clean → attribute (best) → debug →
-//! evolve (rollback, edits, pre-flight) → commit; then a final evaluation of H_N.
+//! evolve (rollback, edits, pre-flight) → commit; then a final evaluation of H_N. Each
+//! task's debugger starts during the rollout, once the task's trials are done.
 //! Every phase is journaled; a resumed run skips finished phases and trials.
 
 use std::time::Duration;
@@ -9,9 +10,10 @@ use tokio_util::sync::CancellationToken;
 use crate::commit::iter_tag;
 use crate::jail::WriteCaps;
 use crate::journal::{now, Entry, Phase};
+use crate::overlap::DebugOverlap;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::{Best, IterationDir};
-use crate::{attribute, clean, debug, evolve, history, preflight, rollout};
+use crate::{attribute, clean, evolve, history, preflight, rollout};
 
 /// Why the loop stopped.
 enum Stop {
@@ -44,11 +46,17 @@ impl Run {
         for t in 1..=n {
             let it = self.dir.iteration(t);
             let evaluated = self.evaluated_commit(&it)?;
-            self.evaluate(&it, &evaluated, cancel).await?;
+            // A task's debugger starts as soon as its k trials are done (overlap.rs).
+            let ahead = self.debugger_ahead(&it)?;
+            self.evaluate(&it, &evaluated, ahead.as_ref(), cancel)
+                .await?;
+            let ahead = ahead.as_ref();
             if self.over_budget(t, "", "stopping after this iteration's bookkeeping")? {
+                self.settle_debuggers(&it, ahead).await?;
                 return Ok(Stop::Budget);
             }
-            self.phase(t, Phase::Debug, || self.debug(&it)).await?;
+            self.phase(t, Phase::Debug, || self.debug_phase(&it, ahead))
+                .await?;
             if self.over_budget(t, " during the debug phase", "no evolve step")? {
                 return Ok(Stop::Budget);
             }
@@ -63,7 +71,7 @@ impl Run {
         }
         let it = self.dir.iteration(n + 1);
         let evaluated = self.evaluated_commit(&it)?;
-        self.evaluate(&it, &evaluated, cancel).await?;
+        self.evaluate(&it, &evaluated, None, cancel).await?;
         Ok(Stop::Completed)
     }
 
@@ -81,16 +89,18 @@ impl Run {
         }
     }
 
-    /// Rollout, Clean and Attribute of one iteration (all an evaluation needs).
+    /// Rollout, Clean and Attribute of one iteration (all an evaluation needs); `ahead`
+    /// starts each task's debugger as soon as its trials are done.
     async fn evaluate(
         &self,
         it: &IterationDir,
         evaluated: &str,
+        ahead: Option<&DebugOverlap>,
         cancel: &CancellationToken,
     ) -> anyhow::Result<()> {
         let t = it.number();
         self.phase(t, Phase::Rollout, || {
-            rollout::rollout_iteration(self, it, evaluated, cancel.clone())
+            rollout::rollout_iteration(self, it, evaluated, ahead, cancel.clone())
         })
         .await?;
         self.phase(t, Phase::Clean, || async {
@@ -146,34 +156,6 @@ impl Run {
                 pass_at_1: vp,
             })?;
             self.say(format!("[iter {t}] new best: visible pass@1 = {vp:.3}"));
-        }
-        Ok(())
-    }
-
-    /// The Debugger's analysis of every visible task (`analysis/`).
-    async fn debug(&self, it: &IterationDir) -> anyhow::Result<()> {
-        let t = it.number();
-        let ec = &self.cfg.evolve;
-        let client =
-            ahe_model::build_client_with(&self.cfg.model("debugger"), &self.client_opts())?;
-        let settings = debug::DebugSettings {
-            model: Some(client.clone()),
-            concurrency: ec.debugger_concurrency,
-            timeout: Duration::from_secs_f64(ec.debugger_timeout_sec),
-            max_turns: ec.debugger_max_turns,
-            show_verifier_output: ec.show_verifier_output,
-        };
-        let visible: Vec<String> = self.visible.iter().cloned().collect();
-        let r = debug::debug(it, &visible, &it.scores()?.scores, &settings).await?;
-        it.record_role_cost("debugger", &r.usage, r.cost_usd)?;
-        stop_on_permanent(Some(&client), "debugger")?;
-        for task in &r.llm_failures {
-            self.note(
-                t,
-                format!(
-                    "debugger: no LLM analysis for {task}; the deterministic report stands alone"
-                ),
-            )?;
         }
         Ok(())
     }

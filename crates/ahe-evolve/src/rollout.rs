@@ -137,6 +137,28 @@ pub struct RolloutSpec {
     pub run: String,
     /// Trials already finished (resume): scored, not re-run.
     pub prior: Vec<ahe_bench::TrialResult>,
+    /// The order trials start in (longest expected first by default).
+    pub schedule: ahe_bench::Schedule,
+    /// Expected seconds of a trial per task (see [`expected_durations`]).
+    pub expected_sec: std::collections::BTreeMap<String, f64>,
+}
+
+/// Expected trial seconds per task from an earlier evaluation's scores: the mean duration
+/// of the task's trials that ran (infra errors say nothing about the work).
+pub fn expected_durations(scores: &Scores) -> std::collections::BTreeMap<String, f64> {
+    scores
+        .tasks
+        .iter()
+        .filter_map(|(name, t)| {
+            let ran: Vec<f64> = t
+                .trials
+                .iter()
+                .filter(|x| x.status != ahe_bench::TrialStatus::InfraError)
+                .map(|x| x.duration_sec)
+                .collect();
+            (!ran.is_empty()).then(|| (name.clone(), ran.iter().sum::<f64>() / ran.len() as f64))
+        })
+        .collect()
 }
 
 /// Runs the rollout, writes `scores.json` (with model fault counts), returns the scores.
@@ -180,6 +202,8 @@ pub async fn rollout_with(
         out_dir: spec.out_dir.clone(),
         cancel,
         prior: spec.prior.clone(),
+        schedule: spec.schedule,
+        expected_sec: spec.expected_sec.clone(),
     };
     let mut scores = ahe_bench::run_eval(env, &spec.tasks, &opts, progress).await?;
     let stats = client.stats();
@@ -204,6 +228,7 @@ pub async fn rollout_iteration(
     run: &crate::run::Run,
     it: &crate::run_dir::IterationDir,
     evaluated: &str,
+    ahead: Option<&crate::overlap::DebugOverlap>,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     use crate::journal::Entry;
@@ -221,6 +246,9 @@ pub async fn rollout_iteration(
         .into_iter()
         .filter(|r| done.contains(&(r.task.clone(), r.attempt)))
         .collect();
+    if let Some(a) = ahead {
+        a.prime(&prior);
+    }
     let on_progress = |p: Progress| {
         if let Progress::TrialDone { result } = &p {
             let _ = run.journal.append(Entry::TrialDone {
@@ -229,6 +257,10 @@ pub async fn rollout_iteration(
                 attempt: result.attempt,
                 status: result.status.as_str().into(),
             });
+            // Journaled first: a debugger never runs ahead of its trials' record.
+            if let Some(a) = ahead {
+                a.trial_done(result);
+            }
         }
         (run.progress)(p);
     };
@@ -237,7 +269,18 @@ pub async fn rollout_iteration(
     let cb: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
         let _ = tx.send(p);
     });
-    let spec = run.rollout_spec(harness, run.tasks.clone(), run.cfg.k, it.path(), prior);
+    let mut spec = run.rollout_spec(harness, run.tasks.clone(), run.cfg.k, it.path(), prior);
+    // Longest first, by the previous iteration's trial and debugger times (else the tasks'
+    // timeouts); the debugger counts only when it runs during this rollout.
+    if t > 1 {
+        let ec = &run.cfg.evolve;
+        let weight = match ahead {
+            Some(_) => spec.concurrency as f64 / ec.debugger_concurrency.max(1) as f64,
+            None => 0.0,
+        };
+        let prev = run.dir.iteration(t - 1);
+        spec.expected_sec = crate::overlap::expected_with_debugger(&prev, weight);
+    }
     let opts = run.client_opts();
     let fut = rollout_with(spec, &opts, cancel, cb);
     tokio::pin!(fut);

@@ -171,6 +171,8 @@ impl Run {
             out_dir: out_dir.to_path_buf(),
             run: self.dir.name(),
             prior,
+            schedule: Default::default(),
+            expected_sec: Default::default(),
         }
     }
 }

@@ -40,6 +40,8 @@ fn spec(server: &TestServer, out: &Path, task: &str) -> RolloutSpec {
         out_dir: out.to_path_buf(),
         run: "test".into(),
         prior: Vec::new(),
+        schedule: Default::default(),
+        expected_sec: Default::default(),
     }
 }
 
