@@ -16,6 +16,7 @@ mod repeat;
 
 #[cfg(feature = "local-model")]
 mod engine;
+mod provider;
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +32,8 @@ use crate::types::{
 };
 
 #[cfg(feature = "local-model")]
-pub use engine::{Engine, GenOutput, GenRequest, LocalProvider};
+pub use engine::{Engine, GenOutput, GenRequest};
+pub use provider::LocalProvider;
 
 const PROTOCOL: &str = include_str!("../../templates/local_protocol.md");
 const OBSERVATION: &str = include_str!("../../templates/local_observation.md");
