@@ -363,19 +363,24 @@ mod tests {
         tasks
     }
 
+    /// A trial environment of no-op sandboxes around `agent`.
+    fn env(agent: Arc<Counting>) -> TrialEnv {
+        TrialEnv {
+            backend: Arc::new(FakeBackend),
+            agent,
+            run: "test".into(),
+            default_agent_timeout: Duration::from_secs(10),
+            infra_retries: 0,
+            verifier: Default::default(),
+        }
+    }
+
     #[tokio::test]
     async fn runs_every_trial_within_the_concurrency_attempts_outermost() {
         let tmp = tempfile::tempdir().unwrap();
         let tasks = tasks(&tmp.path().join("bench"), 5);
         let agent = Arc::new(Counting::default());
-        let env = TrialEnv {
-            backend: Arc::new(FakeBackend),
-            agent: agent.clone(),
-            run: "test".into(),
-            default_agent_timeout: Duration::from_secs(10),
-            infra_retries: 0,
-            verifier: Default::default(),
-        };
+        let env = env(agent.clone());
         let opts = EvalOptions {
             k: 4,
             concurrency: 3,
@@ -432,14 +437,7 @@ mod tests {
             arrivals: AtomicUsize::new(3),
             ..Default::default()
         });
-        let env = TrialEnv {
-            backend: Arc::new(FakeBackend),
-            agent: agent.clone(),
-            run: "test".into(),
-            default_agent_timeout: Duration::from_secs(10),
-            infra_retries: 0,
-            verifier: Default::default(),
-        };
+        let env = env(agent.clone());
         let opts = EvalOptions {
             k: 2,
             concurrency: 1,

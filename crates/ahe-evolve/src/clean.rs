@@ -501,8 +501,13 @@ pub fn clean_all(trials_root: &Path) -> anyhow::Result<CleanSummary> {
     let outs: Vec<(PathBuf, anyhow::Result<TaskFiles>)> = dirs
         .into_par_iter()
         .map(|d| {
-            let r = clean_and_write(&d).map(|t| (exercised_files(&t), t.task));
-            (d, r)
+            // A trace cleaned as its trial finished (the overlapped debugger) is read back.
+            let t = if is_current(&d) {
+                read_clean(&d).or_else(|_| clean_and_write(&d))
+            } else {
+                clean_and_write(&d)
+            };
+            (d, t.map(|t| (exercised_files(&t), t.task)))
         })
         .collect();
     let mut s = CleanSummary::default();
@@ -516,6 +521,18 @@ pub fn clean_all(trials_root: &Path) -> anyhow::Result<CleanSummary> {
         }
     }
     Ok(s)
+}
+
+/// Whether a trial's `trace.clean.json` is newer than its `result.json` and `trace.jsonl`.
+fn is_current(trial_dir: &Path) -> bool {
+    let t = TrialDir::new(trial_dir);
+    let mtime = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(clean) = mtime(t.clean_path()) else {
+        return false;
+    };
+    [t.result_path(), t.trace_path()]
+        .into_iter()
+        .all(|p| mtime(p).is_none_or(|m| m <= clean))
 }
 
 /// Harness files that are exercised by every trial (prefix `memory/` = any memory file).
