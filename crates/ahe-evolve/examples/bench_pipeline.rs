@@ -223,6 +223,7 @@ fn manifest(tasks: usize) -> Manifest {
                     .collect(),
                 component,
                 why_this_component: String::new(),
+                commit: None,
             }
         })
         .collect();

@@ -35,6 +35,7 @@ fn change(id: &str, files: &[&str], fixes: &[&str], risks: &[&str]) -> Change {
         risk_tasks: v(risks),
         component: Component::ToolImpl,
         why_this_component: String::new(),
+        commit: None,
     }
 }
 

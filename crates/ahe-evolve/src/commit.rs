@@ -46,6 +46,11 @@ impl HarnessRepo {
         })
     }
 
+    /// The underlying git2 repository (for the change-level plumbing in `revert.rs`).
+    pub(crate) fn git(&self) -> &Repository {
+        &self.repo
+    }
+
     /// The working tree directory.
     pub fn dir(&self) -> &Path {
         &self.dir

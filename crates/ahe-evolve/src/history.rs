@@ -66,6 +66,7 @@ pub fn auto_rollback(
             risk_tasks: Vec::new(),
             component: c.component,
             why_this_component: "restores the files the harmful change touched".into(),
+            commit: None,
         });
     }
     Ok(out)

@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod overlap;
 pub mod preflight;
 pub mod report;
+pub mod revert;
 pub mod rollout;
 pub mod run;
 pub mod run_dir;

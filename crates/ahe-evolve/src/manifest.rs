@@ -66,6 +66,10 @@ pub struct Change {
     /// Why this layer rather than another.
     #[serde(default)]
     pub why_this_component: String,
+    /// The harness commit holding exactly this change (set by the orchestrator, never by
+    /// the agent): rolling the change back is `git revert` of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// `evolve/manifest.json`.
@@ -164,6 +168,7 @@ mod tests {
             risk_tasks: vec![],
             component: Component::Memory,
             why_this_component: String::new(),
+            commit: None,
         }
     }
 

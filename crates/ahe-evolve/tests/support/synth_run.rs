@@ -323,6 +323,7 @@ pub fn synth_run(dir: &Path, spec: &Spec) {
                     risk_tasks: passing.iter().skip(c).take(1).cloned().collect(),
                     component: Component::Memory,
                     why_this_component: "why".into(),
+                    commit: None,
                 })
                 .collect();
             let m = Manifest {
