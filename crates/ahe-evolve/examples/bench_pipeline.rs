@@ -338,7 +338,15 @@ fn main() {
 
     let m = manifest(tasks);
     let t = Instant::now();
-    let ev = attribute::attribute(2, Some(&m), &prev, &cur, &visible, &summary.exercised);
+    let ev = attribute::attribute(
+        2,
+        Some(&m),
+        &prev,
+        &cur,
+        &visible,
+        &summary.exercised,
+        &Default::default(),
+    );
     attribute::write(&iter_dir, &ev).expect("write");
     time("attribute (+ change_evaluation.json)", t);
 

@@ -11,6 +11,8 @@ use ahe_bench::scores::{mean_with_ci, TaskScore};
 use ahe_bench::{Scores, TaskStatus, TrialStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::evidence::Evidence;
+use crate::extra::Tally;
 use crate::manifest::{Component, Manifest};
 use crate::stats::{excludes_zero, fisher_exact, paired_delta_ci, ALPHA};
 
@@ -54,6 +56,12 @@ pub struct TaskMove {
     pub p_value: f64,
     /// `p_value ≥ 0.05`: the move is consistent with sampling noise.
     pub within_noise: bool,
+    /// Confirmation trials of the current harness beyond the first k that passed.
+    #[serde(default)]
+    pub extra_passed: u32,
+    /// Confirmation trials beyond the first k (the p-value uses them too; pass@1 does not).
+    #[serde(default)]
+    pub extra_trials: u32,
 }
 
 /// A task matched to changes (by prediction and by the files it exercised).
@@ -100,6 +108,28 @@ pub struct ChangeVerdict {
     pub regressions_matched: Vec<String>,
     /// Named tasks that are not visible (held out or unknown), ignored.
     pub ignored_tasks: Vec<String>,
+    /// Counterfactual tests of this change (None: it was not reverted for any task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counterfactual: Option<CounterfactualSummary>,
+    /// Regressions this change is blamed for: by counterfactual where the task was tested,
+    /// else by its risk prediction.
+    #[serde(default)]
+    pub blamed_regressions: Vec<String>,
+    /// Fixes this change is credited with: by counterfactual where the task was tested,
+    /// else by its fix prediction.
+    #[serde(default)]
+    pub credited_fixes: Vec<String>,
+}
+
+/// What reverting one change did to the tasks it was tested on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CounterfactualSummary {
+    /// Tasks whose previous status came back with the change reverted.
+    pub restored: Vec<String>,
+    /// Tasks whose status stayed.
+    pub not_restored: Vec<String>,
+    /// Trials run with the change reverted.
+    pub trials: u32,
 }
 
 /// How well the manifest predicted what happened (None when a denominator is 0).
@@ -121,6 +151,62 @@ pub struct PredictionQuality {
     pub risk_precision: Option<f64>,
     /// |∪Q ∩ G| / |G|.
     pub risk_recall: Option<f64>,
+}
+
+/// Change-level prediction quality against the best truth at hand: a (change, task) pair is
+/// true when the counterfactual says so where the task was tested, else when the task flipped
+/// and the change named it; an untested flip no change named is a true pair of an unknown
+/// change (a miss for recall).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TruthQuality {
+    /// Predicted (change, fixed task) pairs.
+    pub fix_predicted: usize,
+    /// True (change, fixed task) pairs.
+    pub fix_true: usize,
+    /// Pairs both predicted and true.
+    pub fix_hits: usize,
+    /// fix_hits / fix_predicted.
+    pub fix_precision: Option<f64>,
+    /// fix_hits / fix_true.
+    pub fix_recall: Option<f64>,
+    /// Predicted (change, regressed task) pairs.
+    pub risk_predicted: usize,
+    /// True (change, regressed task) pairs.
+    pub risk_true: usize,
+    /// Pairs both predicted and true.
+    pub risk_hits: usize,
+    /// risk_hits / risk_predicted.
+    pub risk_precision: Option<f64>,
+    /// risk_hits / risk_true.
+    pub risk_recall: Option<f64>,
+    /// Flips whose truth came from counterfactual trials.
+    pub counterfactual_tasks: usize,
+}
+
+impl TruthQuality {
+    /// Fills the ratios from the counts.
+    pub fn with_ratios(mut self) -> TruthQuality {
+        self.fix_precision = ratio(self.fix_hits, self.fix_predicted);
+        self.fix_recall = ratio(self.fix_hits, self.fix_true);
+        self.risk_precision = ratio(self.risk_hits, self.risk_predicted);
+        self.risk_recall = ratio(self.risk_hits, self.risk_true);
+        self
+    }
+
+    /// The sum of two iterations' counts (for the cumulative figures).
+    pub fn plus(&self, o: &TruthQuality) -> TruthQuality {
+        TruthQuality {
+            fix_predicted: self.fix_predicted + o.fix_predicted,
+            fix_true: self.fix_true + o.fix_true,
+            fix_hits: self.fix_hits + o.fix_hits,
+            risk_predicted: self.risk_predicted + o.risk_predicted,
+            risk_true: self.risk_true + o.risk_true,
+            risk_hits: self.risk_hits + o.risk_hits,
+            counterfactual_tasks: self.counterfactual_tasks + o.counterfactual_tasks,
+            ..Default::default()
+        }
+        .with_ratios()
+    }
 }
 
 /// Run-level statistics over visible tasks (infra counted as failure).
@@ -183,6 +269,24 @@ pub struct ChangeEvaluation {
     pub unpredicted_fixes: Vec<FileMatch>,
     /// Precision and recall of the manifest's predictions.
     pub prediction: PredictionQuality,
+    /// Flips that confirmation trials left within noise: not counted in any verdict.
+    #[serde(default)]
+    pub unconfirmed: Vec<String>,
+    /// Change-level prediction quality against counterfactual truth (this iteration).
+    #[serde(default)]
+    pub prediction_vs_truth: TruthQuality,
+    /// The same, summed over every iteration so far.
+    #[serde(default)]
+    pub prediction_vs_truth_cumulative: TruthQuality,
+    /// Confirmation trials run (beyond the rollout's).
+    #[serde(default)]
+    pub confirm_trials: u32,
+    /// Counterfactual trials run.
+    #[serde(default)]
+    pub counterfactual_trials: u32,
+    /// Dollars of the confirmation and counterfactual trials.
+    #[serde(default)]
+    pub extra_cost_usd: f64,
 }
 
 /// Whether a change to this harness file affects every task (prompt, registry, memory).
@@ -236,8 +340,8 @@ pub fn change_touches(files: &[String], exercised: &BTreeSet<String>) -> bool {
         .any(|f| is_global(f) || exercised.iter().any(|e| file_matches(f, e)))
 }
 
-fn task_move(task: &str, p: &TaskScore, c: &TaskScore) -> TaskMove {
-    let p_value = fisher_exact(p.passed, p.k, c.passed, c.k);
+fn task_move(task: &str, p: &TaskScore, c: &TaskScore, extra: Tally) -> TaskMove {
+    let p_value = fisher_exact(p.passed, p.k, c.passed + extra.passed, c.k + extra.trials);
     TaskMove {
         task: task.to_string(),
         prev_status: p.status,
@@ -248,6 +352,8 @@ fn task_move(task: &str, p: &TaskScore, c: &TaskScore) -> TaskMove {
         cur_k: c.k,
         p_value,
         within_noise: p_value >= ALPHA,
+        extra_passed: extra.passed,
+        extra_trials: extra.trials,
     }
 }
 
@@ -275,7 +381,10 @@ fn names(moves: &[TaskMove]) -> BTreeSet<&str> {
 
 /// Attributes the current scores to the changes of the previous manifest (DESIGN §6).
 /// `exercised` maps tasks to the harness files their trials exercised (at least for the
-/// regressed tasks; `clean::CleanSummary::exercised` has every task).
+/// regressed tasks; `clean::CleanSummary::exercised` has every task). `evidence` holds the
+/// confirmation and counterfactual trials run so far (empty before those phases): flips that
+/// confirmation left within noise count in no verdict, and where a task was re-run with
+/// changes reverted, the counterfactual decides which change it is blamed on or credited to.
 pub fn attribute(
     iteration: u32,
     prev_manifest: Option<&Manifest>,
@@ -283,6 +392,7 @@ pub fn attribute(
     cur: &Scores,
     visible: &BTreeSet<String>,
     exercised: &BTreeMap<String, BTreeSet<String>>,
+    evidence: &Evidence,
 ) -> ChangeEvaluation {
     let vis = |m: &BTreeMap<String, TaskScore>| -> BTreeMap<String, TaskScore> {
         m.iter()
@@ -311,7 +421,8 @@ pub fn attribute(
             ev.new_tasks.push(task.clone());
             continue;
         };
-        let m = task_move(task, p, c);
+        let extra = evidence.confirm.get(task).copied().unwrap_or_default();
+        let m = task_move(task, p, c, extra);
         let infra_flip = only_infra_failed(p) || only_infra_failed(c);
         match (p.status, c.status) {
             (Fail, Pass) if !infra_flip => ev.fixed.push(m),
@@ -330,8 +441,21 @@ pub fn attribute(
     let all_infra = pv.iter().chain(&cv).filter(|x| x.1.status == Infra);
     infra_tasks.extend(all_infra.map(|x| x.0.as_str()));
 
-    let f = names(&ev.fixed);
-    let g = names(&ev.regressed);
+    // Flips that confirmation trials could not make significant are not evidence.
+    let unconfirmed: BTreeSet<&str> = ev
+        .fixed
+        .iter()
+        .chain(&ev.regressed)
+        .filter(|m| m.within_noise && m.extra_trials > 0)
+        .map(|m| m.task.as_str())
+        .collect();
+    let f: BTreeSet<&str> = names(&ev.fixed).difference(&unconfirmed).copied().collect();
+    let g: BTreeSet<&str> = names(&ev.regressed)
+        .difference(&unconfirmed)
+        .copied()
+        .collect();
+    let tested = |t: &str| evidence.tests_of(t).next().is_some();
+    let cf_restored = |c: &str, t: &str| evidence.tests_of(t).any(|x| x.change == c && x.restored);
     let improved = names(&ev.improved);
     let noisy: BTreeSet<&str> = ev
         .fixed
@@ -356,13 +480,50 @@ pub fn attribute(
         let own = |s: &BTreeSet<&str>| -> Vec<String> { s.iter().map(|t| t.to_string()).collect() };
         let fixed: BTreeSet<&str> = pc.intersection(&f).copied().collect();
         let realized: BTreeSet<&str> = qc.intersection(&g).copied().collect();
-        let verdict = match (fixed.is_empty(), realized.is_empty()) {
+        // Where a task was re-run with changes reverted, the counterfactual is the truth.
+        fn by_evidence<'a>(
+            set: &BTreeSet<&'a str>,
+            named: &BTreeSet<&str>,
+            tested: &dyn Fn(&str) -> bool,
+            restored: &dyn Fn(&str) -> bool,
+        ) -> BTreeSet<&'a str> {
+            set.iter()
+                .filter(|t| match tested(t) {
+                    true => restored(t),
+                    false => named.contains(*t),
+                })
+                .copied()
+                .collect()
+        }
+        let mine = |t: &str| cf_restored(&c.id, t);
+        let credited = by_evidence(&f, &pc, &tested, &mine);
+        let blamed = by_evidence(&g, &qc, &tested, &mine);
+        let verdict = match (credited.is_empty(), blamed.is_empty()) {
             (true, false) => Verdict::Harmful,
             (false, false) => Verdict::Mixed,
-            _ if !pc.is_empty() && fixed.len() == pc.len() => Verdict::Effective,
+            _ if !pc.is_empty() && pc.iter().all(|t| credited.contains(t)) => Verdict::Effective,
+            _ if pc.is_empty() && !credited.is_empty() => Verdict::Effective,
             (false, true) => Verdict::PartiallyEffective,
             _ => Verdict::Ineffective,
         };
+        let tests: Vec<_> = evidence
+            .counterfactual
+            .iter()
+            .filter(|x| x.change == c.id)
+            .collect();
+        let counterfactual = (!tests.is_empty()).then(|| CounterfactualSummary {
+            restored: tests
+                .iter()
+                .filter(|x| x.restored)
+                .map(|x| x.task.clone())
+                .collect(),
+            not_restored: tests
+                .iter()
+                .filter(|x| !x.restored)
+                .map(|x| x.task.clone())
+                .collect(),
+            trials: tests.iter().map(|x| x.tally.trials + x.tally.infra).sum(),
+        });
         let all = c.predicted_fixes.iter().chain(&c.risk_tasks);
         let ignored: BTreeSet<&String> = all.filter(|t| !visible.contains(*t)).collect();
         ev.changes.push(ChangeVerdict {
@@ -393,8 +554,18 @@ pub fn attribute(
                 .map(|t| t.to_string())
                 .collect(),
             ignored_tasks: ignored.into_iter().cloned().collect(),
+            counterfactual,
+            blamed_regressions: own(&blamed),
+            credited_fixes: own(&credited),
         });
     }
+    ev.unconfirmed = unconfirmed.iter().map(|t| t.to_string()).collect();
+    ev.prediction_vs_truth = truth_quality(&ev.changes, &f, &g, &tested);
+    ev.prediction_vs_truth_cumulative = ev.prediction_vs_truth.clone();
+    let cost = evidence.total_cost();
+    ev.confirm_trials = evidence.confirm_cost.trials;
+    ev.counterfactual_trials = evidence.counterfactual_cost.trials;
+    ev.extra_cost_usd = cost.cost_usd;
 
     let file_match = |task: &str, named: &dyn Fn(&crate::manifest::Change) -> bool| FileMatch {
         task: task.to_string(),
@@ -411,7 +582,11 @@ pub fn attribute(
     };
     for t in &g {
         let m = file_match(t, &|c| c.risk_tasks.iter().any(|r| r == t));
-        if m.predicted_by.is_empty() {
+        let blamed = ev
+            .changes
+            .iter()
+            .any(|c| c.blamed_regressions.iter().any(|b| b == t));
+        if !blamed {
             ev.unattributed_regressions.push(m.clone());
         }
         ev.regressions_by_file.push(m);
@@ -438,6 +613,46 @@ pub fn attribute(
         ev.prediction.regressed = g.len();
     }
     ev
+}
+
+/// [`TruthQuality`] of the verdicts' blamed and credited sets over the counted flips.
+fn truth_quality(
+    changes: &[ChangeVerdict],
+    f: &BTreeSet<&str>,
+    g: &BTreeSet<&str>,
+    tested: &dyn Fn(&str) -> bool,
+) -> TruthQuality {
+    // An untested flip that no change is blamed for or credited with is one true pair of an
+    // unknown change: nothing predicted it.
+    let truth = |set: &BTreeSet<&str>, of: &dyn Fn(&ChangeVerdict) -> &Vec<String>| -> usize {
+        set.iter()
+            .map(|t| {
+                let n = changes
+                    .iter()
+                    .filter(|c| of(c).iter().any(|x| x == t))
+                    .count();
+                n.max(1)
+            })
+            .sum()
+    };
+    let hits = |named: &dyn Fn(&ChangeVerdict) -> &Vec<String>,
+                truth: &dyn Fn(&ChangeVerdict) -> &Vec<String>| {
+        changes
+            .iter()
+            .map(|c| named(c).iter().filter(|t| truth(c).contains(t)).count())
+            .sum()
+    };
+    TruthQuality {
+        fix_predicted: changes.iter().map(|c| c.predicted_fixes.len()).sum(),
+        fix_true: truth(f, &|c| &c.credited_fixes),
+        fix_hits: hits(&|c| &c.predicted_fixes, &|c| &c.credited_fixes),
+        risk_predicted: changes.iter().map(|c| c.risk_tasks.len()).sum(),
+        risk_true: truth(g, &|c| &c.blamed_regressions),
+        risk_hits: hits(&|c| &c.risk_tasks, &|c| &c.blamed_regressions),
+        counterfactual_tasks: f.iter().chain(g).filter(|t| tested(t)).count(),
+        ..Default::default()
+    }
+    .with_ratios()
 }
 
 fn stats(pv: &BTreeMap<String, TaskScore>, cv: &BTreeMap<String, TaskScore>) -> RunStats {

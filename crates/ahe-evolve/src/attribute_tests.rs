@@ -69,7 +69,15 @@ fn every_verdict_and_prediction_quality() {
         "r3".to_string(),
         set("agent.toml memory/ system_prompt.md tools/run_shell.toml middleware/other.toml"),
     );
-    let ev = attribute(4, Some(&m), &prev, &cur, &all_visible(&cur), &ex);
+    let ev = attribute(
+        4,
+        Some(&m),
+        &prev,
+        &cur,
+        &all_visible(&cur),
+        &ex,
+        &Evidence::default(),
+    );
     assert_eq!(ev.manifest_iteration, Some(3));
     assert_eq!(names(&ev.fixed), ["f1", "f2", "u1"].into());
     assert_eq!(names(&ev.regressed), ["r1", "r2", "r3"].into());
@@ -131,7 +139,15 @@ fn partial_moves_infra_new_and_dropped() {
         leak_guard: None,
     };
     let vis = set("p1 p2 i1 i2 i3 d1 n1 same m1");
-    let ev = attribute(2, Some(&m), &prev, &cur, &vis, &BTreeMap::new());
+    let ev = attribute(
+        2,
+        Some(&m),
+        &prev,
+        &cur,
+        &vis,
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     assert!(ev.fixed.is_empty() && ev.regressed.is_empty());
     assert_eq!(names(&ev.improved), ["p1"].into());
     assert_eq!(names(&ev.worsened), ["p2"].into());
@@ -160,7 +176,15 @@ fn held_out_tasks_are_ignored_everywhere() {
         changes: vec![change("c1", &["agent.toml"], &["h1"], &["h2"])],
         leak_guard: None,
     };
-    let ev = attribute(2, Some(&m), &prev, &cur, &set("a"), &BTreeMap::new());
+    let ev = attribute(
+        2,
+        Some(&m),
+        &prev,
+        &cur,
+        &set("a"),
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     assert!(ev.fixed.is_empty() && ev.regressed.is_empty());
     let c = &ev.changes[0];
     assert!(c.predicted_fixes.is_empty() && c.risk_tasks.is_empty());
@@ -178,7 +202,15 @@ fn held_out_tasks_are_ignored_everywhere() {
 fn first_iteration_without_manifest() {
     let empty = scores("");
     let cur = scores("a=2/2 b=0/2");
-    let ev = attribute(1, None, &empty, &cur, &all_visible(&cur), &BTreeMap::new());
+    let ev = attribute(
+        1,
+        None,
+        &empty,
+        &cur,
+        &all_visible(&cur),
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     assert_eq!(ev.new_tasks, vec!["a", "b"]);
     assert!(ev.changes.is_empty() && ev.fixed.is_empty());
     assert_eq!(ev.manifest_iteration, None);
@@ -190,7 +222,15 @@ fn first_iteration_without_manifest() {
     // A previous score without a manifest: flips and stats, no verdicts, and every
     // regression is unattributed.
     let prev = scores("a=0/2 b=2/2");
-    let ev = attribute(2, None, &prev, &cur, &all_visible(&cur), &BTreeMap::new());
+    let ev = attribute(
+        2,
+        None,
+        &prev,
+        &cur,
+        &all_visible(&cur),
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     assert_eq!((ev.fixed.len(), ev.regressed.len()), (1, 1));
     assert_eq!(ev.unattributed_regressions[0].task, "b");
     assert!(ev.unattributed_regressions[0].matched_changes.is_empty());
@@ -205,7 +245,15 @@ fn noise_and_significance() {
     let mut c10 = scores("a=10/10");
     p10.k = 10;
     c10.k = 10;
-    let ev = attribute(2, None, &p10, &c10, &all_visible(&c10), &BTreeMap::new());
+    let ev = attribute(
+        2,
+        None,
+        &p10,
+        &c10,
+        &all_visible(&c10),
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     assert!(ev.fixed[0].p_value < 1e-4, "{}", ev.fixed[0].p_value);
     assert!(!ev.fixed[0].within_noise);
 
@@ -217,7 +265,15 @@ fn noise_and_significance() {
     let prev = scores(&spec(0));
     let cur = scores(&spec(2));
     let vis = all_visible(&cur);
-    let ev = attribute(2, None, &prev, &cur, &vis, &BTreeMap::new());
+    let ev = attribute(
+        2,
+        None,
+        &prev,
+        &cur,
+        &vis,
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     let s = &ev.stats;
     let d = s.delta.unwrap();
     assert!((d - 25.0 / 30.0).abs() < 1e-12);
@@ -226,13 +282,29 @@ fn noise_and_significance() {
     assert!(s.delta_significant);
     assert_eq!(s.prev_pass_at_1, Some(5.0 / 30.0));
     assert!(s.pass_at_1_ci[0] <= s.pass_at_1 && s.pass_at_1 <= s.pass_at_1_ci[1]);
-    let again = attribute(2, None, &prev, &cur, &vis, &BTreeMap::new());
+    let again = attribute(
+        2,
+        None,
+        &prev,
+        &cur,
+        &vis,
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     assert_eq!(again.stats, ev.stats);
 
     // One flip up, one down, rest unchanged: no significant delta.
     let prev = scores("a=0/2 b=2/2 c=1/2 d=2/2");
     let cur = scores("a=2/2 b=0/2 c=1/2 d=2/2");
-    let ev = attribute(2, None, &prev, &cur, &all_visible(&cur), &BTreeMap::new());
+    let ev = attribute(
+        2,
+        None,
+        &prev,
+        &cur,
+        &all_visible(&cur),
+        &BTreeMap::new(),
+        &Evidence::default(),
+    );
     assert_eq!(ev.stats.delta, Some(0.0));
     assert!(!ev.stats.delta_significant);
 }
@@ -277,7 +349,7 @@ fn json_shape_and_round_trip() {
         leak_guard: None,
     };
     let (vis, none) = (all_visible(&cur), BTreeMap::new());
-    let ev = attribute(2, Some(&m), &prev, &cur, &vis, &none);
+    let ev = attribute(2, Some(&m), &prev, &cur, &vis, &none, &Evidence::default());
     let d = tempfile::tempdir().unwrap();
     write(d.path(), &ev).unwrap();
     assert!(!d.path().join("change_evaluation.json.tmp").exists());

@@ -41,6 +41,9 @@ pub struct RunConfig {
     /// Held-out tasks: scored every iteration, never shown to the debugger or evolve agent.
     #[serde(default)]
     pub holdout: HoldoutConfig,
+    /// Evidence beyond the rollout: confirmation trials, counterfactuals, the canary.
+    #[serde(default)]
+    pub attribution: AttributionConfig,
     /// Models: `default` plus optional per-role overrides `code_agent`, `debugger`, `evolve`
     /// (each merged over `default`).
     #[serde(default)]
@@ -230,6 +233,47 @@ impl Default for EvolveConfig {
     }
 }
 
+/// `[attribution]`: the extra trials that separate a change's real effect from luck and
+/// from the other changes of its iteration (DESIGN §6).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AttributionConfig {
+    /// Extra trials of the new harness, at most, for a flip within noise (0 = none).
+    pub confirm_trials: u32,
+    /// Trials of each counterfactual harness (H_eval minus one change) on a task (0 = none).
+    pub counterfactual_trials: u32,
+    /// Tasks re-run with changes reverted per iteration, at most.
+    pub max_counterfactual_tasks: usize,
+    /// Confirmation + counterfactual + canary trials per iteration, at most, as a share of
+    /// the rollout's trials (tasks × k).
+    pub max_extra_share: f64,
+    /// Roll out the canary set (risk tasks + previously passing tasks on the touched files)
+    /// before the full rollout; roll back the culprit of a canary regression first.
+    pub canary: bool,
+    /// Tasks in the canary set, at most.
+    pub canary_max_tasks: usize,
+}
+
+impl Default for AttributionConfig {
+    fn default() -> Self {
+        AttributionConfig {
+            confirm_trials: 4,
+            counterfactual_trials: 2,
+            max_counterfactual_tasks: 8,
+            max_extra_share: 0.25,
+            canary: false,
+            canary_max_tasks: 8,
+        }
+    }
+}
+
+impl AttributionConfig {
+    /// The cap on one iteration's extra trials for a rollout of `rollout_trials`.
+    pub fn extra_trial_cap(&self, rollout_trials: usize) -> usize {
+        (self.max_extra_share * rollout_trials as f64).floor() as usize
+    }
+}
+
 /// `[holdout]`: named tasks, or a seeded random fraction of the benchmark.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -298,6 +342,10 @@ impl RunConfig {
             if !(0.0..1.0).contains(&f) {
                 bail!("holdout.fraction: {f} must be in [0, 1)");
             }
+        }
+        let share = self.attribution.max_extra_share;
+        if share.is_nan() || !(0.0..=1.0).contains(&share) {
+            bail!("attribution.max_extra_share: {share} must be in [0, 1]");
         }
         for k in self.models.keys() {
             if k != "default" && !ROLES.contains(&k.as_str()) {

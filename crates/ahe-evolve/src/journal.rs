@@ -18,6 +18,12 @@ pub enum Phase {
     Clean,
     /// Verdicts, rollback, best.
     Attribute,
+    /// The new harness's canary set, rolled out before the full rollout (canary = true).
+    Canary,
+    /// Extra trials of flips within noise.
+    Confirm,
+    /// Regressed (or disputed fixed) tasks re-run with one change reverted.
+    Counterfactual,
     /// Failure analysis.
     Debug,
     /// Harness edits + manifest.
@@ -33,6 +39,9 @@ impl Phase {
             Phase::Rollout => "rollout",
             Phase::Clean => "clean",
             Phase::Attribute => "attribute",
+            Phase::Canary => "canary",
+            Phase::Confirm => "confirm",
+            Phase::Counterfactual => "counterfactual",
             Phase::Debug => "debug",
             Phase::Evolve => "evolve",
             Phase::Commit => "commit",
@@ -71,6 +80,19 @@ pub enum Entry {
         /// Task.
         task: String,
         /// Attempt (1-based).
+        attempt: u32,
+        /// Status.
+        status: String,
+    },
+    /// A trial beyond the rollout's (canary, confirmation or counterfactual) finished.
+    ExtraTrialDone {
+        /// Iteration.
+        iter: u32,
+        /// The trial set (`canary`, `confirm`, `counterfactual/<change>`...).
+        set: String,
+        /// Task.
+        task: String,
+        /// Attempt (1-based, within the set).
         attempt: u32,
         /// Status.
         status: String,
@@ -175,6 +197,23 @@ impl Journal {
                     attempt,
                     ..
                 } if *i == iter => Some((task.clone(), *attempt)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The (task, attempt) pairs of one extra trial set of an iteration that finished.
+    pub fn extra_trials_done(&self, iter: u32, set: &str) -> BTreeSet<(String, u32)> {
+        self.entries()
+            .iter()
+            .filter_map(|e| match e {
+                Entry::ExtraTrialDone {
+                    iter: i,
+                    set: s,
+                    task,
+                    attempt,
+                    ..
+                } if *i == iter && s == set => Some((task.clone(), *attempt)),
                 _ => None,
             })
             .collect()

@@ -13,7 +13,7 @@ use crate::journal::{now, Entry, Phase};
 use crate::overlap::DebugOverlap;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::{Best, IterationDir};
-use crate::{attribute, clean, evolve, history, preflight, rollout};
+use crate::{attribute, clean, confirm, counterfactual, evolve, history, preflight, rollout};
 
 /// Why the loop stopped.
 enum Stop {
@@ -113,6 +113,17 @@ impl Run {
         .await?;
         self.phase(t, Phase::Attribute, || self.attribute(it, evaluated))
             .await?;
+        // Evidence beyond the rollout, each followed by the verdicts it changes.
+        self.phase(t, Phase::Confirm, || async {
+            confirm::confirm(self, it, evaluated, cancel.clone()).await?;
+            self.judge(it)
+        })
+        .await?;
+        self.phase(t, Phase::Counterfactual, || async {
+            counterfactual::counterfactual(self, it, evaluated, cancel.clone()).await?;
+            self.judge(it)
+        })
+        .await?;
         Ok(())
     }
 
@@ -127,8 +138,9 @@ impl Run {
         Ok(true)
     }
 
-    /// Judges the previous iteration's changes on these scores; updates `best`.
-    async fn attribute(&self, it: &IterationDir, evaluated: &str) -> anyhow::Result<()> {
+    /// Judges the previous iteration's changes on these scores and the evidence so far
+    /// (`change_evaluation.json`, with the cumulative prediction quality).
+    fn judge(&self, it: &IterationDir) -> anyhow::Result<()> {
         let t = it.number();
         let cur = it.scores()?;
         let prev_it = self.dir.iteration(t.saturating_sub(1));
@@ -138,16 +150,29 @@ impl Run {
             (ahe_bench::scores::compute(self.cfg.k, &[], 0.0), None)
         };
         let exercised = history::exercised(it, &self.visible);
-        let ev = attribute::attribute(
+        let mut ev = attribute::attribute(
             t,
             manifest.as_ref(),
             &prev,
             &cur.scores,
             &self.visible,
             &exercised,
+            &it.evidence(),
         );
-        it.write_change_evaluation(&ev)?;
-        let vp = cur.visible_pass_at_1();
+        if let Ok(p) = (t > 1).then(|| prev_it.change_evaluation()).transpose() {
+            let before = p
+                .map(|p| p.prediction_vs_truth_cumulative)
+                .unwrap_or_default();
+            ev.prediction_vs_truth_cumulative = before.plus(&ev.prediction_vs_truth);
+        }
+        it.write_change_evaluation(&ev)
+    }
+
+    /// Judges the previous iteration's changes on these scores; updates `best`.
+    async fn attribute(&self, it: &IterationDir, evaluated: &str) -> anyhow::Result<()> {
+        let t = it.number();
+        self.judge(it)?;
+        let vp = it.scores()?.visible_pass_at_1();
         if self.dir.best().is_none_or(|b| vp > b.pass_at_1) {
             self.repo.set_tag("best", evaluated)?;
             self.dir.write_best(&Best {

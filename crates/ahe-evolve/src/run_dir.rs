@@ -418,6 +418,41 @@ impl IterationDir {
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
     }
 
+    /// `extra/<set>/`: an extra trial set's harness checkout, trials and scores (each `/`
+    /// of `set` a level; other characters than `[A-Za-z0-9_.-]` become `_`, `..` too).
+    pub fn extra(&self, set: &str) -> PathBuf {
+        let mut p = self.path().join("extra");
+        for part in set.split('/') {
+            let safe: String = part
+                .chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' | '.' => c,
+                    _ => '_',
+                })
+                .collect();
+            p.push(match safe.as_str() {
+                "" | "." | ".." => "_".to_string(),
+                _ => safe,
+            });
+        }
+        p
+    }
+
+    /// Path of `evidence.json`.
+    pub fn evidence_path(&self) -> PathBuf {
+        self.path().join("evidence.json")
+    }
+
+    /// `evidence.json` (confirmation and counterfactual trials); empty when absent.
+    pub fn evidence(&self) -> crate::evidence::Evidence {
+        read_json(&self.evidence_path()).unwrap_or_default()
+    }
+
+    /// Writes `evidence.json` atomically.
+    pub fn write_evidence(&self, e: &crate::evidence::Evidence) -> anyhow::Result<()> {
+        write_json(&self.evidence_path(), e)
+    }
+
     /// `analysis/`: the debugger's reports.
     pub fn analysis(&self) -> PathBuf {
         self.path().join("analysis")

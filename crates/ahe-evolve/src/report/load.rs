@@ -72,6 +72,7 @@ fn phase_output(it: &IterationDir, p: Phase) -> Option<std::path::PathBuf> {
         Phase::Rollout => Some(it.eval().scores_path()),
         Phase::Clean => None,
         Phase::Attribute => Some(it.change_evaluation_path()),
+        Phase::Canary | Phase::Confirm | Phase::Counterfactual => None,
         Phase::Debug => Some(it.overview_path()),
         Phase::Evolve => Some(it.manifest_path()),
         Phase::Commit => Some(it.diff_path()),

@@ -18,17 +18,25 @@ use crate::manifest::Manifest;
 use crate::run_dir::{Best, IterationDir, IterationRecord, RunDir};
 
 /// Phases of an evolve iteration, in order.
-pub const EVOLVE_PHASES: [Phase; 6] = [
+pub const EVOLVE_PHASES: [Phase; 8] = [
     Phase::Rollout,
     Phase::Clean,
     Phase::Attribute,
+    Phase::Confirm,
+    Phase::Counterfactual,
     Phase::Debug,
     Phase::Evolve,
     Phase::Commit,
 ];
 
 /// Phases of the final evaluation (iteration N+1).
-pub const FINAL_PHASES: [Phase; 3] = [Phase::Rollout, Phase::Clean, Phase::Attribute];
+pub const FINAL_PHASES: [Phase; 5] = [
+    Phase::Rollout,
+    Phase::Clean,
+    Phase::Attribute,
+    Phase::Confirm,
+    Phase::Counterfactual,
+];
 
 /// The three model roles, in display order.
 pub const ROLES: [&str; 3] = ["code_agent", "debugger", "evolve"];

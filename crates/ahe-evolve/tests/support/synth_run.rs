@@ -282,7 +282,15 @@ pub fn synth_run(dir: &Path, spec: &Spec) {
         });
         let empty = ahe_bench::scores::compute(spec.k, &[], 0.0);
         let (ps, pm) = prev.take().unwrap_or((empty, None));
-        let ev = attribute::attribute(t, pm.as_ref(), &ps, &scores, &visible, &BTreeMap::new());
+        let ev = attribute::attribute(
+            t,
+            pm.as_ref(),
+            &ps,
+            &scores,
+            &visible,
+            &BTreeMap::new(),
+            &Default::default(),
+        );
         attribute::write(&it, &ev).unwrap();
         if best.is_none_or(|b| vp > b.1) {
             best = Some((t, vp));
