@@ -353,6 +353,9 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
         }
         let un: Vec<String> = a.unattributed.iter().map(|(t, _)| t.clone()).collect();
         s.push_str(&format!("unattributed regressions: {}\n", list(&un)));
+        for line in &a.evidence {
+            s.push_str(&format!("{line}\n"));
+        }
     }
     if !v.manifest_missing && !v.is_final {
         s.push_str(&format!(

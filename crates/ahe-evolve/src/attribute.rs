@@ -441,12 +441,17 @@ pub fn attribute(
     let all_infra = pv.iter().chain(&cv).filter(|x| x.1.status == Infra);
     infra_tasks.extend(all_infra.map(|x| x.0.as_str()));
 
-    // Flips that confirmation trials could not make significant are not evidence.
+    // Flips that confirmation trials could not make significant are not evidence (those
+    // whose confirmation the budget cut short still count, flagged within noise).
+    let hopeless = |m: &TaskMove| {
+        let extra = evidence.confirm.get(&m.task).copied().unwrap_or_default();
+        extra.trials > 0 && crate::confirm::decided(m, extra, evidence.confirm_cap)
+    };
     let unconfirmed: BTreeSet<&str> = ev
         .fixed
         .iter()
         .chain(&ev.regressed)
-        .filter(|m| m.within_noise && m.extra_trials > 0)
+        .filter(|m| m.within_noise && hopeless(m))
         .map(|m| m.task.as_str())
         .collect();
     let f: BTreeSet<&str> = names(&ev.fixed).difference(&unconfirmed).copied().collect();

@@ -82,6 +82,7 @@ pub async fn confirm(
         .map(|(t, r)| (t.clone(), Tally::of(r)))
         .collect();
     evidence.confirm_cost.trials = trials_in(&results) as u32;
+    evidence.confirm_cap = cap;
     it.write_evidence(&evidence)
 }
 

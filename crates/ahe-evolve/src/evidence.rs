@@ -55,6 +55,10 @@ pub struct Evidence {
     /// What the confirmation trials cost.
     #[serde(default)]
     pub confirm_cost: SetCost,
+    /// `[attribution] confirm_trials` when they ran: a flip whose confirmation stopped below
+    /// it for the budget is still counted.
+    #[serde(default)]
+    pub confirm_cap: u32,
     /// Every counterfactual test.
     #[serde(default)]
     pub counterfactual: Vec<CfTest>,

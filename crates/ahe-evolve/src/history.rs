@@ -139,6 +139,7 @@ pub fn change_summary(ev: &ChangeEvaluation) -> String {
                 description => &c.description, predicted_fixes => &c.predicted_fixes,
                 actually_fixed => &c.actually_fixed, still_failed => &c.still_failed,
                 risk_tasks => &c.risk_tasks, risk_realized => &c.risk_realized,
+                counterfactual => &c.counterfactual, blamed => &c.blamed_regressions,
             }
         })
         .collect();

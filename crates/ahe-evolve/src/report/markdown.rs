@@ -329,6 +329,9 @@ fn iteration(s: &mut String, v: &IterView) {
                 p.fix_precision, p.fix_recall, p.risk_precision, p.risk_recall
             );
         }
+        for line in &a.evidence {
+            let _ = writeln!(s, "- {line}");
+        }
         s.push('\n');
     }
     if !v.manifest_missing && !v.is_final {

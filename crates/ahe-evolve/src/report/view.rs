@@ -138,6 +138,10 @@ pub struct AttributionView {
     pub judged_rows: Vec<JudgedRow>,
     /// Prediction precision and recall.
     pub precision: PredictionView,
+    /// What confirmation and counterfactual trials showed, one sentence each: quality
+    /// against the truth (iteration and cumulative), each reverted change, unconfirmed
+    /// flips, the extra trials and their cost.
+    pub evidence: Vec<String>,
 }
 
 /// Δ pass@1 against the previous iteration with its paired interval.

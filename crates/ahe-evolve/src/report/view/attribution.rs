@@ -150,6 +150,7 @@ pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> 
                 format!("{} / {}", p.predicted_risks, p.regressed),
             ),
         ],
+        evidence: evidence_lines(e),
         judged: e
             .changes
             .iter()
@@ -160,4 +161,55 @@ pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> 
             })
             .collect(),
     })
+}
+
+/// The sentences of [`AttributionView::evidence`].
+fn evidence_lines(e: &crate::attribute::ChangeEvaluation) -> Vec<String> {
+    let mut out = Vec::new();
+    let q = |t: &crate::attribute::TruthQuality| {
+        format!(
+            "fix precision {} · recall {} · risk precision {} · recall {}",
+            opt_ratio(t.fix_precision),
+            opt_ratio(t.fix_recall),
+            opt_ratio(t.risk_precision),
+            opt_ratio(t.risk_recall)
+        )
+    };
+    if e.manifest_iteration.is_some() {
+        let (t, c) = (&e.prediction_vs_truth, &e.prediction_vs_truth_cumulative);
+        out.push(format!(
+            "against the truth ({} flip(s) decided by counterfactual): {}; cumulative: {}",
+            t.counterfactual_tasks,
+            q(t),
+            q(c)
+        ));
+    }
+    for c in &e.changes {
+        if let Some(cf) = &c.counterfactual {
+            let names = |v: &[String]| match v.is_empty() {
+                true => "none".to_string(),
+                false => v.join(", "),
+            };
+            out.push(format!(
+                "{} reverted: restored {}; not restored {} ({} trial(s))",
+                c.id,
+                names(&cf.restored),
+                names(&cf.not_restored),
+                cf.trials
+            ));
+        }
+    }
+    if !e.unconfirmed.is_empty() {
+        out.push(format!(
+            "flips left within noise by confirmation trials (counted in no verdict): {}",
+            e.unconfirmed.join(", ")
+        ));
+    }
+    if e.confirm_trials + e.counterfactual_trials > 0 {
+        out.push(format!(
+            "extra trials: {} confirmation, {} counterfactual (${:.4})",
+            e.confirm_trials, e.counterfactual_trials, e.extra_cost_usd
+        ));
+    }
+    out
 }
