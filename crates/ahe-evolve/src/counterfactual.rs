@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute::{change_touches, ChangeEvaluation};
+use crate::attribute::{change_touches, is_global, ChangeEvaluation};
 use crate::evidence::{CfKind, CfSkip, CfTest};
 use crate::extra::{self, Tally};
 use crate::manifest::Manifest;
@@ -34,18 +34,30 @@ pub fn set_of(change: &str) -> String {
     format!("counterfactual/{change}")
 }
 
-/// Which (task, change) pairs to test and which tasks to skip, given the trials `left` in
-/// the iteration's budget: regressions counted by the verdicts first (most significant
-/// first), then fixes claimed by several changes or none; a task is tested with all its
-/// candidates or not at all.
+/// One task to test: its candidate changes, most likely culprit first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPlan {
+    /// Task.
+    pub task: String,
+    /// Regression or fix.
+    pub kind: CfKind,
+    /// Candidates in test order: the changes that named the task, then those whose own
+    /// (non-global) files the task exercised, then those matched by a global file.
+    pub candidates: Vec<Pair>,
+}
+
+/// Which tasks to test and which to skip, given the trials `left` in the iteration's
+/// budget: regressions counted by the verdicts first (most significant first), then fixes
+/// claimed by several changes or none. A task is taken while at least one candidate's
+/// trials fit; candidates are tested in order and a task stops at its first culprit.
 pub fn plan(
     ev: &ChangeEvaluation,
     manifest: &Manifest,
     exercised: &Exercised,
     trials_per_pair: u32,
     max_tasks: usize,
-    mut left: usize,
-) -> (Vec<Pair>, Vec<CfSkip>) {
+    left: usize,
+) -> (Vec<TaskPlan>, Vec<CfSkip>) {
     let unconfirmed: BTreeSet<&String> = ev.unconfirmed.iter().collect();
     let mut regressed: Vec<_> = ev
         .regressed
@@ -66,47 +78,62 @@ pub fn plan(
         .map(|m| (m, CfKind::Regression))
         .chain(fixes.map(|m| (m, CfKind::Fix)));
     let none = BTreeSet::new();
-    let (mut pairs, mut skipped, mut tasks) = (Vec::new(), Vec::new(), 0usize);
+    let (mut plans, mut skipped) = (Vec::new(), Vec::new());
     for (m, kind) in wanted {
         let ex = exercised.get(&m.task).unwrap_or(&none);
-        let cands: Vec<Pair> = manifest
+        let rank = |c: &crate::Change| {
+            let named = match kind {
+                CfKind::Regression => &c.risk_tasks,
+                CfKind::Fix => &c.predicted_fixes,
+            };
+            let own: Vec<String> = c.files.iter().filter(|f| !is_global(f)).cloned().collect();
+            match () {
+                _ if named.contains(&m.task) => 0,
+                _ if change_touches(&own, ex) => 1,
+                _ => 2,
+            }
+        };
+        let mut cands: Vec<(u8, Pair)> = manifest
             .changes
             .iter()
             .filter(|c| change_touches(&c.files, ex))
             .filter_map(|c| {
-                c.commit.as_ref().map(|commit| Pair {
+                let pair = Pair {
                     task: m.task.clone(),
                     kind,
                     change: c.id.clone(),
-                    commit: commit.clone(),
-                })
+                    commit: c.commit.clone()?,
+                };
+                Some((rank(c), pair))
             })
             .collect();
+        cands.sort_by_key(|x| x.0);
         let skip = |reason: String| CfSkip {
             task: m.task.clone(),
             reason,
         };
-        let need = cands.len() * trials_per_pair as usize;
         if cands.is_empty() {
             skipped.push(skip(
                 "no change with a commit touched the files it exercised".into(),
             ));
-        } else if tasks >= max_tasks {
+        } else if plans.len() >= max_tasks {
             skipped.push(skip(format!(
                 "over [attribution] max_counterfactual_tasks = {max_tasks}"
             )));
-        } else if need > left {
+        } else if left < trials_per_pair as usize * (plans.len() + 1) {
             skipped.push(skip(format!(
-                "needs {need} trials; {left} left of the iteration's extra-trial budget \
+                "{left} trials left of the iteration's extra-trial budget \
                  ([attribution] max_extra_share)"
             )));
         } else {
-            left -= need;
-            tasks += 1;
-            pairs.extend(cands);
+            plans.push(TaskPlan {
+                task: m.task.clone(),
+                kind,
+                candidates: cands.into_iter().map(|x| x.1).collect(),
+            });
         }
     }
-    (pairs, skipped)
+    (plans, skipped)
 }
 
 /// Whether a pair needs no more trials: a regression stops at its first failure (not
@@ -152,40 +179,96 @@ pub async fn counterfactual(
         .map(|x| x.trials + x.infra)
         .sum::<u32>() as usize;
     let exercised = crate::history::exercised(it, &run.visible);
-    let (pairs, mut skipped) = plan(
+    let mut left = budget.saturating_sub(used);
+    let (plans, mut skipped) = plan(
         &ev,
         &manifest,
         &exercised,
         n,
         cfg.max_counterfactual_tasks,
-        budget.saturating_sub(used),
+        left,
     );
-    // One counterfactual harness per change: H_eval minus its commit.
+    // One counterfactual harness per change: H_eval minus its commit (None: it conflicts).
     let mut harness: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for p in &pairs {
+    for p in plans.iter().flat_map(|p| &p.candidates) {
         if !harness.contains_key(&p.change) {
             let c = run.repo.reverted_commit(evaluated, &p.commit)?;
             harness.insert(p.change.clone(), c);
         }
     }
-    let (runnable, conflicting): (Vec<Pair>, Vec<Pair>) = pairs
-        .into_iter()
-        .partition(|p| harness.get(&p.change).is_some_and(Option::is_some));
-    for p in conflicting {
-        skipped.push(CfSkip {
-            task: p.task,
-            reason: format!(
-                "reverting {} conflicts with later edits of the same lines",
-                p.change
-            ),
-        });
-    }
-    let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
     let mut cost = evidence.counterfactual_cost.clone();
-    cost.trials = 0;
+    let mut tests: Vec<CfTest> = Vec::new();
+    // Wave w tests candidate w of every task whose culprit is not found yet.
+    let mut open: Vec<(&TaskPlan, usize)> = plans.iter().map(|p| (p, 0)).collect();
+    while !open.is_empty() {
+        let mut wave: Vec<&Pair> = Vec::new();
+        for (p, i) in open.iter_mut() {
+            while let Some(c) = p.candidates.get(*i) {
+                if harness[&c.change].is_some() {
+                    break;
+                }
+                skipped.push(CfSkip {
+                    task: c.task.clone(),
+                    reason: format!(
+                        "reverting {} conflicts with later edits of the same lines",
+                        c.change
+                    ),
+                });
+                *i += 1;
+            }
+            if let Some(c) = p.candidates.get(*i) {
+                if left >= n as usize {
+                    left -= n as usize;
+                    wave.push(c);
+                } else {
+                    skipped.push(CfSkip {
+                        task: c.task.clone(),
+                        reason: format!(
+                            "the extra-trial budget ran out before {} was tested",
+                            c.change
+                        ),
+                    });
+                }
+            }
+        }
+        if wave.is_empty() {
+            break;
+        }
+        let done = run_wave(run, it, &wave, &harness, n, &mut cost, cancel.clone()).await?;
+        let found: BTreeSet<&str> = done
+            .iter()
+            .filter(|x| x.restored)
+            .map(|x| x.task.as_str())
+            .collect();
+        tests.extend(done.iter().cloned());
+        open = open
+            .into_iter()
+            .filter(|(p, _)| !found.contains(p.task.as_str()))
+            .map(|(p, i)| (p, i + 1))
+            .filter(|(p, i)| *i < p.candidates.len())
+            .collect();
+    }
+    cost.trials = tests.iter().map(|x| x.tally.trials + x.tally.infra).sum();
+    evidence.counterfactual = tests;
+    evidence.counterfactual_cost = cost;
+    evidence.counterfactual_skipped = skipped;
+    it.write_evidence(&evidence)
+}
+
+/// Runs one wave of pairs, a round at a time (a pair stops at its first decisive trial).
+async fn run_wave(
+    run: &Run,
+    it: &IterationDir,
+    wave: &[&Pair],
+    harness: &BTreeMap<String, Option<String>>,
+    n: u32,
+    cost: &mut crate::extra::SetCost,
+    cancel: CancellationToken,
+) -> anyhow::Result<Vec<CfTest>> {
+    let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
     for round in 1..=n {
         let mut by_change: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for p in &runnable {
+        for p in wave {
             let tl = tallies.get(&(p.change.clone(), p.task.clone()));
             if !decided(&tl.copied().unwrap_or_default(), n) {
                 by_change.entry(&p.change).or_default().push(p.task.clone());
@@ -206,7 +289,7 @@ pub async fn counterfactual(
             }
         }
     }
-    evidence.counterfactual = runnable
+    Ok(wave
         .iter()
         .map(|p| {
             let tally = tallies
@@ -222,13 +305,5 @@ pub async fn counterfactual(
                 restored: restored(p.kind, &tally),
             }
         })
-        .collect();
-    cost.trials = evidence
-        .counterfactual
-        .iter()
-        .map(|x| x.tally.trials + x.tally.infra)
-        .sum();
-    evidence.counterfactual_cost = cost;
-    evidence.counterfactual_skipped = skipped;
-    it.write_evidence(&evidence)
+        .collect())
 }
