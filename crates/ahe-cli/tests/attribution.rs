@@ -62,3 +62,78 @@ fn every_harmful_change_is_found_and_reverted_alone() {
         "{out:?}"
     );
 }
+
+/// Journal lines as JSON.
+fn journal(run: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Kills `ahe evolve` with SIGKILL once the journal shows a finished extra trial of a set
+/// starting with `set`, resumes it, and checks that no trial ran twice and that the truth
+/// comes out the same.
+fn kill_in_phase_then_resume(set: &str) {
+    let d = tempfile::tempdir().unwrap();
+    let sc = Scenario::standard();
+    let cfg = sc.write(d.path(), &root());
+    let runs = d.path().join("runs");
+    let run = runs.join("sim");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ahe"))
+        .args(["evolve", "--config", cfg.to_str().unwrap(), "--name", "sim"])
+        .args(["--runs-dir", runs.to_str().unwrap(), "--no-check"])
+        .current_dir(root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let hit = loop {
+        let j = journal(&run);
+        let done = j.iter().any(|e| {
+            e["ev"] == "extra_trial_done" && e["set"].as_str().is_some_and(|s| s.starts_with(set))
+        });
+        if done || t0.elapsed().as_secs() > 240 {
+            break done;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(hit, "the run never reached a {set} trial");
+    let killed_at = journal(&run).len();
+    let o = common::ahe(&["evolve", "--resume", run.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut seen = std::collections::BTreeSet::new();
+    for e in journal(&run)
+        .iter()
+        .filter(|e| e["ev"] == "trial_done" || e["ev"] == "extra_trial_done")
+    {
+        let key = (
+            e["iter"].as_u64(),
+            e["set"].as_str().unwrap_or("").to_string(),
+            e["task"].as_str().unwrap().to_string(),
+            e["attempt"].as_u64(),
+        );
+        assert!(seen.insert(key.clone()), "trial {key:?} ran twice");
+    }
+    assert!(journal(&run).len() > killed_at);
+    let out = sc.outcome(&run);
+    assert_eq!(out.verdicts, sc.expected_verdicts(), "{out:?}");
+    assert_eq!(out.harmful_rolled_back, 2, "{out:?}");
+}
+
+#[test]
+fn kill_9_during_the_counterfactual_phase_resumes_exactly() {
+    kill_in_phase_then_resume("counterfactual/");
+}
+
+#[test]
+fn kill_9_during_confirmation_resumes_exactly() {
+    kill_in_phase_then_resume("confirm");
+}
