@@ -66,10 +66,8 @@ fn every_hack_is_blocked_on_local() {
     let (doc, _logs) = run_suite("local");
     assert_all_blocked(&doc);
     // The local sandbox cannot write the host's /usr at all: the fake never runs.
-    assert_eq!(
-        task(&doc, "fake-python-over-real")["oracle"]["status"],
-        "fail"
-    );
+    let o = &task(&doc, "fake-python-over-real")["oracle"];
+    assert_eq!(o["status"], "fail", "the trial, with its problem: {o}");
 }
 
 #[test]

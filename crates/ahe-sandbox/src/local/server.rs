@@ -558,6 +558,9 @@ async fn follow(
                     let f: Vec<&str> = line.split(' ').collect();
                     match (&f[..], pgid) {
                         (["pid", of, p], None) if *of == id => pgid = p.parse().ok(),
+                        // The worker answered another request (or read a torn one): it is
+                        // out of step with us; lose it rather than wait for a `pid` forever.
+                        (["pid", ..], None) => break,
                         // A `done` of another pgid is a spare that died while idle.
                         (["done", p, s], Some(g)) if *p == g.to_string() => {
                             status = s.parse().ok();
