@@ -184,12 +184,20 @@ pub fn synth_run(dir: &Path, spec: &Spec) {
         )
         .unwrap();
         let phases: &[Phase] = if is_final {
-            &[Phase::Rollout, Phase::Clean, Phase::Attribute]
+            &[
+                Phase::Rollout,
+                Phase::Clean,
+                Phase::Attribute,
+                Phase::Confirm,
+                Phase::Counterfactual,
+            ]
         } else {
             &[
                 Phase::Rollout,
                 Phase::Clean,
                 Phase::Attribute,
+                Phase::Confirm,
+                Phase::Counterfactual,
                 Phase::Debug,
                 Phase::Evolve,
                 Phase::Commit,
