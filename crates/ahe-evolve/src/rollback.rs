@@ -132,7 +132,7 @@ pub fn auto_rollback(
             id: format!("rollback-{}", c.id),
             kind: ChangeKind::Rollback,
             description: format!(
-                "Automatic rollback of HARMFUL change {} (iteration {}), {how}: {}",
+                "Automatic rollback of HARMFUL change {} (iteration {}: {}) by {how}",
                 c.id,
                 prev.number(),
                 c.description
