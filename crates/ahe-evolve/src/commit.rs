@@ -293,10 +293,13 @@ impl HarnessRepo {
         Ok(files)
     }
 
-    /// Restores `files` in the working tree to their content at `commit` (deleting those
-    /// that did not exist there).
+    /// Restores `files` in the working tree to their content at `commit` (or in a tree id;
+    /// deleting those that did not exist there).
     pub fn restore_files(&self, commit: &str, files: &[String]) -> anyhow::Result<()> {
-        let tree = self.repo.find_commit(Oid::from_str(commit)?)?.tree()?;
+        let tree = self
+            .repo
+            .find_object(Oid::from_str(commit)?, None)?
+            .peel_to_tree()?;
         for f in files {
             let path = self.dir.join(f);
             match tree.get_path(Path::new(f)) {

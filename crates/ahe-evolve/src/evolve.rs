@@ -353,12 +353,22 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         .unwrap_or_else(|p| p.into_inner())
         .take();
     let recorded = std::mem::take(&mut *tools.recorded.lock().unwrap_or_else(|p| p.into_inner()));
-    if submitted.is_none() && !recorded.is_empty() {
+    if let (None, Some(last)) = (&submitted, recorded.last()) {
+        // Edits after the last commit_change may be half done: they go.
+        let after = inp
+            .repo
+            .tree_diff_files(&last.tree, &inp.repo.snapshot_worktree()?)?;
+        inp.repo.restore_files(&last.tree, &after)?;
         notes.push(format!(
             "the evolve agent stopped without submit_manifest ({}); its {} committed change(s) \
-             are kept",
+             are kept{}",
             out.error.as_deref().unwrap_or("it stopped"),
-            recorded.len()
+            recorded.len(),
+            if after.is_empty() {
+                String::new()
+            } else {
+                format!(", its later edits reverted: {}", after.join(", "))
+            }
         ));
         submitted = Some(Manifest {
             iteration: inp.iteration,

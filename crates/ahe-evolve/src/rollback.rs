@@ -15,6 +15,9 @@ use crate::commit::HarnessRepo;
 use crate::manifest::{Change, ChangeKind, Manifest};
 use crate::run_dir::IterationDir;
 
+/// Lines per harness-relative file (what `lines_removed` / `lines_added` give).
+type FileLines = Vec<(String, Vec<String>)>;
+
 /// Lines a rollback removed that were not the rolled-back change's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LostLines {
@@ -199,7 +202,7 @@ fn lost_lines(
 ) -> anyhow::Result<Vec<LostLines>> {
     let own = repo.lines_added(commit)?;
     // Who added what: the later a change, the likelier its line is the one that survived.
-    let mut added: Vec<(String, Vec<(String, Vec<String>)>)> = Vec::new();
+    let mut added: Vec<(String, FileLines)> = Vec::new();
     for c in m.changes.iter().rev() {
         if let Some(x) = c.commit.as_deref().filter(|x| *x != commit) {
             if repo.resolve(x).is_ok() {

@@ -266,3 +266,35 @@ async fn an_iteration_without_edits_still_gets_its_tagged_commit() {
     );
     assert_eq!(f.repo.resolve(&iter_tag(1)).unwrap(), done.head);
 }
+
+#[tokio::test]
+async fn committed_changes_survive_an_agent_that_stops_without_submitting() {
+    let f = Fixture::new();
+    let c0 = f.repo.head().unwrap();
+    let it = f.iteration(1);
+    let mut s = write("memory/MEMORY.md", &format!("{ONE}{SEED_MEMORY}"));
+    s += &commit_change("c1", &["memory/MEMORY.md"], &["count-errors"], &[]);
+    s += &write(
+        "memory/later.md",
+        "- written after the last commit_change\n",
+    );
+    s += "[[evolve]]\ncontent = \"out of ideas\"\n";
+    let out = f.evolve(&it, &c0, &s, &[], None).await;
+    assert!(
+        out.notes[0].contains("stopped without submit_manifest")
+            && out.notes[0].contains("1 committed change(s) are kept"),
+        "{:?}",
+        out.notes
+    );
+    // The edit after the last commit_change may be half done: reverted.
+    assert!(
+        out.notes[0].ends_with("its later edits reverted: memory/later.md"),
+        "{:?}",
+        out.notes
+    );
+    assert!(!f.repo.dir().join("memory/later.md").exists());
+    let done = chain::commit_iteration(&f.repo, &it, &c0).unwrap();
+    let c1 = done.manifest.changes[0].commit.clone().unwrap();
+    assert_eq!(f.files_of(&c1), ["memory/MEMORY.md"]);
+    assert_eq!(done.head, c1, "the change's commit is the iteration's");
+}
