@@ -336,4 +336,66 @@ mod tests {
         );
         assert_eq!(r.reverted_commit(&two, &one).unwrap(), None);
     }
+
+    #[test]
+    fn tree_with_files_upserts_removes_and_keeps_modes() {
+        let (_d, r) = repo_with(&[("memory/MEMORY.md", "m\n"), ("skills/a/SKILL.md", "s\n")]);
+        let c0 = r.head().unwrap();
+        let base = r.tree_of(&c0).unwrap();
+        std::fs::create_dir_all(r.dir().join("tools")).unwrap();
+        std::fs::write(r.dir().join("tools/x.sh"), "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let exec = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(r.dir().join("tools/x.sh"), exec).unwrap();
+        std::fs::remove_dir_all(r.dir().join("skills")).unwrap();
+        std::fs::write(r.dir().join("memory/MEMORY.md"), "m2\n").unwrap();
+        let snap = r.snapshot_worktree().unwrap();
+        // Only the named files move; a file named but equal is a no-op.
+        let files = ["tools/x.sh".to_string(), "skills/a/SKILL.md".to_string()];
+        let t = r.tree_with_files(&base, &snap, &files).unwrap();
+        assert_eq!(
+            r.tree_diff_files(&base, &t).unwrap(),
+            ["skills/a/SKILL.md", "tools/x.sh"]
+        );
+        assert!(r.same_file(&t, &base, "memory/MEMORY.md").unwrap());
+        assert!(r.same_file(&t, &snap, "tools/x.sh").unwrap(), "mode kept");
+        assert!(
+            r.same_file(&t, &snap, "skills/a/SKILL.md").unwrap(),
+            "both absent"
+        );
+        let all = ["memory/MEMORY.md".to_string()];
+        assert_eq!(r.tree_with_files(&t, &snap, &all).unwrap(), snap);
+        assert_eq!(r.tree_with_files(&snap, &snap, &all).unwrap(), snap);
+        let c = r.commit_tree(&t, &c0, "step").unwrap();
+        assert_eq!(r.parent_of(&c).unwrap(), Some(c0.clone()));
+        assert_eq!(r.parent_of(&c0).unwrap(), None);
+    }
+
+    #[test]
+    fn a_conflicting_file_is_restored_whole_and_the_rest_reverted() {
+        let (_d, r) = repo_with(&[("system_prompt.md", "line\n"), ("memory/MEMORY.md", "")]);
+        let c0 = r.head().unwrap();
+        std::fs::write(r.dir().join("memory/MEMORY.md"), "mine\n").unwrap();
+        let one = edit_and_commit(&r, &c0, "system_prompt.md", "line one\n");
+        let two = edit_and_commit(&r, &one, "system_prompt.md", "line one two\n");
+        let got = r.revert_or_restore(&two, &one).unwrap();
+        assert_eq!(got.restored, ["system_prompt.md"]);
+        let c = r.commit_tree(&got.tree, &two, "rb").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        r.export(&c, out.path()).unwrap();
+        let read = |f: &str| std::fs::read_to_string(out.path().join(f)).unwrap();
+        assert_eq!(read("system_prompt.md"), "line\n", "as before `one`");
+        assert_eq!(
+            read("memory/MEMORY.md"),
+            "",
+            "`one`'s other file reverted cleanly"
+        );
+        assert_eq!(
+            r.lines_added(&two).unwrap(),
+            vec![("system_prompt.md".to_string(), vec!["line one two".into()])]
+        );
+        let clean = r.revert_or_restore(&two, &two).unwrap();
+        assert!(clean.restored.is_empty());
+        assert_eq!(clean.tree, r.tree_of(&one).unwrap());
+    }
 }
