@@ -109,6 +109,20 @@ fn three_iterations_flip_verdict_rollback_best_and_hide_the_holdout() {
     assert_eq!(m2["changes"][0]["type"], "rollback");
     assert_eq!(m2["changes"][1]["id"], "c3");
     assert!(git(&run, &["ls-tree", "-r", "--name-only", "iter-001"]).contains("memory/style.md"));
+    // One commit per change: iteration 1's plain manifest was split by files (c1, then c2 =
+    // iter-001); iteration 2 is the rollback's commit, then c3's.
+    let m1 = json(&it(&run, 1).join("evolve/manifest.json"));
+    let commit = |m: &Value, i: usize| m["changes"][i]["commit"].as_str().unwrap().to_string();
+    let rev = |r: &str| git(&run, &["rev-parse", r]);
+    assert_eq!(rev("iter-001"), commit(&m1, 1));
+    assert_eq!(rev("iter-001^"), commit(&m1, 0));
+    assert_eq!(rev("iter-001^^"), rev("iter-000"));
+    let files = |c: &str| git(&run, &["diff", "--name-only", &format!("{c}^"), c]);
+    assert_eq!(files(&commit(&m1, 0)), "memory/MEMORY.md");
+    assert_eq!(files(&commit(&m1, 1)), "memory/style.md");
+    assert_eq!(rev("iter-002"), commit(&m2, 1));
+    assert_eq!(rev("iter-002^"), commit(&m2, 0));
+    assert_eq!(files(&commit(&m2, 0)), "memory/style.md");
     assert!(!git(&run, &["ls-tree", "-r", "--name-only", "iter-002"]).contains("memory/style.md"));
     // Iteration 3: the rollback restored hello-file and c3 fixed fix-sum.
     let e3 = json(&it(&run, 3).join("change_evaluation.json"));

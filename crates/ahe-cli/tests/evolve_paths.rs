@@ -104,6 +104,15 @@ fn an_edit_whose_preflight_trial_hits_an_infra_error_is_reverted() {
     assert!(!git(&run, &["show", "iter-001:memory/MEMORY.md"]).contains("BREAK-THE-MODEL"));
     let m = json_file(&run.join("iterations/001/evolve/manifest.json"));
     assert_eq!(m["changes"].as_array().unwrap().len(), 0, "{m}");
+    // No stale commit of the reverted change: iteration 1 is one commit, the seed's tree.
+    assert_eq!(
+        git(&run, &["rev-list", "--count", "iter-000..iter-001"]),
+        "1"
+    );
+    assert_eq!(
+        git(&run, &["rev-parse", "iter-001^{tree}"]),
+        git(&run, &["rev-parse", "iter-000^{tree}"])
+    );
     assert!(
         journal(&run).contains("pre-flight trial of hello-file hit an infra error"),
         "{}",

@@ -118,6 +118,34 @@ impl HarnessRepo {
         Ok(id.to_string())
     }
 
+    /// Moves HEAD's branch to `commit` when HEAD is behind it (an ancestor of it), as the
+    /// last step of an iteration's commit; the index follows. Nothing when HEAD is there.
+    pub(crate) fn advance_head(&self, commit: &str) -> anyhow::Result<()> {
+        let c = self.repo.find_commit(Oid::from_str(commit)?)?;
+        match self.repo.head().ok().and_then(|h| h.target()) {
+            Some(h) if h == c.id() => Ok(()),
+            Some(h) if self.repo.graph_descendant_of(c.id(), h)? => self.move_head(&c),
+            Some(_) => Ok(()),
+            None => self.move_head(&c),
+        }
+    }
+
+    /// HEAD, when an older binary moved it to iteration `tag`'s commit and was killed before
+    /// tagging it: HEAD is not `evaluated` and its message starts with `<tag>:`.
+    pub(crate) fn untagged_head(
+        &self,
+        tag: &str,
+        evaluated: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let Some(h) = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok()) else {
+            return Ok(None);
+        };
+        let ours = h
+            .summary()
+            .is_some_and(|m| m.starts_with(&format!("{tag}:")));
+        Ok((ours && h.id().to_string() != evaluated).then(|| h.id().to_string()))
+    }
+
     /// Points HEAD's branch (or a detached HEAD) at `c` and the index at its tree.
     fn move_head(&self, c: &git2::Commit) -> anyhow::Result<()> {
         let head = self.repo.find_reference("HEAD")?;
@@ -226,7 +254,8 @@ impl HarnessRepo {
         Ok(())
     }
 
-    /// Makes the working tree exactly `commit` (drops edits and untracked files); HEAD stays.
+    /// Makes the working tree exactly `commit` (or a tree id; drops edits and untracked
+    /// files); HEAD stays.
     pub fn reset_worktree(&self, commit: &str) -> anyhow::Result<()> {
         let obj = self.repo.find_object(Oid::from_str(commit)?, None)?;
         let mut co = git2::build::CheckoutBuilder::new();
@@ -264,10 +293,13 @@ impl HarnessRepo {
         Ok(files)
     }
 
-    /// Restores `files` in the working tree to their content at `commit` (deleting those
-    /// that did not exist there).
+    /// Restores `files` in the working tree to their content at `commit` (or in a tree id;
+    /// deleting those that did not exist there).
     pub fn restore_files(&self, commit: &str, files: &[String]) -> anyhow::Result<()> {
-        let tree = self.repo.find_commit(Oid::from_str(commit)?)?.tree()?;
+        let tree = self
+            .repo
+            .find_object(Oid::from_str(commit)?, None)?
+            .peel_to_tree()?;
         for f in files {
             let path = self.dir.join(f);
             match tree.get_path(Path::new(f)) {

@@ -1,8 +1,11 @@
-//! Evolve: the evolve agent edits the harness inside a jail and submits a change manifest;
-//! the orchestrator then enforces the edit boundary and validates the harness.
+//! Evolve: the evolve agent edits the harness inside a jail, records each logical change
+//! (`commit_change`) and submits a change manifest; the orchestrator then enforces the edit
+//! boundary and validates the harness.
+
+mod changes;
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,10 +17,12 @@ use minijinja::context;
 use serde_json::Value;
 
 use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
+use crate::chain::{ChangeSnapshot, ChangeSnapshots};
 use crate::commit::HarnessRepo;
 use crate::jail::{any, Jail, WriteCaps};
-use crate::leak::{Guard, LeakPolicy};
-use crate::manifest::{is_editable, Change, Manifest};
+use crate::leak::Guard;
+use crate::manifest::{is_editable, Manifest};
+use crate::rollback::Rollback;
 use crate::run_dir::IterationDir;
 use crate::text;
 
@@ -39,8 +44,9 @@ pub struct EvolveInputs<'a> {
     pub evaluated: &'a str,
     /// Visible (not held-out) task names.
     pub visible: &'a BTreeSet<String>,
-    /// Rollback changes already applied to the working tree (recorded first in the manifest).
-    pub rollbacks: Vec<Change>,
+    /// Rollbacks already applied to the working tree (recorded first in the manifest, each
+    /// its own commit).
+    pub rollbacks: &'a [Rollback],
     /// Template variables of the user prompt (pass@1, history, change summary, overview...).
     pub prompt: minijinja::Value,
     /// Evolve model.
@@ -114,6 +120,14 @@ struct Tools {
     guard: Option<Guard>,
     /// Submissions the leak guard refused.
     refused: std::sync::atomic::AtomicU32,
+    /// The harness working tree (what `commit_change` snapshots).
+    harness: PathBuf,
+    /// Tree the agent started from (the evaluated harness after the automatic rollbacks).
+    start: String,
+    /// Change ids the manifest already holds (the automatic rollbacks).
+    reserved: BTreeSet<String>,
+    /// The `commit_change` calls, in order.
+    recorded: Mutex<Vec<changes::Recorded>>,
 }
 
 struct ListFiles(Arc<Tools>);
@@ -121,7 +135,6 @@ struct ReadFile(Arc<Tools>);
 struct WriteFile(Arc<Tools>);
 struct EditFile(Arc<Tools>);
 struct DeleteFile(Arc<Tools>);
-struct Submit(Arc<Tools>);
 
 fn spec(name: &str, props: &[(&str, &str)], optional: &[&str]) -> ToolSpec {
     ToolSpec {
@@ -270,62 +283,11 @@ impl HostTool for DeleteFile {
     }
 }
 
-#[async_trait::async_trait]
-impl HostTool for Submit {
-    fn spec(&self) -> ToolSpec {
-        let mut s = spec("submit_manifest", &[("changes", "array")], &[]);
-        s.input_schema["properties"]["changes"]["items"] = serde_json::json!({"type": "object"});
-        s
-    }
-    async fn call(&self, a: &Value) -> ToolReply {
-        let changes: Vec<Change> =
-            match serde_json::from_value(a.get("changes").cloned().unwrap_or(Value::Null)) {
-                Ok(c) => c,
-                Err(e) => {
-                    let ctx = context! { error => e.to_string() };
-                    return ToolReply::Error(say("submit_manifest", "bad_changes", ctx));
-                }
-            };
-        let m = Manifest {
-            iteration: self.0.iteration,
-            changes,
-            leak_guard: None,
-        };
-        let files_with_harness_prefix: Vec<&String> = m
-            .changes
-            .iter()
-            .flat_map(|c| &c.files)
-            .filter(|f| f.starts_with("harness/"))
-            .collect();
-        if !files_with_harness_prefix.is_empty() {
-            return ToolReply::Error(say("submit_manifest", "harness_prefix", context! {}));
-        }
-        match m.validate(&self.0.visible) {
-            Ok(()) => {
-                *self.0.manifest.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
-                // Kept even when refused: if the agent stops, only the leaking files go.
-                if let Some(g) = self.0.guard.as_ref() {
-                    let hits = g.check().unwrap_or_default();
-                    if g.settings.policy == LeakPolicy::Reject && !hits.is_empty() {
-                        self.0.refused.fetch_add(1, Ordering::Relaxed);
-                        return ToolReply::Error(crate::leak::refusal(&hits));
-                    }
-                }
-                ToolReply::Stop(say("submit_manifest", "accepted", context! {}))
-            }
-            Err(errs) => ToolReply::Error(say(
-                "submit_manifest",
-                "rejected",
-                context! { errors => errs },
-            )),
-        }
-    }
-}
-
 /// Runs the evolve agent and enforces the edit boundary; writes `evolve/manifest.json`.
 pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     let evolve_dir = inp.iter_dir.evolve();
     std::fs::create_dir_all(&evolve_dir)?;
+    let rollbacks: Vec<crate::Change> = inp.rollbacks.iter().map(|r| r.change.clone()).collect();
     let tools = Arc::new(Tools {
         jail: build_jail(
             inp.iter_dir,
@@ -338,10 +300,17 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         iteration: inp.iteration,
         visible: inp.visible.clone(),
         guard: inp.leak.clone().map(|l| {
-            let files: Vec<String> = inp.rollbacks.iter().flat_map(|c| c.files.clone()).collect();
+            let files: Vec<String> = rollbacks.iter().flat_map(|c| c.files.clone()).collect();
             Guard::new(l, inp.repo.dir(), inp.evaluated, &files)
         }),
         refused: 0.into(),
+        harness: inp.repo.dir().to_path_buf(),
+        start: match inp.rollbacks.last() {
+            Some(r) => r.tree.clone(),
+            None => inp.repo.tree_of(inp.evaluated)?,
+        },
+        reserved: rollbacks.iter().map(|c| c.id.clone()).collect(),
+        recorded: Mutex::new(Vec::new()),
     });
     let host_tools: Vec<Box<dyn HostTool>> = vec![
         Box::new(ListFiles(tools.clone())),
@@ -349,7 +318,8 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         Box::new(WriteFile(tools.clone())),
         Box::new(EditFile(tools.clone())),
         Box::new(DeleteFile(tools.clone())),
-        Box::new(Submit(tools.clone())),
+        Box::new(changes::CommitChange(tools.clone())),
+        Box::new(changes::Submit(tools.clone())),
     ];
     let env = text::env();
     let guide = env.render_str(
@@ -382,8 +352,31 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
-    let rollback_files: BTreeSet<String> =
-        inp.rollbacks.iter().flat_map(|c| c.files.clone()).collect();
+    let recorded = std::mem::take(&mut *tools.recorded.lock().unwrap_or_else(|p| p.into_inner()));
+    if let (None, Some(last)) = (&submitted, recorded.last()) {
+        // Edits after the last commit_change may be half done: they go.
+        let after = inp
+            .repo
+            .tree_diff_files(&last.tree, &inp.repo.snapshot_worktree()?)?;
+        inp.repo.restore_files(&last.tree, &after)?;
+        notes.push(format!(
+            "the evolve agent stopped without submit_manifest ({}); its {} committed change(s) \
+             are kept{}",
+            out.error.as_deref().unwrap_or("it stopped"),
+            recorded.len(),
+            if after.is_empty() {
+                String::new()
+            } else {
+                format!(", its later edits reverted: {}", after.join(", "))
+            }
+        ));
+        submitted = Some(Manifest {
+            iteration: inp.iteration,
+            changes: changes::merge(&recorded, Vec::new()),
+            leak_guard: None,
+        });
+    }
+    let rollback_files: BTreeSet<String> = rollbacks.iter().flat_map(|c| c.files.clone()).collect();
     let changed = inp.repo.changed_files(inp.evaluated)?;
     // Defence in depth: the jail already refuses these.
     let outside: Vec<String> = changed
@@ -436,10 +429,16 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     if !keep && !agent_edits.is_empty() {
         inp.repo.restore_files(inp.evaluated, &agent_edits)?;
     }
-    let mut changes = inp.rollbacks.clone();
+    let mut changes = rollbacks;
     if keep {
         if let Some(m) = submitted {
-            let listed: BTreeSet<&String> = m.changes.iter().flat_map(|c| &c.files).collect();
+            let committed = recorded.iter().flat_map(|r| &r.files);
+            let listed: BTreeSet<&String> = m
+                .changes
+                .iter()
+                .flat_map(|c| &c.files)
+                .chain(committed)
+                .collect();
             let unlisted: Vec<&String> =
                 agent_edits.iter().filter(|f| !listed.contains(f)).collect();
             if !unlisted.is_empty() {
@@ -460,6 +459,22 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         changes,
         leak_guard,
     };
+    // Written on every run of the phase, so a resumed one replaces a killed one's.
+    let snapshot = |r: &changes::Recorded| ChangeSnapshot {
+        id: r.change.id.clone(),
+        tree: r.tree.clone(),
+    };
+    inp.iter_dir.write_change_snapshots(&ChangeSnapshots {
+        rollbacks: inp
+            .rollbacks
+            .iter()
+            .map(|r| ChangeSnapshot {
+                id: r.change.id.clone(),
+                tree: r.tree.clone(),
+            })
+            .collect(),
+        agent: recorded.iter().map(snapshot).collect(),
+    })?;
     inp.iter_dir.write_manifest(&manifest)?;
     Ok(EvolveOutcome {
         manifest,

@@ -1,5 +1,5 @@
 //! What earlier iterations left on disk, read back for the next phases: score history,
-//! stability, costs, automatic rollbacks, the evolve agent's inputs and summaries.
+//! stability, costs, the evolve agent's inputs and summaries, commit messages.
 //! Only visible tasks ever reach the evolve agent from here.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use ahe_bench::TrialStatus;
 use minijinja::context;
 
-use crate::attribute::{ChangeEvaluation, Verdict};
+use crate::attribute::ChangeEvaluation;
 use crate::clean;
-use crate::commit::HarnessRepo;
 use crate::journal::{Entry, Journal};
-use crate::manifest::{Change, ChangeKind, Manifest};
+use crate::manifest::{Change, Manifest};
+use crate::rollback::Rollback;
 use crate::run::Exercised;
 use crate::run_dir::{IterationDir, RunDir};
 
@@ -29,47 +29,6 @@ pub fn exercised(it: &IterationDir, visible: &BTreeSet<String>) -> Exercised {
         }
     }
     out
-}
-
-/// Restores the files of the previous iteration's HARMFUL changes (from the harness that
-/// iteration evaluated) and returns the rollback changes to record.
-pub fn auto_rollback(
-    prev: &IterationDir,
-    repo: &HarnessRepo,
-    ev: &ChangeEvaluation,
-) -> anyhow::Result<Vec<Change>> {
-    let Some(base) = prev.evaluated() else {
-        anyhow::bail!("{}: no evaluated commit", prev.path().display());
-    };
-    let Ok(manifest) = prev.manifest() else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for v in ev.changes.iter().filter(|v| v.verdict == Verdict::Harmful) {
-        let Some(c) = manifest.changes.iter().find(|c| c.id == v.id) else {
-            continue;
-        };
-        repo.restore_files(&base, &c.files)?;
-        out.push(Change {
-            id: format!("rollback-{}", c.id),
-            kind: ChangeKind::Rollback,
-            description: format!(
-                "Automatic rollback of HARMFUL change {} (iteration {}): {}",
-                c.id,
-                prev.number(),
-                c.description
-            ),
-            files: c.files.clone(),
-            failure_pattern: format!("regressions caused by {}", c.id),
-            root_cause: c.root_cause.clone(),
-            predicted_fixes: v.risk_realized.clone(),
-            risk_tasks: Vec::new(),
-            component: c.component,
-            why_this_component: "restores the files the harmful change touched".into(),
-            commit: None,
-        });
-    }
-    Ok(out)
 }
 
 /// A Markdown table of visible pass@1 per iteration up to t.
@@ -167,14 +126,19 @@ pub fn prompt_vars(
     t: u32,
     evaluated: &str,
     ev: &ChangeEvaluation,
-    rollbacks: &[Change],
+    rollbacks: &[Rollback],
 ) -> anyhow::Result<minijinja::Value> {
     let it = run.iteration(t);
     let scores = it.scores()?;
     let best = run.best();
-    let rb: Vec<String> = rollbacks
+    let rb: Vec<minijinja::Value> = rollbacks
         .iter()
-        .map(|c| format!("- {}: {}", c.id, c.description))
+        .map(|r| {
+            context! {
+                id => &r.change.id, description => &r.change.description,
+                restored => &r.restored, lost => &r.lost,
+            }
+        })
         .collect();
     Ok(context! {
         iteration => t,
@@ -185,7 +149,8 @@ pub fn prompt_vars(
         best_pass_at_1 => best.as_ref().map(|b| format!("{:.3}", b.pass_at_1)).unwrap_or_default(),
         history => score_history(run, t),
         change_summary => change_summary(ev),
-        rollbacks => rb.join("\n"),
+        rollbacks => rb,
+        rollbacks_lost => rollbacks.iter().any(|r| !r.lost.is_empty()),
         overview => it.overview(),
     })
 }
@@ -208,6 +173,9 @@ pub fn summary_md(t: u32, m: &Manifest, journal: &Journal, from: &str, to: &str)
             c.risk_tasks.join(", "),
             c.why_this_component
         ));
+        if let Some(id) = &c.commit {
+            s.push_str(&format!("- commit: {id}\n\n"));
+        }
     }
     let notes: Vec<String> = journal
         .entries()
@@ -240,4 +208,35 @@ pub fn commit_message(t: u32, m: &Manifest) -> String {
             summary.join("\n")
         }
     )
+}
+
+/// The message of commit `i` (0-based) of the `n` commits of iteration `t`'s chain, holding
+/// `change` (`None`: edits named by no change). The last one starts with `iter-NNN:` and
+/// lists every change; the others start with `iter-NNN <id>:`.
+pub fn step_message(t: u32, m: &Manifest, change: Option<&Change>, i: usize, n: usize) -> String {
+    let tag = crate::commit::iter_tag(t);
+    let what = match change {
+        Some(c) => {
+            let d = c.description.lines().next().unwrap_or("");
+            let d: String = if d.chars().count() > 72 {
+                d.chars().take(71).chain(['…']).collect()
+            } else {
+                d.to_string()
+            };
+            format!("{}: {d}", c.id)
+        }
+        None if n == 1 => return commit_message(t, m),
+        None => "edits named by no change".to_string(),
+    };
+    let pos = format!("commit {} of {n}", i + 1);
+    if i + 1 < n {
+        format!("{tag} {what}\n\n{pos} of iteration {t}")
+    } else {
+        let all = commit_message(t, m);
+        let body = all.split_once("\n\n").map_or("", |(_, b)| b);
+        format!(
+            "{tag}: {what}\n\n{pos}; iteration {t}: {} change(s)\n{body}",
+            m.changes.len()
+        )
+    }
 }

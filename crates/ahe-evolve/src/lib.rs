@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod attribute;
+pub mod chain;
 pub mod clean;
 pub mod commit;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod overlap;
 pub mod preflight;
 pub mod report;
 pub mod revert;
+pub mod rollback;
 pub mod rollout;
 pub mod run;
 pub mod run_dir;

@@ -13,7 +13,9 @@ use crate::journal::{now, Entry, Phase};
 use crate::overlap::DebugOverlap;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::{Best, IterationDir};
-use crate::{attribute, clean, confirm, counterfactual, evolve, history, preflight, rollout};
+use crate::{
+    attribute, chain, clean, confirm, counterfactual, evolve, history, preflight, rollback, rollout,
+};
 
 /// Why the loop stopped.
 enum Stop {
@@ -197,20 +199,17 @@ impl Run {
         self.repo.reset_worktree(evaluated)?;
         let ev = it.change_evaluation()?;
         let rollbacks = if self.cfg.evolve.rollback == "auto" && t > 1 {
-            history::auto_rollback(&self.dir.iteration(t - 1), &self.repo, &ev)?
+            rollback::auto_rollback(&self.dir.iteration(t - 1), &self.repo, &ev, evaluated)?
         } else {
-            Vec::new()
+            rollback::Rollbacks::default()
         };
-        for c in &rollbacks {
-            self.note(
-                t,
-                format!("auto-rollback: {} ({})", c.id, c.files.join(", ")),
-            )?;
+        for n in &rollbacks.notes {
+            self.note(t, n.clone())?;
         }
         history::write_inputs(&self.dir, t, &self.visible)?;
         // The prompt names the evaluated harness by its tag (iter-NNN), not its commit id:
         // ids hash the commit time, and a replayed run must send byte-identical requests.
-        let prompt = history::prompt_vars(&self.dir, t, &iter_tag(t - 1), &ev, &rollbacks)?;
+        let prompt = history::prompt_vars(&self.dir, t, &iter_tag(t - 1), &ev, &rollbacks.applied)?;
         let ec = &self.cfg.evolve;
         let model = ahe_model::build_client_with(&self.cfg.model("evolve"), &self.client_opts())?;
         let out = evolve::evolve(evolve::EvolveInputs {
@@ -219,7 +218,7 @@ impl Run {
             repo: &self.repo,
             evaluated,
             visible: &self.visible,
-            rollbacks: rollbacks.clone(),
+            rollbacks: &rollbacks.applied,
             prompt,
             model: model.clone(),
             max_turns: ec.evolve_max_turns,
@@ -236,15 +235,16 @@ impl Run {
         stop_on_permanent(Some(&model), "evolve")?;
         // Without budget the pre-flight trial would be refused and revert sound edits.
         if ec.preflight && !out.changed_files.is_empty() && self.budget_spent(t).is_none() {
-            preflight::preflight(self, it, evaluated, &rollbacks, cancel.clone()).await?;
+            let start = rollbacks.start_tree(&self.repo, evaluated)?;
+            preflight::preflight(self, it, &start, cancel.clone()).await?;
         }
         Ok(())
     }
 
-    /// Commits the working tree as `iter-NNN` (guarded), with its diff and summary.
+    /// Commits the working tree (guarded) as a chain of one commit per change, the last
+    /// tagged `iter-NNN`; writes the manifest with each change's commit, the diff and summary.
     async fn commit(&self, it: &IterationDir, evaluated: &str) -> anyhow::Result<()> {
         let t = it.number();
-        let m = it.manifest()?;
         // Files planted by other means than the jail's tools are caught here too.
         if !self.repo.has_tag(&iter_tag(t)) {
             for n in self
@@ -254,10 +254,12 @@ impl Run {
                 self.note(t, n)?;
             }
         }
-        let id = self
-            .repo
-            .commit_all(&history::commit_message(t, &m), &iter_tag(t))?;
-        let summary = history::summary_md(t, &m, &self.journal, evaluated, &id);
-        it.write_commit_files(&self.repo.diff_patch(evaluated, &id)?, &summary)
+        let done = chain::commit_iteration(&self.repo, it, evaluated)?;
+        for n in done.notes {
+            self.note(t, n)?;
+        }
+        let (m, id) = (&done.manifest, &done.head);
+        let summary = history::summary_md(t, m, &self.journal, evaluated, id);
+        it.write_commit_files(&self.repo.diff_patch(evaluated, id)?, &summary)
     }
 }

@@ -1,6 +1,6 @@
 //! The pre-flight check of the evolve step: one smoke trial of the new harness before it
 //! is committed; an infra error (the edit broke the harness's own machinery) reverts the
-//! agent's edits, keeping only the rollbacks.
+//! agent's edits, keeping only the rollbacks (so the agent's changes get no commit).
 
 use std::sync::Arc;
 
@@ -9,16 +9,15 @@ use tokio_util::sync::CancellationToken;
 use crate::manifest::ChangeKind;
 use crate::run::Run;
 use crate::run_dir::IterationDir;
-use crate::Change;
 
 /// Runs one trial of the working tree's harness on the first visible task; on an infra
-/// error resets the working tree to `evaluated`, re-applies `rollbacks` and rewrites the
-/// manifest without the agent's changes. Returns whether the edits were reverted.
+/// error resets the working tree to `start` (the tree the agent started from: the evaluated
+/// harness with the automatic rollbacks) and rewrites the manifest and snapshots without
+/// the agent's changes. Returns whether the edits were reverted.
 pub async fn preflight(
     run: &Run,
     it: &IterationDir,
-    evaluated: &str,
-    rollbacks: &[Change],
+    start: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<bool> {
     let t = it.number();
@@ -46,14 +45,14 @@ pub async fn preflight(
             task.name
         ),
     )?;
-    run.repo.reset_worktree(evaluated)?;
-    if let Some(base) = run.dir.iteration(t - 1).evaluated() {
-        for c in rollbacks {
-            run.repo.restore_files(&base, &c.files)?;
-        }
-    }
+    run.repo.reset_worktree(start)?;
+    let mut snaps = it.change_snapshots()?;
+    snaps.agent.clear();
+    it.write_change_snapshots(&snaps)?;
     let mut m = it.manifest()?;
-    m.changes.retain(|c| c.kind == ChangeKind::Rollback);
+    let auto: std::collections::BTreeSet<&String> = snaps.rollbacks.iter().map(|s| &s.id).collect();
+    m.changes
+        .retain(|c| c.kind == ChangeKind::Rollback && auto.contains(&c.id));
     it.write_manifest(&m)?;
     Ok(true)
 }

@@ -143,6 +143,125 @@ impl HarnessRepo {
     }
 }
 
+/// A revert whose conflicting files fell back to a file-level restore (see
+/// [`HarnessRepo::revert_or_restore`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reverted {
+    /// Tree id of the result.
+    pub tree: String,
+    /// Files that conflicted and were restored whole to the reverted commit's parent (empty
+    /// for a clean revert).
+    pub restored: Vec<String>,
+}
+
+/// A tree entry: blob (or subtree) id and file mode.
+type Entry = (Oid, i32);
+
+fn file_mode(mode: i32) -> git2::FileMode {
+    match mode {
+        0o100755 => git2::FileMode::BlobExecutable,
+        0o120000 => git2::FileMode::Link,
+        0o160000 => git2::FileMode::Commit,
+        _ => git2::FileMode::Blob,
+    }
+}
+
+impl HarnessRepo {
+    /// The entry of a harness-relative file in a tree (`None`: absent).
+    fn entry(&self, tree: &git2::Tree<'_>, path: &str) -> Option<Entry> {
+        tree.get_path(std::path::Path::new(path))
+            .ok()
+            .map(|e| (e.id(), e.filemode()))
+    }
+
+    /// Whether a harness-relative file has the same content (and mode) in two trees; both
+    /// absent counts as the same.
+    pub fn same_file(&self, a_tree: &str, b_tree: &str, path: &str) -> anyhow::Result<bool> {
+        let repo = self.git();
+        let a = repo.find_tree(Oid::from_str(a_tree)?)?;
+        let b = repo.find_tree(Oid::from_str(b_tree)?)?;
+        Ok(self.entry(&a, path) == self.entry(&b, path))
+    }
+
+    /// Tree id of `base_tree` with `files` taken from `from_tree` (a file absent there is
+    /// removed): one step of a change chain.
+    pub fn tree_with_files(
+        &self,
+        base_tree: &str,
+        from_tree: &str,
+        files: &[String],
+    ) -> anyhow::Result<String> {
+        let repo = self.git();
+        let base = repo.find_tree(Oid::from_str(base_tree)?)?;
+        let from = repo.find_tree(Oid::from_str(from_tree)?)?;
+        let mut b = git2::build::TreeUpdateBuilder::new();
+        let mut any = false;
+        for f in files {
+            match (self.entry(&from, f), self.entry(&base, f)) {
+                (Some((id, mode)), old) if old != Some((id, mode)) => {
+                    b.upsert(f.as_str(), id, file_mode(mode));
+                    any = true;
+                }
+                (None, Some(_)) => {
+                    b.remove(f.as_str());
+                    any = true;
+                }
+                _ => {}
+            }
+        }
+        if !any {
+            return Ok(base_tree.to_string());
+        }
+        let id = b
+            .create_updated(repo, &base)
+            .with_context(|| format!("updating tree {base_tree} with {}", files.join(", ")))?;
+        Ok(id.to_string())
+    }
+
+    /// The parent of a commit (`None` for a root commit).
+    pub fn parent_of(&self, commit: &str) -> anyhow::Result<Option<String>> {
+        let c = self.git().find_commit(Oid::from_str(commit)?)?;
+        Ok(c.parent_id(0).ok().map(|p| p.to_string()))
+    }
+
+    /// Lines a commit added relative to its parent, per file (what its change wrote).
+    pub fn lines_added(&self, commit: &str) -> anyhow::Result<Vec<(String, Vec<String>)>> {
+        let Some(parent) = self.parent_of(commit)? else {
+            return Ok(Vec::new());
+        };
+        self.lines_removed(&self.tree_of(commit)?, &self.tree_of(&parent)?)
+    }
+
+    /// [`HarnessRepo::revert`], falling back per conflicting file to a file-level restore:
+    /// every file that reverts cleanly is three-way reverted, and each conflicting file is
+    /// restored whole to its content in `commit`'s parent (losing later edits to it).
+    pub fn revert_or_restore(&self, onto: &str, commit: &str) -> anyhow::Result<Reverted> {
+        let restored = match self.revert(onto, commit)? {
+            Revert::Clean { tree } => {
+                return Ok(Reverted {
+                    tree,
+                    restored: Vec::new(),
+                })
+            }
+            Revert::Conflict { files } => files,
+        };
+        let repo = self.git();
+        let ours = repo.find_commit(Oid::from_str(onto)?)?;
+        let theirs = repo.find_commit(Oid::from_str(commit)?)?;
+        let mut index = repo.revert_commit(&theirs, &ours, 0, None)?;
+        for f in &restored {
+            index.conflict_remove(std::path::Path::new(f))?;
+        }
+        let merged = index.write_tree_to(repo)?.to_string();
+        let parent = match theirs.parent_id(0) {
+            Ok(p) => repo.find_commit(p)?.tree_id().to_string(),
+            Err(_) => anyhow::bail!("harness commit {commit} has no parent to restore from"),
+        };
+        let tree = self.tree_with_files(&merged, &parent, &restored)?;
+        Ok(Reverted { tree, restored })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +335,67 @@ mod tests {
             }
         );
         assert_eq!(r.reverted_commit(&two, &one).unwrap(), None);
+    }
+
+    #[test]
+    fn tree_with_files_upserts_removes_and_keeps_modes() {
+        let (_d, r) = repo_with(&[("memory/MEMORY.md", "m\n"), ("skills/a/SKILL.md", "s\n")]);
+        let c0 = r.head().unwrap();
+        let base = r.tree_of(&c0).unwrap();
+        std::fs::create_dir_all(r.dir().join("tools")).unwrap();
+        std::fs::write(r.dir().join("tools/x.sh"), "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let exec = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(r.dir().join("tools/x.sh"), exec).unwrap();
+        std::fs::remove_dir_all(r.dir().join("skills")).unwrap();
+        std::fs::write(r.dir().join("memory/MEMORY.md"), "m2\n").unwrap();
+        let snap = r.snapshot_worktree().unwrap();
+        // Only the named files move; a file named but equal is a no-op.
+        let files = ["tools/x.sh".to_string(), "skills/a/SKILL.md".to_string()];
+        let t = r.tree_with_files(&base, &snap, &files).unwrap();
+        assert_eq!(
+            r.tree_diff_files(&base, &t).unwrap(),
+            ["skills/a/SKILL.md", "tools/x.sh"]
+        );
+        assert!(r.same_file(&t, &base, "memory/MEMORY.md").unwrap());
+        assert!(r.same_file(&t, &snap, "tools/x.sh").unwrap(), "mode kept");
+        assert!(
+            r.same_file(&t, &snap, "skills/a/SKILL.md").unwrap(),
+            "both absent"
+        );
+        let all = ["memory/MEMORY.md".to_string()];
+        assert_eq!(r.tree_with_files(&t, &snap, &all).unwrap(), snap);
+        assert_eq!(r.tree_with_files(&snap, &snap, &all).unwrap(), snap);
+        let c = r.commit_tree(&t, &c0, "step").unwrap();
+        assert_eq!(r.parent_of(&c).unwrap(), Some(c0.clone()));
+        assert_eq!(r.parent_of(&c0).unwrap(), None);
+    }
+
+    #[test]
+    fn a_conflicting_file_is_restored_whole_and_the_rest_reverted() {
+        let (_d, r) = repo_with(&[("system_prompt.md", "line\n"), ("memory/MEMORY.md", "")]);
+        let c0 = r.head().unwrap();
+        std::fs::write(r.dir().join("memory/MEMORY.md"), "mine\n").unwrap();
+        let one = edit_and_commit(&r, &c0, "system_prompt.md", "line one\n");
+        let two = edit_and_commit(&r, &one, "system_prompt.md", "line one two\n");
+        let got = r.revert_or_restore(&two, &one).unwrap();
+        assert_eq!(got.restored, ["system_prompt.md"]);
+        let c = r.commit_tree(&got.tree, &two, "rb").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        r.export(&c, out.path()).unwrap();
+        let read = |f: &str| std::fs::read_to_string(out.path().join(f)).unwrap();
+        assert_eq!(read("system_prompt.md"), "line\n", "as before `one`");
+        assert_eq!(
+            read("memory/MEMORY.md"),
+            "",
+            "`one`'s other file reverted cleanly"
+        );
+        assert_eq!(
+            r.lines_added(&two).unwrap(),
+            vec![("system_prompt.md".to_string(), vec!["line one two".into()])]
+        );
+        let clean = r.revert_or_restore(&two, &two).unwrap();
+        assert!(clean.restored.is_empty());
+        assert_eq!(clean.tree, r.tree_of(&one).unwrap());
     }
 }

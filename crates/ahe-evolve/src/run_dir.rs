@@ -14,6 +14,7 @@ use ahe_model::Usage;
 use serde::{Deserialize, Serialize};
 
 use crate::attribute::ChangeEvaluation;
+use crate::chain::ChangeSnapshots;
 use crate::manifest::Manifest;
 use crate::{read_json, write_json};
 
@@ -541,6 +542,25 @@ impl IterationDir {
     /// Writes `evolve/manifest.json` atomically.
     pub fn write_manifest(&self, m: &Manifest) -> anyhow::Result<()> {
         write_json(&self.manifest_path(), m)
+    }
+
+    /// Path of `evolve/snapshots.json`: the working-tree snapshot after each change.
+    pub fn change_snapshots_path(&self) -> PathBuf {
+        self.evolve().join("snapshots.json")
+    }
+
+    /// `evolve/snapshots.json` (empty when the evolve phase recorded none, e.g. older runs).
+    pub fn change_snapshots(&self) -> anyhow::Result<ChangeSnapshots> {
+        let p = self.change_snapshots_path();
+        if !p.is_file() {
+            return Ok(ChangeSnapshots::default());
+        }
+        read_json(&p)
+    }
+
+    /// Writes `evolve/snapshots.json` atomically.
+    pub fn write_change_snapshots(&self, s: &ChangeSnapshots) -> anyhow::Result<()> {
+        write_json(&self.change_snapshots_path(), s)
     }
 
     /// Path of `evolve/diff.patch`.
