@@ -373,7 +373,10 @@ fn files_planted_on_disk_before_the_commit_are_removed_reverted_and_recorded() {
         assert!(!files.contains(f), "{f}: {files}");
     }
     assert!(!h.join("memory/.git").exists() && !h.join("memory/big.md").exists());
-    assert_eq!(git(&run, &["rev-list", "--count", "iter-001"]), "2");
+    // The seed, one commit per change (c1, c2), and one for the planted file no change names.
+    assert_eq!(git(&run, &["rev-list", "--count", "iter-001"]), "4");
+    let last = git(&run, &["show", "--name-only", "--format=", "iter-001"]);
+    assert_eq!(last.trim(), "tools/x.sh", "{last}");
 }
 
 fn wait_for_pid(lock: &Path, timeout: Duration) -> String {
