@@ -287,6 +287,10 @@ pub struct ChangeEvaluation {
     /// Dollars of the confirmation and counterfactual trials.
     #[serde(default)]
     pub extra_cost_usd: f64,
+    /// The canary of this iteration's harness, when one ran: its culprits were reverted
+    /// before the rollout, and they are blamed for its regressions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<crate::evidence::CanaryRecord>,
 }
 
 /// Whether a change to this harness file affects every task (prompt, registry, memory).
@@ -459,7 +463,12 @@ pub fn attribute(
         .difference(&unconfirmed)
         .copied()
         .collect();
-    let tested = |t: &str| evidence.tests_of(t).next().is_some();
+    // The canary's regressions never reach the rollout (their culprits were reverted first):
+    // its counterfactuals are the truth for them.
+    let canary_tests: Vec<&crate::evidence::CfTest> =
+        evidence.canary.iter().flat_map(|c| &c.tests).collect();
+    let canary_regressed: BTreeSet<&str> = canary_tests.iter().map(|x| x.task.as_str()).collect();
+    let tested = |t: &str| evidence.tests_of(t).next().is_some() || canary_regressed.contains(t);
     let cf_restored = |c: &str, t: &str| evidence.tests_of(t).any(|x| x.change == c && x.restored);
     let improved = names(&ev.improved);
     let noisy: BTreeSet<&str> = ev
@@ -502,7 +511,13 @@ pub fn attribute(
         }
         let mine = |t: &str| cf_restored(&c.id, t);
         let credited = by_evidence(&f, &pc, &tested, &mine);
-        let blamed = by_evidence(&g, &qc, &tested, &mine);
+        let mut blamed = by_evidence(&g, &qc, &tested, &mine);
+        blamed.extend(
+            canary_tests
+                .iter()
+                .filter(|x| x.change == c.id && x.restored)
+                .map(|x| x.task.as_str()),
+        );
         let verdict = match (credited.is_empty(), blamed.is_empty()) {
             (true, false) => Verdict::Harmful,
             (false, false) => Verdict::Mixed,
@@ -565,7 +580,9 @@ pub fn attribute(
         });
     }
     ev.unconfirmed = unconfirmed.iter().map(|t| t.to_string()).collect();
-    ev.prediction_vs_truth = truth_quality(&ev.changes, &f, &g, &tested);
+    let g_all: BTreeSet<&str> = g.union(&canary_regressed).copied().collect();
+    ev.prediction_vs_truth = truth_quality(&ev.changes, &f, &g_all, &tested);
+    ev.canary = evidence.canary.clone();
     ev.prediction_vs_truth_cumulative = ev.prediction_vs_truth.clone();
     let cost = evidence.total_cost();
     ev.confirm_trials = evidence.confirm_cost.trials;

@@ -29,10 +29,8 @@ pub struct Pair {
     pub commit: String,
 }
 
-/// The trial set of one change's counterfactual harness.
-pub fn set_of(change: &str) -> String {
-    format!("counterfactual/{change}")
-}
+/// The trial-set prefix of the counterfactual phase (`counterfactual/<change>`).
+pub const SET_PREFIX: &str = "counterfactual/";
 
 /// One task to test: its candidate changes, most likely culprit first.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,7 +158,7 @@ pub async fn counterfactual(
 ) -> anyhow::Result<()> {
     let t = it.number();
     let cfg = &run.cfg.attribution;
-    let Some(manifest) = (t > 1)
+    let Some(mut manifest) = (t > 1)
         .then(|| run.dir.iteration(t - 1).manifest().ok())
         .flatten()
     else {
@@ -168,6 +166,10 @@ pub async fn counterfactual(
     };
     let n = cfg.counterfactual_trials;
     let mut evidence = it.evidence();
+    // Changes the canary already reverted are not in H_eval: nothing to revert.
+    let gone = evidence.canary_reverted();
+    manifest.changes.retain(|c| !gone.contains(&c.id));
+    let spent_by_canary = evidence.canary.as_ref().map_or(0, |c| c.cf_trials) as usize;
     if n == 0 {
         return Ok(());
     }
@@ -177,7 +179,8 @@ pub async fn counterfactual(
         .confirm
         .values()
         .map(|x| x.trials + x.infra)
-        .sum::<u32>() as usize;
+        .sum::<u32>() as usize
+        + spent_by_canary;
     let exercised = crate::history::exercised(it, &run.visible);
     let mut left = budget.saturating_sub(used);
     let (plans, mut skipped) = plan(
@@ -234,7 +237,17 @@ pub async fn counterfactual(
         if wave.is_empty() {
             break;
         }
-        let done = run_wave(run, it, &wave, &harness, n, &mut cost, cancel.clone()).await?;
+        let done = run_wave(
+            run,
+            it,
+            SET_PREFIX,
+            &wave,
+            &harness,
+            n,
+            &mut cost,
+            cancel.clone(),
+        )
+        .await?;
         let found: BTreeSet<&str> = done
             .iter()
             .filter(|x| x.restored)
@@ -255,10 +268,13 @@ pub async fn counterfactual(
     it.write_evidence(&evidence)
 }
 
-/// Runs one wave of pairs, a round at a time (a pair stops at its first decisive trial).
-async fn run_wave(
+/// Runs one wave of pairs, a round at a time (a pair stops at its first decisive trial),
+/// each change's trials in set `<prefix><change>`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_wave(
     run: &Run,
     it: &IterationDir,
+    prefix: &str,
     wave: &[&Pair],
     harness: &BTreeMap<String, Option<String>>,
     n: u32,
@@ -279,7 +295,7 @@ async fn run_wave(
         }
         for (change, tasks) in by_change {
             let commit = harness[change].as_deref().unwrap_or_default();
-            let set = set_of(change);
+            let set = format!("{prefix}{change}");
             let (res, c) =
                 extra::run_set(run, it, &set, commit, &tasks, round, cancel.clone()).await?;
             cost.add(&c);

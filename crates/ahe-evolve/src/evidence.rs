@@ -68,6 +68,38 @@ pub struct Evidence {
     /// What the counterfactual trials cost.
     #[serde(default)]
     pub counterfactual_cost: SetCost,
+    /// The canary run before the full rollout (None: no canary this iteration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryRecord>,
+}
+
+/// What the canary did before the full rollout (`[attribution] canary = true`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CanaryRecord {
+    /// The harness the canary ran (the previous iteration's commit).
+    pub base_commit: String,
+    /// The harness the full rollout evaluates: `base_commit` minus the reverted culprits.
+    pub evaluated_commit: String,
+    /// The canary set, in the order it was chosen.
+    pub tasks: Vec<String>,
+    /// Canary tasks that passed before and failed on `base_commit`.
+    pub regressions: Vec<String>,
+    /// Counterfactual tests of the regressions.
+    pub tests: Vec<CfTest>,
+    /// Tasks left untested, and why.
+    pub skipped: Vec<CfSkip>,
+    /// Changes reverted before the full rollout (the culprits), in order.
+    pub rolled_back: Vec<String>,
+    /// Files a conflicting revert restored whole (lines of other changes lost with them).
+    pub restored_files: Vec<String>,
+    /// Canary trials of `base_commit`.
+    pub canary_trials: u32,
+    /// Counterfactual trials of the regressions.
+    pub cf_trials: u32,
+    /// Canary trials the full rollout reused (nothing was reverted); else 0.
+    pub trials_saved: u32,
+    /// Dollars of the canary and its counterfactual trials.
+    pub cost: SetCost,
 }
 
 impl Evidence {
@@ -76,10 +108,32 @@ impl Evidence {
         self.counterfactual.iter().filter(move |c| c.task == task)
     }
 
+    /// Ids of the changes the canary reverted before the full rollout.
+    pub fn canary_reverted(&self) -> Vec<String> {
+        self.canary
+            .as_ref()
+            .map(|c| c.rolled_back.clone())
+            .unwrap_or_default()
+    }
+
     /// Extra trials of every kind, and their cost.
     pub fn total_cost(&self) -> SetCost {
         let mut c = self.confirm_cost.clone();
         c.add(&self.counterfactual_cost);
+        if let Some(k) = &self.canary {
+            // Canary trials the rollout reused are the rollout's; the rest were extra.
+            let mut spent = k.cost.clone();
+            if k.trials_saved > 0 {
+                spent = SetCost::default();
+            }
+            spent.trials = k.cf_trials
+                + if k.trials_saved > 0 {
+                    0
+                } else {
+                    k.canary_trials
+                };
+            c.add(&spent);
+        }
         c
     }
 }

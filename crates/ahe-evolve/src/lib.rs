@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod attribute;
+pub mod canary;
 pub mod chain;
 pub mod clean;
 pub mod commit;

@@ -14,7 +14,8 @@ use crate::overlap::DebugOverlap;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::{Best, IterationDir};
 use crate::{
-    attribute, chain, clean, confirm, counterfactual, evolve, history, preflight, rollback, rollout,
+    attribute, canary, chain, clean, confirm, counterfactual, evolve, history, preflight, rollback,
+    rollout,
 };
 
 /// Why the loop stopped.
@@ -47,7 +48,7 @@ impl Run {
         let n = self.cfg.iterations;
         for t in 1..=n {
             let it = self.dir.iteration(t);
-            let evaluated = self.evaluated_commit(&it)?;
+            let evaluated = self.canary_first(&it, cancel).await?;
             // A task's debugger starts as soon as its k trials are done (overlap.rs).
             let ahead = self.debugger_ahead(&it)?;
             self.evaluate(&it, &evaluated, ahead.as_ref(), cancel)
@@ -72,9 +73,27 @@ impl Run {
             }
         }
         let it = self.dir.iteration(n + 1);
-        let evaluated = self.evaluated_commit(&it)?;
+        let evaluated = self.canary_first(&it, cancel).await?;
         self.evaluate(&it, &evaluated, None, cancel).await?;
         Ok(Stop::Completed)
+    }
+
+    /// The harness iteration `it` evaluates, after its canary (`[attribution] canary`, from
+    /// iteration 2 on), which may revert a culprit first.
+    async fn canary_first(
+        &self,
+        it: &IterationDir,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<String> {
+        let t = it.number();
+        self.evaluated_commit(it)?;
+        if t > 1 && self.cfg.attribution.canary {
+            self.phase(t, Phase::Canary, || {
+                canary::canary(self, it, cancel.clone())
+            })
+            .await?;
+        }
+        self.evaluated_commit(it)
     }
 
     /// The harness iteration `it` evaluates: recorded once (the repository's head when the
@@ -199,6 +218,10 @@ impl Run {
         self.repo.reset_worktree(evaluated)?;
         let ev = it.change_evaluation()?;
         let rollbacks = if self.cfg.evolve.rollback == "auto" && t > 1 {
+            // The canary's culprits are not in the evaluated harness any more.
+            let gone = it.evidence().canary_reverted();
+            let mut ev = ev.clone();
+            ev.changes.retain(|c| !gone.contains(&c.id));
             rollback::auto_rollback(&self.dir.iteration(t - 1), &self.repo, &ev, evaluated)?
         } else {
             rollback::Rollbacks::default()

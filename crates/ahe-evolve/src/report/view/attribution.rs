@@ -199,6 +199,24 @@ fn evidence_lines(e: &crate::attribute::ChangeEvaluation) -> Vec<String> {
             ));
         }
     }
+    if let Some(k) = &e.canary {
+        let reverted = match k.rolled_back.is_empty() {
+            true => "nothing reverted".to_string(),
+            false => format!("reverted {} before the rollout", k.rolled_back.join(", ")),
+        };
+        let regressions = match k.regressions.is_empty() {
+            true => "none".to_string(),
+            false => k.regressions.join(", "),
+        };
+        out.push(format!(
+            "canary: {} task(s), regressions {regressions}; {reverted}; {} canary + {} \
+             counterfactual trial(s), {} reused by the rollout",
+            k.tasks.len(),
+            k.canary_trials,
+            k.cf_trials,
+            k.trials_saved
+        ));
+    }
     if !e.unconfirmed.is_empty() {
         out.push(format!(
             "flips left within noise by confirmation trials (counted in no verdict): {}",
