@@ -57,7 +57,11 @@ fn scenario(d: &mut Dice, tasks: u32) -> Scenario {
             top,
         });
     }
-    Scenario { tasks, changes }
+    Scenario {
+        tasks,
+        changes,
+        canary: false,
+    }
 }
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {

@@ -75,9 +75,12 @@ fn journal(run: &std::path::Path) -> Vec<serde_json::Value> {
 /// Kills `ahe evolve` with SIGKILL once the journal shows a finished extra trial of a set
 /// starting with `set`, resumes it, and checks that no trial ran twice and that the truth
 /// comes out the same.
-fn kill_in_phase_then_resume(set: &str) {
+fn kill_in_phase_then_resume(set: &str, canary: bool) {
     let d = tempfile::tempdir().unwrap();
-    let sc = Scenario::standard();
+    let sc = Scenario {
+        canary,
+        ..Scenario::standard()
+    };
     let cfg = sc.write(d.path(), &root());
     let runs = d.path().join("runs");
     let run = runs.join("sim");
@@ -130,10 +133,58 @@ fn kill_in_phase_then_resume(set: &str) {
 
 #[test]
 fn kill_9_during_the_counterfactual_phase_resumes_exactly() {
-    kill_in_phase_then_resume("counterfactual/");
+    kill_in_phase_then_resume("counterfactual/", false);
 }
 
 #[test]
 fn kill_9_during_confirmation_resumes_exactly() {
-    kill_in_phase_then_resume("confirm");
+    kill_in_phase_then_resume("confirm", false);
+}
+
+#[test]
+fn kill_9_during_the_canary_resumes_exactly() {
+    kill_in_phase_then_resume("canary", true);
+}
+
+#[test]
+fn the_canary_reverts_the_culprits_before_the_full_rollout() {
+    let d = tempfile::tempdir().unwrap();
+    let sc = Scenario {
+        canary: true,
+        ..Scenario::standard()
+    };
+    let (o, run) = sc.run(d.path(), &root(), env!("CARGO_BIN_EXE_ahe").as_ref());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = sc.outcome(&run);
+    assert_eq!(out.verdicts, sc.expected_verdicts(), "{out:?}");
+    assert_eq!(out.harmful_rolled_back, 2, "{out:?}");
+    assert_eq!(out.collateral_lines_lost, 0, "{out:?}");
+    let ev = common::json_file(&run.join("iterations/002/change_evaluation.json"));
+    let k = &ev["canary"];
+    assert_eq!(
+        k["regressions"],
+        serde_json::json!(["sim-05", "sim-06"]),
+        "{k}"
+    );
+    assert_eq!(k["rolled_back"], serde_json::json!(["c3", "c2"]), "{k}");
+    assert_eq!(k["tasks"][0], "sim-05", "risk tasks first: {k}");
+    assert_eq!(k["trials_saved"], 0);
+    // The full rollout evaluated the harness without the culprits: nothing regressed there.
+    assert!(ev["regressed"].as_array().unwrap().is_empty(), "{ev}");
+    let evaluated = std::fs::read_to_string(run.join("iterations/002/evaluated.txt")).unwrap();
+    assert_eq!(evaluated.trim(), k["evaluated_commit"].as_str().unwrap());
+    assert_ne!(k["evaluated_commit"], k["base_commit"]);
+    // Iteration 3's canary found nothing: its trials were the rollout's own.
+    let ev3 = common::json_file(&run.join("iterations/003/change_evaluation.json"));
+    let k3 = &ev3["canary"];
+    assert_eq!(k3["rolled_back"], serde_json::json!([]), "{k3}");
+    let saved = k3["trials_saved"].as_u64().unwrap();
+    assert_eq!(
+        saved,
+        2 * k3["tasks"].as_array().unwrap().len() as u64,
+        "{k3}"
+    );
+    let [_, (rp, rr)] = sc.expected_quality();
+    assert_eq!(out.prediction["risk_precision"].as_f64(), rp);
+    assert_eq!(out.prediction["risk_recall"].as_f64(), rr);
 }

@@ -50,6 +50,8 @@ pub struct Scenario {
     pub tasks: u32,
     /// The changes, in commit order.
     pub changes: Vec<SimChange>,
+    /// Run with `[attribution] canary = true`.
+    pub canary: bool,
 }
 
 /// The task name of number `n`.
@@ -89,6 +91,7 @@ impl Scenario {
                 c("c1", Effect::Fix, 1, true, FILES[0], false),
                 c("c2", Effect::Break, 5, true, FILES[1], true),
             ],
+            canary: false,
         }
     }
 
@@ -148,8 +151,9 @@ impl Scenario {
             format!(
                 "k = 2\niterations = 2\nharness = {seed:?}\n[benchmark]\npath = {bench:?}\n\
                  [sandbox]\nbackend = \"local\"\nconcurrency = 4\ninfra_retries = 1\n\
-                 [evolve]\nrollback = \"auto\"\n\
+                 [evolve]\nrollback = \"auto\"\n[attribution]\ncanary = {}\n\
                  [models.default]\nprovider = \"mock\"\nmodel = \"script\"\nscript = {:?}\n",
+                self.canary,
                 dir.join("script.toml")
             ),
         )
@@ -247,7 +251,7 @@ impl Scenario {
                 )
             })
             .collect();
-        let rolled: Vec<String> = manifest["changes"]
+        let mut rolled: Vec<String> = manifest["changes"]
             .as_array()
             .into_iter()
             .flatten()
@@ -258,6 +262,14 @@ impl Scenario {
                     .map(String::from)
             })
             .collect();
+        // Culprits the canary reverted before the rollout of iteration 2.
+        let by_canary = ev["canary"]["rolled_back"].as_array().cloned();
+        rolled.extend(
+            by_canary
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from)),
+        );
         let next = |f: &str| git(run, &["show", &format!("iter-002:{f}")]);
         let mut o = Outcome {
             verdicts,
