@@ -193,7 +193,10 @@ mod tests {
         // The working tree and HEAD were never moved by any of this.
         assert_eq!(r.head().unwrap(), c0);
         let lost = r.lines_removed(&r.tree_of(&bad).unwrap(), &tree).unwrap();
-        assert_eq!(lost, vec![("memory/MEMORY.md".to_string(), vec!["GOOD".into()])]);
+        assert_eq!(
+            lost,
+            vec![("memory/MEMORY.md".to_string(), vec!["GOOD".into()])]
+        );
         let files = r
             .tree_diff_files(&r.tree_of(&c0).unwrap(), &r.tree_of(&bad).unwrap())
             .unwrap();
