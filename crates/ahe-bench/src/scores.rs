@@ -183,6 +183,12 @@ pub struct HostCount {
     /// Whether it answered when the evaluation ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub up: Option<bool>,
+    /// Images built on it (over the backend's life; once per task environment per host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builds: Option<u64>,
+    /// Images pulled on it (over the backend's life).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulls: Option<u64>,
 }
 
 /// Trials per host from trial results (`None` when no trial names a host).
@@ -217,6 +223,8 @@ pub fn add_host_loads(
         c.capacity = Some(l.capacity);
         c.peak = Some(l.peak);
         c.up = Some(l.up);
+        c.builds = Some(l.builds);
+        c.pulls = Some(l.pulls);
     }
 }
 

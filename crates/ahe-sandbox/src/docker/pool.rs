@@ -358,6 +358,14 @@ impl Inner {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for h in &self.hosts {
+            h.shutdown();
+        }
+    }
+}
+
 /// How many hosts one sandbox may be tried on before `create` gives up.
 fn max_placements(hosts: usize) -> usize {
     2 * hosts + 1
@@ -385,7 +393,11 @@ impl Backend for PoolBackend {
                     return Ok(Box::new(sandbox::PoolSandbox::new(sb, lease, notes)));
                 }
                 Err(e) => {
-                    if !lease.host.lost_after(&lease.gen, &lease.backend, &e).await {
+                    if !lease
+                        .host
+                        .lost_after(&lease.gen, lease.backend.docker(), &e)
+                        .await
+                    {
                         return Err(e);
                     }
                     let note = format!(

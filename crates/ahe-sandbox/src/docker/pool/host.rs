@@ -245,13 +245,13 @@ impl Host {
     pub(crate) async fn lost_after(
         &self,
         gen: &Arc<Generation>,
-        backend: &DockerBackend,
+        docker: &bollard::Docker,
         err: &SandboxError,
     ) -> bool {
         if gen.reason().is_some() {
             return true;
         }
-        let why = match tokio::time::timeout(CHECK_TIMEOUT, backend.docker().ping()).await {
+        let why = match tokio::time::timeout(CHECK_TIMEOUT, docker.ping()).await {
             Ok(Ok(_)) => return false,
             Ok(Err(e)) => format!("stopped answering ({e}) after: {err}"),
             Err(_) => format!(
@@ -298,6 +298,13 @@ impl Host {
         if let Some(b) = old {
             std::thread::spawn(move || drop(b));
         }
+    }
+
+    /// Drops its backend (the pool is gone): its network holders are removed now, by the
+    /// caller, not later by whichever thread lets go of the host last.
+    pub(crate) fn shutdown(&self) {
+        let old = self.lock().backend.take();
+        drop(old);
     }
 
     /// Connects again when it is down and not being probed; on success the containers
@@ -353,15 +360,20 @@ impl Host {
             if due && st.backend.is_some() {
                 st.last_ping = Instant::now();
             }
-            (st.backend.clone(), st.gen.clone(), due)
+            // Only the client: the backend (its network holders) stays with the pool.
+            (
+                st.backend.as_ref().map(|b| b.docker().clone()),
+                st.gen.clone(),
+                due,
+            )
         };
         if !due {
             return false;
         }
-        let Some(b) = backend else {
+        let Some(docker) = backend else {
             return self.probe(settings).await;
         };
-        let why = match tokio::time::timeout(MONITOR_TIMEOUT, b.docker().ping()).await {
+        let why = match tokio::time::timeout(MONITOR_TIMEOUT, docker.ping()).await {
             Ok(Ok(_)) => return false,
             Ok(Err(e)) => format!("stopped answering ({e})"),
             Err(_) => format!(
@@ -389,12 +401,18 @@ pub(crate) fn spawn_monitor(pool: Weak<Inner>) {
             rt.block_on(async move {
                 loop {
                     tokio::time::sleep(TICK).await;
-                    let Some(pool) = pool.upgrade() else { return };
-                    let settings = pool.settings();
-                    let turns = pool.hosts.iter().map(|h| h.check(&settings));
+                    // Never held across an await: the pool is dropped where its owner drops it.
+                    let Some((hosts, settings)) =
+                        pool.upgrade().map(|p| (p.hosts.clone(), p.settings()))
+                    else {
+                        return;
+                    };
+                    let turns = hosts.iter().map(|h| h.check(&settings));
                     let back = futures_util::future::join_all(turns).await;
                     if back.into_iter().any(|b| b) {
-                        pool.changed.notify_waiters();
+                        if let Some(p) = pool.upgrade() {
+                            p.changed.notify_waiters();
+                        }
                     }
                 }
             });

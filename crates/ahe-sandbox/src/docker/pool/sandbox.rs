@@ -6,14 +6,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::host::{Generation, Host, Lease, Slot};
-use crate::docker::{DockerBackend, DockerSandbox};
+use crate::docker::DockerSandbox;
 use crate::{CopyOut, ExecOpts, ExecOutput, LeftoverPolicy, Result, Sandbox, SandboxError};
 
 /// One trial's container on a pool host.
 pub(crate) struct PoolSandbox {
     inner: DockerSandbox,
     host: Arc<Host>,
-    backend: DockerBackend,
+    /// The engine's client (for the ping after a failed call).
+    docker: bollard::Docker,
     gen: Arc<Generation>,
     notes: Vec<String>,
     _slot: Slot,
@@ -25,7 +26,7 @@ impl PoolSandbox {
         PoolSandbox {
             inner,
             host: lease.host,
-            backend: lease.backend,
+            docker: lease.backend.docker().clone(),
             gen: lease.gen,
             notes,
             _slot: lease.slot,
@@ -51,7 +52,7 @@ impl PoolSandbox {
             r = call => r,
         };
         match r {
-            Err(e) if self.host.lost_after(&self.gen, &self.backend, &e).await => {
+            Err(e) if self.host.lost_after(&self.gen, &self.docker, &e).await => {
                 let why = self.gen.reason().unwrap_or_else(|| e.to_string());
                 Err(self.lost_error(&why))
             }
