@@ -272,7 +272,13 @@ impl RunConfig {
             )
         })?;
         if !concurrency_set && !cfg.sandbox.hosts.is_empty() {
-            cfg.sandbox.concurrency = cfg.sandbox.hosts.iter().map(|h| h.capacity).sum();
+            cfg.sandbox.concurrency = cfg
+                .sandbox
+                .hosts
+                .iter()
+                .map(|h| h.capacity)
+                .sum::<usize>()
+                .max(1);
         }
         cfg.validate()
             .map_err(|e| anyhow!("{}: {e}", path.display()))?;
