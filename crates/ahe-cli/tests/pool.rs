@@ -281,14 +281,24 @@ fn killing_an_engine_mid_eval_loses_no_trial() {
     assert_eq!(e2.containers(&run), Vec::<String>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_engine_is_probed_again_and_its_leftovers_removed() {
-    use ahe_sandbox::docker::{HostSpec, PoolBackend};
-    use ahe_sandbox::{Backend, ExecOpts, SandboxSpec};
+#[test]
+fn a_lost_engine_is_probed_again_and_its_leftovers_removed() {
     let Some([e1, e2, _]) = engines() else {
         return;
     };
     let _serial = serial();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(probed_again(e1, e2));
+}
+
+/// The body of [`a_lost_engine_is_probed_again_and_its_leftovers_removed`].
+async fn probed_again(e1: Engine, e2: Engine) {
+    use ahe_sandbox::docker::{HostSpec, PoolBackend};
+    use ahe_sandbox::{Backend, ExecOpts, SandboxSpec};
     let spec = |name: &str, e: Engine| HostSpec {
         url: e.url(),
         capacity: 1,

@@ -315,7 +315,7 @@ impl Inner {
             let Some((in_flight, cap)) = h.free() else {
                 continue;
             };
-            let better = best.map_or(true, |(_, bi, bc)| (in_flight + 1) * bc < (bi + 1) * cap);
+            let better = best.is_none_or(|(_, bi, bc)| (in_flight + 1) * bc < (bi + 1) * cap);
             if better {
                 best = Some((i, in_flight, cap));
             }
