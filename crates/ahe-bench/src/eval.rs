@@ -40,6 +40,17 @@ pub enum Progress {
     },
     /// An image pull of the sandbox backend started, progressed, finished or failed.
     Pull(ahe_sandbox::PullEvent),
+    /// The load and health of each docker host (`[sandbox] hosts`): sent at the start and
+    /// after every trial, only by backends with several hosts.
+    Hosts(Vec<ahe_sandbox::HostLoad>),
+}
+
+/// Sends the backend's host loads, if it has several hosts.
+fn send_hosts(backend: &dyn ahe_sandbox::Backend, progress: &(dyn Fn(Progress) + Send + Sync)) {
+    let hosts = backend.hosts();
+    if !hosts.is_empty() {
+        progress(Progress::Hosts(hosts));
+    }
 }
 
 /// Options of one evaluation.
@@ -135,6 +146,7 @@ pub async fn run_eval(
         .map(|(i, a)| (&shared[i], a))
         .collect();
     progress(Progress::Start { total: jobs.len() });
+    send_hosts(env.backend.as_ref(), progress.as_ref());
     // The backend's pulls (docker) show in the live display and are recorded by the caller.
     let pull_progress = progress.clone();
     env.backend
@@ -175,6 +187,7 @@ pub async fn run_eval(
             progress(Progress::TrialDone {
                 result: Box::new(r.clone()),
             });
+            send_hosts(env.backend.as_ref(), progress.as_ref());
             Some(r)
         });
     }
@@ -202,7 +215,8 @@ pub async fn run_eval(
             fatal.error.as_deref().unwrap_or("permanent model error")
         );
     }
-    let s = scores::compute(opts.k, &results, t0.elapsed().as_secs_f64());
+    let mut s = scores::compute(opts.k, &results, t0.elapsed().as_secs_f64());
+    scores::add_host_loads(&mut s.meta.hosts, &env.backend.hosts());
     Ok(s)
 }
 

@@ -154,9 +154,78 @@ pub struct ScoresMeta {
     /// Full commit id of a replayed harness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub harness_commit: Option<String>,
+    /// Trials per docker host, when the backend has several (`[sandbox] hosts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<BTreeMap<String, HostCount>>,
     /// Keys of other layers, kept as they are.
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// One docker host's part in an evaluation (`scores.json` `meta.hosts.<name>`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostCount {
+    /// Trials whose (final) run was on this host.
+    pub trials: u64,
+    /// Of those, passed.
+    pub passed: u64,
+    /// Runs lost on it (the engine stopped answering), each re-run on another host.
+    pub lost: u64,
+    /// The engine's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Trials it runs at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<usize>,
+    /// The most trials it ran at once (over the backend's life).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<usize>,
+    /// Whether it answered when the evaluation ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<bool>,
+    /// Images built on it (over the backend's life; once per task environment per host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builds: Option<u64>,
+    /// Images pulled on it (over the backend's life).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulls: Option<u64>,
+}
+
+/// Trials per host from trial results (`None` when no trial names a host).
+pub fn host_counts(results: &[TrialResult]) -> Option<BTreeMap<String, HostCount>> {
+    let mut m: BTreeMap<String, HostCount> = BTreeMap::new();
+    for r in results {
+        if let Some(h) = &r.host {
+            let c = m.entry(h.clone()).or_default();
+            c.trials += 1;
+            c.passed += (r.status == TrialStatus::Pass) as u64;
+        }
+        for h in &r.lost_hosts {
+            m.entry(h.clone()).or_default().lost += 1;
+        }
+    }
+    (!m.is_empty()).then_some(m)
+}
+
+/// Adds what the backend knows of its hosts (address, capacity, peak, health) to the counts;
+/// hosts no trial ran on are listed too.
+pub fn add_host_loads(
+    counts: &mut Option<BTreeMap<String, HostCount>>,
+    loads: &[ahe_sandbox::HostLoad],
+) {
+    if loads.is_empty() {
+        return;
+    }
+    let m = counts.get_or_insert_with(BTreeMap::new);
+    for l in loads {
+        let c = m.entry(l.name.clone()).or_default();
+        c.url = Some(l.url.clone());
+        c.capacity = Some(l.capacity);
+        c.peak = Some(l.peak);
+        c.up = Some(l.up);
+        c.builds = Some(l.builds);
+        c.pulls = Some(l.pulls);
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -299,7 +368,10 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
         tokens,
         cost_usd: cost,
         durations: d,
-        meta: ScoresMeta::default(),
+        meta: ScoresMeta {
+            hosts: host_counts(results),
+            ..Default::default()
+        },
     }
 }
 

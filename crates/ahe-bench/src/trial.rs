@@ -162,6 +162,13 @@ pub struct TrialResult {
     /// failed and the environment/ build used instead).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The docker host the trial ran on, when the backend has several (`[sandbox] hosts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Hosts earlier runs of this attempt were lost on (the engine stopped answering; each
+    /// was re-run, and none counts as an infra retry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_hosts: Vec<String>,
     /// Start time (RFC 3339).
     pub started_at: String,
     /// End time (RFC 3339).
@@ -188,6 +195,8 @@ impl TrialResult {
             suspect: None,
             handover: None,
             notes: Vec::new(),
+            host: None,
+            lost_hosts: Vec::new(),
             started_at: now(),
             finished_at: String::new(),
         }
@@ -215,13 +224,32 @@ pub struct TrialEnv {
     pub verifier: VerifierPolicy,
 }
 
-/// Runs one attempt of a task (with infra retries) and writes `result.json` into `dir`.
+/// How often one attempt is re-run because the docker host it ran on stopped answering
+/// (apart from `infra_retries`: a lost engine says nothing about the harness).
+pub const MAX_HOST_LOSSES: usize = 5;
+
+/// Runs one attempt of a task (with infra retries, and re-runs of attempts whose docker host
+/// was lost) and writes `result.json` into `dir`.
 pub async fn run_trial(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> TrialResult {
     let mut retries = 0;
+    let mut lost: Vec<(String, String)> = Vec::new();
     loop {
         let _ = std::fs::remove_dir_all(dir);
-        let mut r = run_once(env, task, attempt, dir).await;
+        let (mut r, lost_now) = run_once(env, task, attempt, dir).await;
         r.infra_retries = retries;
+        r.lost_hosts = lost.iter().map(|(h, _)| h.clone()).collect();
+        let earlier = lost
+            .iter()
+            .map(|(_, why)| format!("an earlier run of this attempt was lost and re-run: {why}"));
+        r.notes.splice(0..0, earlier);
+        if let Some((host, why)) = lost_now {
+            if lost.len() < MAX_HOST_LOSSES {
+                tracing::warn!("{}: lost ({why}); re-running it", r.trial_id);
+                lost.push((host, why));
+                continue;
+            }
+            r.lost_hosts.push(host);
+        }
         let fatal = r.agent_end == Some(AgentEnd::Fatal);
         if r.status != TrialStatus::InfraError || retries >= env.infra_retries || fatal {
             write_result(dir, &r);
@@ -242,12 +270,22 @@ pub fn write_result(dir: &Path, r: &TrialResult) {
     crate::layout::TrialDir::new(dir).write_result(r)
 }
 
-async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> TrialResult {
+/// A sandbox's host and why it was lost.
+type Lost = (String, String);
+
+/// One run of an attempt; also the host and reason when its sandbox was lost before the
+/// verifier's reward was read (the result is then an infra error).
+async fn run_once(
+    env: &TrialEnv,
+    task: &Task,
+    attempt: u32,
+    dir: &Path,
+) -> (TrialResult, Option<Lost>) {
     let t0 = Instant::now();
     let mut r = TrialResult::new(&task.name, attempt);
     if let Err(e) = std::fs::create_dir_all(dir) {
         r.error = Some(format!("cannot create trial dir {}: {e}", dir.display()));
-        return r;
+        return (r, None);
     }
     let spec = SandboxSpec {
         task: task.name.clone(),
@@ -268,10 +306,11 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
             r.timings.setup_ms = ms(t0);
             r.timings.total_ms = ms(t0);
             r.finished_at = now();
-            return r;
+            return (r, None);
         }
     };
     r.notes = sandbox.notes();
+    r.host = sandbox.host();
     // What tests/test.sh runs, fingerprinted before the agent can touch it.
     let programs = verify::replaceable(task, sandbox.as_ref());
     let before = verify::fingerprint(sandbox.as_ref(), &programs).await;
@@ -289,11 +328,16 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
         timeout,
     };
     // The agent enforces its own deadline; this outer limit only guards against a stuck agent.
-    let outcome = match tokio::time::timeout(timeout + Duration::from_secs(30), env.agent.run(ctx))
-        .await
-    {
-        Ok(o) => o,
-        Err(_) => AgentOutcome::ended(AgentEnd::Timeout, Some("agent overran its deadline".into())),
+    // A sandbox lost meanwhile (its engine stopped answering) ends the agent at once.
+    let agent = tokio::time::timeout(timeout + Duration::from_secs(30), env.agent.run(ctx));
+    let outcome = tokio::select! {
+        o = agent => match o {
+            Ok(o) => o,
+            Err(_) => {
+                AgentOutcome::ended(AgentEnd::Timeout, Some("agent overran its deadline".into()))
+            }
+        },
+        why = sandbox.wait_lost() => AgentOutcome::ended(AgentEnd::InfraError, Some(why)),
     };
     r.timings.agent_ms = ms(t_agent);
     r.turns = outcome.turns;
@@ -302,7 +346,7 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
     r.agent_end = Some(outcome.end.clone());
     r.agent_timed_out = outcome.end == AgentEnd::Timeout;
 
-    if matches!(outcome.end, AgentEnd::InfraError | AgentEnd::Fatal) {
+    if matches!(outcome.end, AgentEnd::InfraError | AgentEnd::Fatal) || sandbox.lost().is_some() {
         r.error = outcome.error;
     } else {
         let t_ver = Instant::now();
@@ -347,6 +391,16 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
         }
         r.timings.verifier_ms = ms(t_ver);
     }
+    // Nothing a lost sandbox did since its engine stopped answering says anything about the
+    // work: unless the verifier's reward was read, the run is an infra error, re-run elsewhere.
+    let lost = match (sandbox.lost(), r.reward) {
+        (Some(why), None) => {
+            r.status = TrialStatus::InfraError;
+            r.error = Some(why.clone());
+            Some((r.host.clone().unwrap_or_default(), why))
+        }
+        _ => None,
+    };
     let t_down = Instant::now();
     if let Err(e) = sandbox.destroy().await {
         tracing::warn!("{}: teardown failed: {e}", r.trial_id);
@@ -354,7 +408,7 @@ async fn run_once(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> Tria
     r.timings.teardown_ms = ms(t_down);
     r.timings.total_ms = ms(t0);
     r.finished_at = now();
-    r
+    (r, lost)
 }
 
 fn ms(t: Instant) -> u64 {

@@ -290,13 +290,17 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
     })
 }
 
-/// The Docker engine, each task's image, free disk for the pulls.
+/// The Docker engine (each of `[sandbox] hosts`), each task's image there, free disk for the
+/// pulls.
 async fn check_sandbox(cfg: &RunConfig, tasks: &[ahe_bench::Task], acc: &mut Acc) {
     use ahe_sandbox::docker::{engine_address, DockerBackend};
     let name = cfg.sandbox.backend.as_str();
     if name == "local" {
         acc.good("docker", "sandbox", "backend local: no images needed");
         return;
+    }
+    if !cfg.sandbox.hosts.is_empty() {
+        return check_hosts(cfg, tasks, acc).await;
     }
     let addr = engine_address();
     let backend = match tokio::task::spawn_blocking(|| {
@@ -329,14 +333,86 @@ async fn check_sandbox(cfg: &RunConfig, tasks: &[ahe_bench::Task], acc: &mut Acc
         }
     };
     acc.good("docker", "sandbox", format!("engine answers at {addr}"));
-    let docker = backend.docker().clone();
+    check_engine(cfg, tasks, &backend, None, true, acc).await;
+}
+
+/// Every engine of `[sandbox] hosts` (all at once): it answers, and each task's image can
+/// be had there; free disk for the pulls of the local (unix socket) ones.
+async fn check_hosts(cfg: &RunConfig, tasks: &[ahe_bench::Task], acc: &mut Acc) {
+    let hosts = cfg.sandbox.hosts.clone();
+    let connected = tokio::task::spawn_blocking(move || {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = hosts
+                .iter()
+                .map(|h| s.spawn(|| ahe_sandbox::docker::pool::connect_host(h)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ahe_sandbox::SandboxError::Backend("panicked".into()))
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+    })
+    .await
+    .unwrap_or_default();
+    let mut checks = Vec::new();
+    for (i, (h, c)) in cfg.sandbox.hosts.iter().zip(connected).enumerate() {
+        let subject = format!("host {}", h.label());
+        match c {
+            Ok(b) => {
+                acc.good(
+                    "docker",
+                    subject.clone(),
+                    format!("engine answers at {} (capacity {})", h.url, h.capacity),
+                );
+                checks.push((subject, h.url.starts_with("unix://"), b));
+            }
+            Err(e) => acc.bad(
+                "docker",
+                subject,
+                format!(
+                    "{e}; fix sandbox.hosts[{i}] or start that engine (the run would go on \
+                     without it, on the other hosts)"
+                ),
+            ),
+        }
+    }
+    let runs = checks.iter().map(|(subject, local, b)| async move {
+        let mut a = Acc::default();
+        check_engine(cfg, tasks, b, Some(subject.as_str()), *local, &mut a).await;
+        a
+    });
+    for a in futures_util::future::join_all(runs).await {
+        acc.problems.extend(a.problems);
+        acc.passed.extend(a.passed);
+    }
+}
+
+/// Each task's image on one engine (`on`: its host, when there are several), and free disk
+/// for the pulls when the engine's root dir is on this machine (`local_disk`).
+async fn check_engine(
+    cfg: &RunConfig,
+    tasks: &[ahe_bench::Task],
+    backend: &ahe_sandbox::docker::DockerBackend,
+    on: Option<&str>,
+    local_disk: bool,
+    acc: &mut Acc,
+) {
+    let at = |s: String| match on {
+        Some(h) => format!("{s} on {h}"),
+        None => s,
+    };
+    let docker = backend.docker();
     let policy = cfg.sandbox.pull;
-    let findings = ahe_bench::images::check_images(&docker, policy, tasks, PROBE_TIMEOUT).await;
+    let findings = ahe_bench::images::check_images(docker, policy, tasks, PROBE_TIMEOUT).await;
     let mut pulls = std::collections::BTreeSet::new();
     let (mut local, mut pull, mut build) = (0, 0, 0);
     for f in &findings {
         match (&f.problem, &f.how) {
-            (Some(p), _) => acc.bad("image", f.task.clone(), p.clone()),
+            (Some(p), _) => acc.bad("image", at(f.task.clone()), p.clone()),
             (None, Some(how)) if how.starts_with("image ") => local += 1,
             (None, Some(how)) if how.starts_with("pull ") => pull += 1,
             _ => build += 1,
@@ -347,14 +423,14 @@ async fn check_sandbox(cfg: &RunConfig, tasks: &[ahe_bench::Task], acc: &mut Acc
     if fine > 0 {
         acc.good(
             "image",
-            format!("{fine} tasks"),
+            at(format!("{fine} tasks")),
             format!(
                 "{local} local, {pull} to pull, {build} to build (pull = \"{}\")",
                 policy.as_str()
             ),
         );
     }
-    if pulls.is_empty() {
+    if pulls.is_empty() || !local_disk {
         return;
     }
     let root = docker

@@ -126,8 +126,12 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         .pull
         .or(cfg.as_ref().map(|c| c.sandbox.pull))
         .unwrap_or_default();
-    let backend =
-        ahe_evolve::rollout::select_backend_with(&sandbox_name, pull).map_err(CliError::usage)?;
+    let hosts = cfg
+        .as_ref()
+        .map(|c| c.sandbox.hosts.clone())
+        .unwrap_or_default();
+    let backend = ahe_evolve::rollout::select_backend_on(&sandbox_name, pull, &hosts)
+        .map_err(CliError::usage)?;
     let k = a.k.or(cfg.as_ref().map(|c| c.k)).unwrap_or(1);
     if k == 0 {
         return Err(CliError::usage(anyhow::anyhow!("-k: must be at least 1")));

@@ -97,6 +97,10 @@ enum SandboxCommand {
         /// Local sandboxes of running processes are never removed.
         #[arg(long)]
         all: bool,
+        /// Reap every engine of this run config's `[sandbox] hosts` (default: the engine of
+        /// DOCKER_HOST).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
     },
 }
 
@@ -118,8 +122,8 @@ fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Bench { command } => bench::run(command),
         Command::Sandbox {
-            command: SandboxCommand::Reap { all },
-        } => reap(all),
+            command: SandboxCommand::Reap { all, config },
+        } => reap(all, config.as_deref()),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -133,9 +137,19 @@ fn main() -> ExitCode {
 }
 
 /// `ahe sandbox reap`: local sandboxes of dead processes first (they need no engine), then
-/// docker: connecting reaps dead processes' containers; `--all` removes the rest.
-fn reap(all: bool) -> Result<(), CliError> {
+/// docker: connecting reaps dead processes' containers; `--all` removes the rest. With a
+/// config naming `[sandbox] hosts`, every one of those engines.
+fn reap(all: bool, config: Option<&std::path::Path>) -> Result<(), CliError> {
     use ahe_sandbox::docker::{self, DockerBackend};
+    let hosts = match config {
+        Some(c) => {
+            ahe_evolve::RunConfig::load(c)
+                .map_err(CliError::usage)?
+                .sandbox
+                .hosts
+        }
+        None => Vec::new(),
+    };
     let local = ahe_sandbox::local::reap_dead();
     for (p, e) in &local.failed {
         eprintln!("warning: cannot remove {}: {e}", p.display());
@@ -148,26 +162,48 @@ fn reap(all: bool) -> Result<(), CliError> {
         if local.cgroups == 1 { "" } else { "s" },
         local.live
     );
-    let backend = DockerBackend::connect().map_err(|e| {
-        CliError::failed(anyhow::Error::from(e).context("docker containers not reaped"))
-    })?;
-    let mut removed = backend.reaped();
-    if all {
-        let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-        removed += rt
-            .block_on(docker::reap(backend.docker(), false))
-            .map_err(CliError::failed)?;
-    }
-    println!(
-        "ahe sandbox reap: removed {removed} container{} ({})",
-        if removed == 1 { "" } else { "s" },
+    let engines: Vec<(String, ahe_sandbox::Result<DockerBackend>)> = if hosts.is_empty() {
+        vec![(String::new(), DockerBackend::connect())]
+    } else {
+        hosts
+            .iter()
+            .map(|h| (format!(" at {}", h.label()), docker::pool::connect_host(h)))
+            .collect()
+    };
+    let mut unreached = Vec::new();
+    for (at, backend) in engines {
+        let backend = match backend {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("warning: docker containers{at} not reaped: {e}");
+                unreached.push(e.to_string());
+                continue;
+            }
+        };
+        let mut removed = backend.reaped();
         if all {
-            "all ahe containers"
-        } else {
-            "those of dead ahe processes on this host"
+            let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+            removed += rt
+                .block_on(docker::reap(backend.docker(), false))
+                .map_err(CliError::failed)?;
         }
-    );
-    Ok(())
+        println!(
+            "ahe sandbox reap: removed {removed} container{}{at} ({})",
+            if removed == 1 { "" } else { "s" },
+            if all {
+                "all ahe containers"
+            } else {
+                "those of dead ahe processes on this host"
+            }
+        );
+    }
+    match unreached.len() {
+        0 => Ok(()),
+        _ => Err(CliError::failed(anyhow::anyhow!(
+            "docker containers not reaped: {}",
+            unreached.join("; ")
+        ))),
+    }
 }
 
 /// Parser of `--concurrency`: a whole number of at least 1 (0 would run nothing, forever).

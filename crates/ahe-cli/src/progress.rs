@@ -30,6 +30,8 @@ struct State {
     pulls: std::collections::BTreeMap<String, (u32, u32, u64, u64)>,
     /// The config names no prices: dollars are unknown, not $0.
     cost_unknown: bool,
+    /// The docker hosts' load and health (`[sandbox] hosts`; empty for one engine).
+    hosts: Vec<ahe_sandbox::HostLoad>,
 }
 
 /// Shown instead of dollars when the config names no prices.
@@ -43,6 +45,9 @@ impl State {
     /// The bar's message: passes, dollars (or that they are unknown), the pulls in flight.
     fn message(&self) -> String {
         let mut m = format!("{} passed · {}", self.passes, self.spent_text());
+        if !self.hosts.is_empty() {
+            m.push_str(&format!(" · {}", hosts_text(&self.hosts)));
+        }
         for (image, p) in &self.pulls {
             m.push_str(&format!(" · {}", pull_text(image, *p)));
         }
@@ -122,25 +127,83 @@ fn pull_text(image: &str, (ld, lt, bd, bt): (u32, u32, u64, u64)) -> String {
     }
 }
 
+/// `hosts a 2/4 (7 done) · b down` — each host's trials in flight of its capacity and
+/// sandboxes created so far, or that it is down.
+fn hosts_text(hosts: &[ahe_sandbox::HostLoad]) -> String {
+    let each: Vec<String> = hosts
+        .iter()
+        .map(|h| {
+            let lost = if h.lost > 0 {
+                format!(", {} lost", h.lost)
+            } else {
+                String::new()
+            };
+            if h.up {
+                format!(
+                    "{} {}/{} ({} run{lost})",
+                    h.name, h.in_flight, h.capacity, h.trials
+                )
+            } else {
+                format!("{} down ({} run{lost})", h.name, h.trials)
+            }
+        })
+        .collect();
+    format!("hosts {}", each.join(", "))
+}
+
+/// The key of a pull in the display: the image, and the host when there are several.
+fn pull_key(e: &ahe_sandbox::PullEvent) -> String {
+    match &e.host {
+        Some(h) => format!("{} on {h}", e.image),
+        None => e.image.clone(),
+    }
+}
+
 /// The plain line of a pull event that starts, ends or fails (progress is bar-only).
 pub fn pull_line(e: &ahe_sandbox::PullEvent) -> Option<String> {
     use ahe_sandbox::PullPhase;
     match &e.phase {
-        PullPhase::Started => Some(format!("image: pulling {} ...", e.image)),
+        PullPhase::Started => Some(format!("image: pulling {} ...", pull_key(e))),
         PullPhase::Progress { .. } => None,
         PullPhase::Done { secs, bytes } => Some(format!(
             "image: pulled {} ({:.1} MB in {secs:.1}s)",
-            e.image,
+            pull_key(e),
             *bytes as f64 / 1e6
         )),
         PullPhase::Failed { secs, error } => Some(format!(
             "image: pulling {} failed after {secs:.1}s: {error} (its trials build environment/ instead where they can)",
-            e.image
+            pull_key(e)
         )),
     }
 }
 
-/// One plain line for a finished trial.
+/// Where a trial ran, for its plain line: ` on b (re-run: lost on a)`, or nothing.
+fn placement(r: &ahe_bench::TrialResult) -> String {
+    let mut s = r
+        .host
+        .as_ref()
+        .map(|h| format!(" on {h}"))
+        .unwrap_or_default();
+    if !r.lost_hosts.is_empty() {
+        s.push_str(&format!(" (re-run: lost on {})", r.lost_hosts.join(", ")));
+    }
+    s
+}
+
+/// The line for a host that went down or came back.
+fn host_change_line(h: &ahe_sandbox::HostLoad) -> String {
+    if h.up {
+        format!("host {}: answers again; trials go to it again", h.name)
+    } else {
+        format!(
+            "host {}: down ({}); its trials are re-run on the other hosts",
+            h.name,
+            h.error.as_deref().unwrap_or("stopped answering")
+        )
+    }
+}
+
+/// One plain line for a finished trial (`status` may carry where it ran).
 fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> String {
     format!(
         "{}[{}/{}] {task} #{attempt}: {status} ({secs:.1}s) · {} passed · {} · eta {}",
@@ -179,6 +242,7 @@ impl Bar {
                 started: Instant::now(),
                 pulls: Default::default(),
                 cost_unknown: false,
+                hosts: Vec::new(),
             })),
         }
     }
@@ -259,18 +323,29 @@ impl Bar {
                                 &st,
                                 &result.task,
                                 result.attempt,
-                                result.status.as_str(),
+                                &format!("{}{}", result.status.as_str(), placement(&result)),
                                 result.timings.total_ms as f64 / 1000.0
                             )
                         );
                     }
                 }
                 Progress::Message { text } => say(&bar, text),
+                Progress::Hosts(hosts) => {
+                    // A host that went down or came back gets a line of its own.
+                    for h in &hosts {
+                        let before = st.hosts.iter().find(|o| o.name == h.name);
+                        if before.is_some_and(|o| o.up != h.up) {
+                            say(&bar, host_change_line(h));
+                        }
+                    }
+                    st.hosts = hosts;
+                    bar.set_message(st.message());
+                }
                 Progress::Pull(e) => {
                     use ahe_sandbox::PullPhase;
                     match &e.phase {
                         PullPhase::Started => {
-                            st.pulls.insert(e.image.clone(), (0, 0, 0, 0));
+                            st.pulls.insert(pull_key(&e), (0, 0, 0, 0));
                         }
                         PullPhase::Progress {
                             layers_done,
@@ -279,12 +354,12 @@ impl Bar {
                             bytes_total,
                         } => {
                             st.pulls.insert(
-                                e.image.clone(),
+                                pull_key(&e),
                                 (*layers_done, *layers_total, *bytes_done, *bytes_total),
                             );
                         }
                         PullPhase::Done { .. } | PullPhase::Failed { .. } => {
-                            st.pulls.remove(&e.image);
+                            st.pulls.remove(&pull_key(&e));
                         }
                     }
                     if let Some(line) = pull_line(&e) {
@@ -318,6 +393,7 @@ mod tests {
             started: Instant::now() - Duration::from_secs(10),
             pulls: Default::default(),
             cost_unknown: false,
+            hosts: Vec::new(),
         };
         let l = trial_line(&st, "fix-sum", 1, "pass", 1.25);
         assert!(
@@ -352,6 +428,7 @@ mod tests {
             started: Instant::now(),
             pulls: Default::default(),
             cost_unknown: false,
+            hosts: Vec::new(),
         };
         st.pulls.insert(
             "alexgshaw/regex-log:20251031".into(),
@@ -368,9 +445,41 @@ mod tests {
                 secs: 0.5,
                 error: "no such host".into(),
             },
+            host: None,
         };
         assert!(pull_line(&e)
             .unwrap()
             .contains("pulling x:1 failed after 0.5s: no such host"));
+    }
+
+    #[test]
+    fn hosts_show_load_runs_and_down_state() {
+        let host = |name: &str, up: bool, in_flight: usize, trials: u64, lost: u64| {
+            ahe_sandbox::HostLoad {
+                name: name.into(),
+                url: format!("unix:///run/{name}.sock"),
+                capacity: 4,
+                in_flight,
+                peak: 4,
+                trials,
+                lost,
+                up,
+                error: (!up).then(|| "stopped answering (connection refused)".into()),
+                builds: 1,
+                pulls: 0,
+            }
+        };
+        let hosts = [host("a", true, 3, 7, 0), host("b", false, 0, 2, 2)];
+        assert_eq!(
+            hosts_text(&hosts),
+            "hosts a 3/4 (7 run), b down (2 run, 2 lost)"
+        );
+        let l = host_change_line(&hosts[1]);
+        assert!(l.contains("host b: down (stopped answering"), "{l}");
+        let mut r = ahe_bench::TrialResult::new("t", 1);
+        assert_eq!(placement(&r), "");
+        r.host = Some("a".into());
+        r.lost_hosts = vec!["b".into()];
+        assert_eq!(placement(&r), " on a (re-run: lost on b)");
     }
 }

@@ -93,6 +93,12 @@ pub struct SandboxConfig {
     /// When the docker backend pulls images: `missing` (default), `always` or `never`.
     #[serde(default)]
     pub pull: ahe_sandbox::PullPolicy,
+    /// Several Docker engines, each with its capacity (`hosts = [{url = "unix:///…",
+    /// capacity = 4}, {url = "tcp://…:2376", capacity = 8, tls = {ca, cert, key}}]`); trials
+    /// go to the least-loaded one that answers. Empty: the one engine of `DOCKER_HOST`.
+    /// Without an explicit `concurrency`, the run's concurrency is the sum of the capacities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<ahe_sandbox::docker::HostSpec>,
 }
 
 impl Default for SandboxConfig {
@@ -102,6 +108,7 @@ impl Default for SandboxConfig {
             concurrency: default_concurrency(),
             infra_retries: default_infra_retries(),
             pull: Default::default(),
+            hosts: Vec::new(),
         }
     }
 }
@@ -294,8 +301,12 @@ impl RunConfig {
     pub fn load(path: &Path) -> anyhow::Result<RunConfig> {
         let mut table = load_layered(path, &mut Vec::new())?;
         layer_roles(&mut table);
+        let concurrency_set = table
+            .get("sandbox")
+            .and_then(|s| s.get("concurrency"))
+            .is_some();
         let de = toml::Value::Table(table);
-        let cfg: RunConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut cfg: RunConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
             anyhow!(
                 "{}: {}: {}",
@@ -304,6 +315,15 @@ impl RunConfig {
                 e.inner().message()
             )
         })?;
+        if !concurrency_set && !cfg.sandbox.hosts.is_empty() {
+            cfg.sandbox.concurrency = cfg
+                .sandbox
+                .hosts
+                .iter()
+                .map(|h| h.capacity)
+                .sum::<usize>()
+                .max(1);
+        }
         cfg.validate()
             .map_err(|e| anyhow!("{}: {e}", path.display()))?;
         Ok(cfg)
@@ -322,6 +342,16 @@ impl RunConfig {
         }
         if self.sandbox.concurrency == 0 {
             bail!("sandbox.concurrency: must be at least 1");
+        }
+        if !self.sandbox.hosts.is_empty() {
+            if self.sandbox.backend == "local" {
+                bail!(
+                    "sandbox.hosts: lists Docker engines, but sandbox.backend = \"local\"; set \
+                     backend = \"docker\" (or \"auto\"), or drop hosts"
+                );
+            }
+            ahe_sandbox::docker::pool::validate_hosts(&self.sandbox.hosts)
+                .map_err(|e| anyhow!("sandbox.{e}"))?;
         }
         if self.evolve.debugger_concurrency == 0 {
             bail!("evolve.debugger_concurrency: must be at least 1");

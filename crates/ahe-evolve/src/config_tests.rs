@@ -121,3 +121,57 @@ fn errors_name_file_and_key() {
     let e = format!("{:#}", RunConfig::load(&p).unwrap_err());
     assert!(e.contains("cycle"), "{e}");
 }
+
+#[test]
+fn sandbox_hosts_parse_validate_and_size_the_concurrency() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = |name: &str, sandbox: &str| {
+        let text = format!("[benchmark]\npath = \"x\"\n[sandbox]\n{sandbox}\n");
+        RunConfig::load(&write(d.path(), name, &text))
+    };
+    let hosts = "hosts = [{url = \"unix:///run/a.sock\", capacity = 3}, {name = \"far\", \
+                 url = \"tcp://10.0.0.5:2376\", capacity = 5, tls = {ca = \"ca.pem\", cert = \
+                 \"cert.pem\", key = \"key.pem\"}}]";
+    let c = cfg("a.toml", hosts).unwrap();
+    assert_eq!(c.sandbox.hosts.len(), 2);
+    assert_eq!(c.sandbox.hosts[1].label(), "far");
+    assert_eq!(c.sandbox.hosts[0].label(), "unix:///run/a.sock");
+    assert_eq!(
+        c.sandbox.hosts[1].tls.as_ref().unwrap().ca,
+        Path::new("ca.pem")
+    );
+    // No concurrency given: the sum of the capacities; given: kept.
+    assert_eq!(c.sandbox.concurrency, 8);
+    let c = cfg("b.toml", &format!("concurrency = 2\n{hosts}")).unwrap();
+    assert_eq!(c.sandbox.concurrency, 2);
+    // Without hosts nothing changes (the one engine of DOCKER_HOST).
+    let c = cfg("c.toml", "backend = \"docker\"").unwrap();
+    assert!(c.sandbox.hosts.is_empty());
+    assert_eq!(c.sandbox.concurrency, 4);
+    // Errors name the field.
+    let bad = |name: &str, sandbox: &str, want: &str| {
+        let e = format!("{:#}", cfg(name, sandbox).unwrap_err());
+        assert!(e.contains(want), "{e}");
+    };
+    bad(
+        "d.toml",
+        "hosts = [{url = \"unix:///a.sock\", capacity = 0}]",
+        "sandbox.hosts[0].capacity: must be at least 1",
+    );
+    bad("e.toml", "hosts = [{url = \"unix:///a.sock\"}]", "capacity");
+    bad(
+        "f.toml",
+        "hosts = [{url = \"unix:///a.sock\", capacity = 1, cap = 2}]",
+        "unknown field `cap`",
+    );
+    bad(
+        "g.toml",
+        "hosts = [{url = \"10.0.0.5:2375\", capacity = 1}]",
+        "sandbox.hosts[0].url",
+    );
+    bad(
+        "h.toml",
+        "backend = \"local\"\nhosts = [{url = \"unix:///a.sock\", capacity = 1}]",
+        "sandbox.hosts: lists Docker engines, but sandbox.backend = \"local\"",
+    );
+}

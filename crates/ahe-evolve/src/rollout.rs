@@ -87,8 +87,38 @@ pub fn select_backend_with(
     name: &str,
     pull: ahe_sandbox::PullPolicy,
 ) -> anyhow::Result<Arc<dyn Backend>> {
-    use ahe_sandbox::docker::{engine_address, DockerBackend};
+    select_backend_on(name, pull, &[])
+}
+
+/// [`select_backend_with`] over the engines of `[sandbox] hosts` when `hosts` is not empty:
+/// `docker` and `auto` then mean those engines (no fallback to local), `local` ignores them.
+pub fn select_backend_on(
+    name: &str,
+    pull: ahe_sandbox::PullPolicy,
+    hosts: &[ahe_sandbox::docker::HostSpec],
+) -> anyhow::Result<Arc<dyn Backend>> {
+    use ahe_sandbox::docker::{engine_address, DockerBackend, PoolBackend};
     use ahe_sandbox::local::LocalBackend;
+    if !hosts.is_empty() && matches!(name, "docker" | "auto") {
+        let pool = PoolBackend::connect(hosts)?.with_pull(pull);
+        let each: Vec<String> = ahe_sandbox::Backend::hosts(&pool)
+            .iter()
+            .map(|h| {
+                let state = if h.up {
+                    ""
+                } else {
+                    ", down: probed again later"
+                };
+                format!("{} ×{}{state}", h.name, h.capacity)
+            })
+            .collect();
+        eprintln!(
+            "ahe: sandbox: docker on {} hosts ({})",
+            hosts.len(),
+            each.join(", ")
+        );
+        return Ok(Arc::new(pool));
+    }
     match name {
         "local" => Ok(Arc::new(LocalBackend::detect())),
         "docker" => Ok(Arc::new(DockerBackend::connect()?.with_pull(pull))),

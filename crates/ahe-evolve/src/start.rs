@@ -52,7 +52,11 @@ fn prepare(cfg: &RunConfig) -> anyhow::Result<Prepared> {
     }
     let tasks = ahe_bench::select_tasks(tasks, &cfg.benchmark.include, &cfg.benchmark.exclude)?;
     let (visible, holdout) = split_holdout(cfg, &tasks)?;
-    let backend = crate::rollout::select_backend_with(&cfg.sandbox.backend, cfg.sandbox.pull)?;
+    let backend = crate::rollout::select_backend_on(
+        &cfg.sandbox.backend,
+        cfg.sandbox.pull,
+        &cfg.sandbox.hosts,
+    )?;
     Ok(Prepared {
         tasks,
         visible,

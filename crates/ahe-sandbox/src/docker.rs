@@ -43,6 +43,7 @@ mod files;
 mod image;
 mod keeper;
 mod lifecycle;
+pub mod pool;
 pub mod pull;
 mod sandbox;
 mod transfer;
@@ -76,6 +77,7 @@ pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
 }
 pub use lifecycle::NETNS_RUN_LABEL;
 use lifecycle::{NetnsPool, Removals};
+pub use pool::{HostSpec, PoolBackend};
 pub use sandbox::DockerSandbox;
 
 /// Working directory when the image sets none.
@@ -183,12 +185,75 @@ where
     .expect("docker helper thread panicked")
 }
 
+/// How long one engine request may take before bollard gives up (its default).
+const REQUEST_TIMEOUT_SEC: u64 = 120;
+
+/// Client certificates of an engine that serves TLS (`dockerd --tlsverify`, usually
+/// `tcp://HOST:2376`): the CA that signed the engine's certificate, and this client's
+/// certificate and key (PEM files).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The CA certificate (`ca.pem`).
+    pub ca: std::path::PathBuf,
+    /// This client's certificate (`cert.pem`).
+    pub cert: std::path::PathBuf,
+    /// This client's private key (`key.pem`).
+    pub key: std::path::PathBuf,
+}
+
+/// A client for the engine at `address` (`unix://`, `tcp://`, `http://`; with `tls`, the
+/// connection is TLS with those client certificates). Connects lazily: nothing is sent yet.
+pub fn client_for(address: &str, tls: Option<&TlsFiles>) -> Result<Docker> {
+    let Some(t) = tls else {
+        return Docker::connect_with_host(address).map_err(|e| no_engine(address, e));
+    };
+    for (what, path) in [("ca", &t.ca), ("cert", &t.cert), ("key", &t.key)] {
+        if !path.is_file() {
+            return Err(SandboxError::Backend(format!(
+                "TLS {what} file {} of the engine at {address} does not exist (tls = {{ca, cert, \
+                 key}} name PEM files; `docker context inspect` or DOCKER_CERT_PATH shows where \
+                 the docker CLI keeps them)",
+                path.display()
+            )));
+        }
+    }
+    let tcp = address
+        .strip_prefix("https://")
+        .or_else(|| address.strip_prefix("tcp://"))
+        .ok_or_else(|| {
+            SandboxError::Backend(format!(
+                "{address}: TLS needs a tcp:// (or https://) address, not a unix socket"
+            ))
+        })?;
+    Docker::connect_with_ssl(
+        &format!("tcp://{tcp}"),
+        &t.key,
+        &t.cert,
+        &t.ca,
+        REQUEST_TIMEOUT_SEC,
+        bollard::API_DEFAULT_VERSION,
+    )
+    .map_err(|e| no_engine(address, e))
+}
+
 impl DockerBackend {
     /// Connects to the engine named by `DOCKER_HOST` (default: the unix socket), negotiates
     /// the API version and reaps the containers of dead ahe processes on this host.
     pub fn connect() -> Result<DockerBackend> {
         let address = engine_address();
         let docker = Docker::connect_with_defaults().map_err(|e| no_engine(&address, e))?;
+        DockerBackend::connect_with(docker, address)
+    }
+
+    /// [`DockerBackend::connect`] to the engine at `address` (`unix:///…`, `tcp://…`), with
+    /// client certificates when it serves TLS; `DOCKER_HOST` plays no part.
+    pub fn connect_to(address: &str, tls: Option<&TlsFiles>) -> Result<DockerBackend> {
+        DockerBackend::connect_with(client_for(address, tls)?, address.to_string())
+    }
+
+    /// Negotiates, reads the engine's CPUs and reaps, through an unused client.
+    fn connect_with(docker: Docker, address: String) -> Result<DockerBackend> {
         let probe = docker.clone();
         let addr = address.clone();
         let (host_cpus, reaped) = block_on_thread(async move {
@@ -202,12 +267,14 @@ impl DockerBackend {
                 let reaped = match reap(&probe, true).await {
                     Ok(n) => n,
                     Err(e) => {
-                        tracing::warn!("docker: reaping failed: {e}");
+                        tracing::warn!("docker: reaping failed at {addr}: {e}");
                         0
                     }
                 };
                 if reaped > 0 {
-                    tracing::info!("docker: reaped {reaped} containers of dead ahe processes");
+                    tracing::info!(
+                        "docker: reaped {reaped} containers of dead ahe processes at {addr}"
+                    );
                 }
                 Ok((info.ncpu.filter(|n| *n > 0).map(|n| n as f64), reaped))
             };
@@ -407,6 +474,43 @@ pub async fn reap(docker: &Docker, only_dead: bool) -> Result<usize> {
         .collect();
     let removals = doomed.iter().map(|id| remove_container(docker, id));
     let results = futures_util::future::join_all(removals).await;
+    let mut removed = 0;
+    for r in results {
+        if r? {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes every container this process created on `docker` (labelled with its pid, pid
+/// start time and hostname): what a pool removes from an engine that answers again after it
+/// was lost. Returns how many it removed.
+pub async fn remove_own(docker: &Docker) -> Result<usize> {
+    let pid = std::process::id().to_string();
+    let pid_label = format!("{LABEL_PID}={pid}");
+    let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![pid_label.as_str()])]);
+    let opts = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker
+        .list_containers(Some(opts))
+        .await
+        .map_err(|e| api_err("listing containers", e))?;
+    let host = hostname();
+    let start = pid_start_time(std::process::id()).map(|s| s.to_string());
+    let ours: Vec<String> = list
+        .into_iter()
+        .filter(|c| {
+            let labels = c.labels.clone().unwrap_or_default();
+            labels.get(LABEL_HOST) == Some(&host)
+                && (start.is_none() || labels.get(LABEL_PID_START) == start.as_ref())
+        })
+        .filter_map(|c| c.id)
+        .collect();
+    let results =
+        futures_util::future::join_all(ours.iter().map(|id| remove_container(docker, id))).await;
     let mut removed = 0;
     for r in results {
         if r? {

@@ -84,6 +84,9 @@ pub struct PullEvent {
     pub image: String,
     /// What happened.
     pub phase: PullPhase,
+    /// The engine pulling it, when the backend has several (`[sandbox] hosts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// The phases of one pull.
@@ -218,6 +221,20 @@ pub trait Sandbox: Send + Sync {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The engine this sandbox runs on, when the backend has several (`[sandbox] hosts`).
+    fn host(&self) -> Option<String> {
+        None
+    }
+    /// Why this sandbox was lost, if it was: its engine stopped answering, so nothing that
+    /// happened in it since says anything about the work (the trial is re-run elsewhere).
+    fn lost(&self) -> Option<String> {
+        None
+    }
+    /// Resolves (with [`Sandbox::lost`]'s reason) once the sandbox is lost; never, for
+    /// backends that cannot lose one.
+    async fn wait_lost(&self) -> String {
+        std::future::pending().await
+    }
 }
 
 /// A way to create sandboxes.
@@ -232,4 +249,37 @@ pub trait Backend: Send + Sync {
     /// Sends the backend's image pulls to `sink` from now on (`None`: stop); backends that
     /// never pull ignore it.
     fn set_pull_sink(&self, _sink: Option<PullSink>) {}
+    /// The engines of a backend with several (`[sandbox] hosts`): load, counts and health;
+    /// empty for single-engine backends.
+    fn hosts(&self) -> Vec<HostLoad> {
+        Vec::new()
+    }
+}
+
+/// One engine of a multi-engine backend, as the live display and `scores.json` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostLoad {
+    /// The host's name (`[sandbox] hosts` `name`, default its url).
+    pub name: String,
+    /// The engine's address.
+    pub url: String,
+    /// Trials it runs at once.
+    pub capacity: usize,
+    /// Trials on it now (sandboxes being created or alive).
+    pub in_flight: usize,
+    /// The most trials it ran at once.
+    pub peak: usize,
+    /// Sandboxes created on it.
+    pub trials: u64,
+    /// Trials on it when it stopped answering (each re-run elsewhere).
+    pub lost: u64,
+    /// Whether it answers (a host that stopped is probed again later).
+    pub up: bool,
+    /// Why it is down (`None` while up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Images built on it.
+    pub builds: u64,
+    /// Images pulled on it.
+    pub pulls: u64,
 }

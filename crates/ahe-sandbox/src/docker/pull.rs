@@ -67,6 +67,7 @@ impl Puller {
             s(PullEvent {
                 image: image.to_string(),
                 phase,
+                host: None,
             });
         }
     }

@@ -294,6 +294,14 @@ impl DockerSandbox {
         self.keeper.served()
     }
 
+    /// Gives the container up without removing it (its engine was lost; whoever reaches the
+    /// engine again removes it): nothing runs through this sandbox afterwards.
+    pub fn abandon(&self) {
+        if !self.destroyed.swap(true, Ordering::SeqCst) {
+            self.keeper.close();
+        }
+    }
+
     /// The image id the container runs.
     pub fn image(&self) -> &str {
         &self.image
