@@ -44,6 +44,10 @@ command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
 dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v htpasswd >/dev/null 2>&1 || need_apt+=(apache2-utils)
+# The engine-pool tests start extra dockerd on bridges of their own (`ip link`) and serve
+# one over TLS with certificates made by the openssl CLI.
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # scripts/bench-scale.sh reads the peak RSS of `ahe` from GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
 # The embedded `local` model provider builds llama.cpp (llama-cpp-sys-2): cmake, a C++
