@@ -12,7 +12,7 @@ use ahe_bench::TaskStatus;
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
-use crate::counterfactual::{plan, run_wave};
+use crate::counterfactual::{find_culprits, harnesses, plan};
 use crate::evidence::{CanaryRecord, CfTest};
 use crate::extra::{self, Tally};
 use crate::journal::Entry;
@@ -186,51 +186,24 @@ async fn culprits(
         cfg.max_counterfactual_tasks,
         budget,
     );
-    rec.skipped = skipped;
     let base = rec.base_commit.clone();
-    let mut harness: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for p in plans.iter().flat_map(|p| &p.candidates) {
-        if !harness.contains_key(&p.change) {
-            harness.insert(
-                p.change.clone(),
-                run.repo.reverted_commit(&base, &p.commit)?,
-            );
-        }
-    }
-    // Every candidate of every regression in one wave per rank: few regressions, few changes.
+    let harness = harnesses(run, &base, &plans)?;
+    let (mut skipped, mut left) = (skipped, budget);
     let mut cost = crate::extra::SetCost::default();
-    let mut open: Vec<(&crate::counterfactual::TaskPlan, usize)> =
-        plans.iter().map(|p| (p, 0)).collect();
-    while !open.is_empty() {
-        let wave: Vec<&crate::counterfactual::Pair> = open
-            .iter()
-            .filter_map(|(p, i)| p.candidates.get(*i))
-            .filter(|c| harness[&c.change].is_some())
-            .collect();
-        let done = run_wave(
-            run,
-            it,
-            CF_PREFIX,
-            &wave,
-            &harness,
-            n,
-            &mut cost,
-            cancel.clone(),
-        )
-        .await?;
-        let found: BTreeSet<String> = done
-            .iter()
-            .filter(|x| x.restored)
-            .map(|x| x.task.clone())
-            .collect();
-        rec.tests.extend(done);
-        open = open
-            .into_iter()
-            .filter(|(p, _)| !found.contains(&p.task))
-            .map(|(p, i)| (p, i + 1))
-            .filter(|(p, i)| *i < p.candidates.len())
-            .collect();
-    }
+    rec.tests = find_culprits(
+        run,
+        it,
+        CF_PREFIX,
+        &plans,
+        &harness,
+        n,
+        &mut left,
+        &mut skipped,
+        &mut cost,
+        cancel,
+    )
+    .await?;
+    rec.skipped = skipped;
     rec.cf_trials = rec
         .tests
         .iter()

@@ -191,17 +191,61 @@ pub async fn counterfactual(
         cfg.max_counterfactual_tasks,
         left,
     );
-    // One counterfactual harness per change: H_eval minus its commit (None: it conflicts).
+    let harness = harnesses(run, evaluated, &plans)?;
+    let mut cost = evidence.counterfactual_cost.clone();
+    let tests = find_culprits(
+        run,
+        it,
+        SET_PREFIX,
+        &plans,
+        &harness,
+        n,
+        &mut left,
+        &mut skipped,
+        &mut cost,
+        cancel,
+    )
+    .await?;
+    cost.trials = tests.iter().map(|x| x.tally.trials + x.tally.infra).sum();
+    evidence.counterfactual = tests;
+    evidence.counterfactual_cost = cost;
+    evidence.counterfactual_skipped = skipped;
+    it.write_evidence(&evidence)
+}
+
+/// One counterfactual harness per candidate change: `onto` minus its commit (None: the
+/// revert conflicts), as commits that move no ref.
+pub(crate) fn harnesses(
+    run: &Run,
+    onto: &str,
+    plans: &[TaskPlan],
+) -> anyhow::Result<BTreeMap<String, Option<String>>> {
     let mut harness: BTreeMap<String, Option<String>> = BTreeMap::new();
     for p in plans.iter().flat_map(|p| &p.candidates) {
         if !harness.contains_key(&p.change) {
-            let c = run.repo.reverted_commit(evaluated, &p.commit)?;
-            harness.insert(p.change.clone(), c);
+            harness.insert(p.change.clone(), run.repo.reverted_commit(onto, &p.commit)?);
         }
     }
-    let mut cost = evidence.counterfactual_cost.clone();
+    Ok(harness)
+}
+
+/// Tests the planned tasks' candidates in waves — wave w tests candidate w of every task
+/// whose culprit is not found yet — within `left` trials; conflicting reverts and candidates
+/// past the budget go to `skipped`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn find_culprits(
+    run: &Run,
+    it: &IterationDir,
+    prefix: &str,
+    plans: &[TaskPlan],
+    harness: &BTreeMap<String, Option<String>>,
+    n: u32,
+    left: &mut usize,
+    skipped: &mut Vec<CfSkip>,
+    cost: &mut crate::extra::SetCost,
+    cancel: CancellationToken,
+) -> anyhow::Result<Vec<CfTest>> {
     let mut tests: Vec<CfTest> = Vec::new();
-    // Wave w tests candidate w of every task whose culprit is not found yet.
     let mut open: Vec<(&TaskPlan, usize)> = plans.iter().map(|p| (p, 0)).collect();
     while !open.is_empty() {
         let mut wave: Vec<&Pair> = Vec::new();
@@ -220,8 +264,8 @@ pub async fn counterfactual(
                 *i += 1;
             }
             if let Some(c) = p.candidates.get(*i) {
-                if left >= n as usize {
-                    left -= n as usize;
+                if *left >= n as usize {
+                    *left -= n as usize;
                     wave.push(c);
                 } else {
                     skipped.push(CfSkip {
@@ -237,17 +281,7 @@ pub async fn counterfactual(
         if wave.is_empty() {
             break;
         }
-        let done = run_wave(
-            run,
-            it,
-            SET_PREFIX,
-            &wave,
-            &harness,
-            n,
-            &mut cost,
-            cancel.clone(),
-        )
-        .await?;
+        let done = run_wave(run, it, prefix, &wave, harness, n, cost, cancel.clone()).await?;
         let found: BTreeSet<&str> = done
             .iter()
             .filter(|x| x.restored)
@@ -261,17 +295,13 @@ pub async fn counterfactual(
             .filter(|(p, i)| *i < p.candidates.len())
             .collect();
     }
-    cost.trials = tests.iter().map(|x| x.tally.trials + x.tally.infra).sum();
-    evidence.counterfactual = tests;
-    evidence.counterfactual_cost = cost;
-    evidence.counterfactual_skipped = skipped;
-    it.write_evidence(&evidence)
+    Ok(tests)
 }
 
 /// Runs one wave of pairs, a round at a time (a pair stops at its first decisive trial),
 /// each change's trials in set `<prefix><change>`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn run_wave(
+async fn run_wave(
     run: &Run,
     it: &IterationDir,
     prefix: &str,
