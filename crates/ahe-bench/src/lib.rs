@@ -1,9 +1,12 @@
 //! Benchmarks in the Terminal-Bench 2 / Harbor task format: loading, trials, verifier, scores.
 
+pub mod changes;
 pub mod check;
 pub mod eval;
 pub mod fetch;
+pub mod guard;
 pub mod images;
+pub mod integrity;
 pub mod layout;
 pub mod oracle;
 pub mod scores;

@@ -8,6 +8,7 @@ use ahe_model::Usage;
 use ahe_sandbox::{Backend, HandOver, Sandbox, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::guard::Guard;
 use crate::tamper::{self, OnSuspect, Suspect};
 use crate::task::Task;
 use crate::verify::{self, VerifierPolicy, VerifyError};
@@ -121,6 +122,10 @@ pub struct Timings {
     pub teardown_ms: u64,
     /// Whole trial.
     pub total_ms: u64,
+    /// Of setup and verifier time, the reward-integrity change checks (host-side walks of the
+    /// sandbox's writable layer).
+    #[serde(default)]
+    pub integrity_ms: u64,
 }
 
 /// The contents of `result.json`.
@@ -314,6 +319,14 @@ async fn run_once(
     // What tests/test.sh runs, fingerprinted before the agent can touch it.
     let programs = verify::replaceable(task, sandbox.as_ref());
     let before = verify::fingerprint(sandbox.as_ref(), &programs).await;
+    // What the agent changes is judged against this snapshot of the sandbox's file system.
+    let mut guard = match Guard::start(task, sandbox.as_ref()).await {
+        Ok(g) => Some(g),
+        Err(why) => {
+            r.notes.push(why);
+            None
+        }
+    };
     r.timings.setup_ms = ms(t0);
 
     let t_agent = Instant::now();
@@ -357,8 +370,13 @@ async fn run_once(
             &env.verifier,
             &programs,
             &before,
+            guard.as_mut(),
         )
         .await;
+        if let Some(g) = guard.take() {
+            r.timings.integrity_ms = g.spent_ms;
+            r.notes.extend(g.notes);
+        }
         r.handover = v.handover;
         let mut reasons = tamper::scan_trace(dir);
         reasons.extend(v.suspect);

@@ -10,6 +10,7 @@ use ahe_sandbox::{ExecOpts, HandOver, LeftoverPolicy, Sandbox};
 
 use serde::{Deserialize, Serialize};
 
+use crate::guard::Guard;
 use crate::tamper::{self, Fingerprint, OnSuspect, SuspectReason};
 use crate::task::Task;
 
@@ -56,9 +57,20 @@ const RESET: &str = "for d in /logs /tests /solution /logs/verifier; do \
     [ -d /logs/verifier ] || mkdir -p -m 777 /logs/verifier || exit 4; \
     [ -w /logs/verifier ] || chmod 777 /logs/verifier || exit 4; ";
 
-/// Runs `test.sh` in the task's WORKDIR, its output to `/logs/verifier/stdout.txt`.
-const RUN_TESTS: &str = "[ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
-    /tests/test.sh > /logs/verifier/stdout.txt 2>&1";
+/// Runs `test.sh` in the task's WORKDIR with its outputs in `out` (a fresh directory of a
+/// name nobody in the sandbox knows): `/logs/verifier` becomes a link to `/proc/self/fd/9`,
+/// and only the verifier's process tree holds fd 9 on `out`. A process the agent left running
+/// that writes `/logs/verifier/reward.json` finds no such directory. Prints `replaced` when
+/// the tests put something else at `/logs/verifier` (then it is read instead).
+pub(crate) fn run_tests_command(out: &str) -> String {
+    format!(
+        "d='{out}'; rm -rf \"$d\" /logs/verifier && mkdir -m 777 \"$d\" && exec 9<\"$d\" && \
+         ln -s /proc/self/fd/9 /logs/verifier || exit 4; \
+         [ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
+         /tests/test.sh > /logs/verifier/stdout.txt 2>&1; \
+         exec 9<&-; [ -h /logs/verifier ] || echo replaced"
+    )
+}
 
 /// The programs `tests/test.sh` runs (empty when it cannot be read).
 pub fn programs(task: &Task) -> Vec<String> {
@@ -131,7 +143,8 @@ pub async fn hand_over(
     }
 }
 
-/// Hands the sandbox over to the verifier, runs it and reads the reward into `dir/verifier`.
+/// Hands the sandbox over to the verifier, runs it and reads the reward into `dir/verifier`;
+/// `guard` (when the sandbox's layer is readable here) judges what the agent changed.
 pub(crate) async fn verify(
     task: &Task,
     sb: &dyn Sandbox,
@@ -139,13 +152,14 @@ pub(crate) async fn verify(
     policy: &VerifierPolicy,
     programs: &[String],
     before: &Fingerprint,
+    guard: Option<&mut Guard>,
 ) -> Verified {
     let mut v = Verified {
         reward: Err(VerifyError::Infra(String::new())),
         handover: None,
         suspect: Vec::new(),
     };
-    v.reward = run(task, sb, dir, policy, programs, before, &mut v).await;
+    v.reward = run(task, sb, dir, policy, (programs, before), guard, &mut v).await;
     v
 }
 
@@ -154,8 +168,8 @@ async fn run(
     sb: &dyn Sandbox,
     dir: &Path,
     policy: &VerifierPolicy,
-    programs: &[String],
-    before: &Fingerprint,
+    (programs, before): (&[String], &Fingerprint),
+    mut guard: Option<&mut Guard>,
     v: &mut Verified,
 ) -> Result<f64, VerifyError> {
     let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
@@ -166,10 +180,19 @@ async fn run(
     if !programs.is_empty() {
         v.suspect.extend(after.changes_since(before));
     }
+    if let Some(g) = guard.as_deref_mut() {
+        let stale = g.after_agent().await;
+        remove_files(sb, &stale).await.map_err(infra)?;
+        g.arm();
+    }
     sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
+    if let Some(g) = guard.as_deref_mut() {
+        g.arm_tests();
+    }
+    let out_dir = format!("/logs/.verifier-{:016x}", rand::random::<u64>());
     let out = sb
         .exec(
-            RUN_TESTS,
+            &run_tests_command(&out_dir),
             ExecOpts {
                 timeout: Some(Duration::from_secs_f64(task.verifier_timeout_sec)),
                 ..Default::default()
@@ -177,13 +200,27 @@ async fn run(
         )
         .await
         .map_err(infra)?;
+    if out.exit_code == Some(4) && !out.timed_out && out.stdout.is_empty() {
+        return Err(VerifyError::Infra(format!(
+            "verifier: could not make its output directory: {}",
+            out.stderr.chars().take(400).collect::<String>()
+        )));
+    }
+    let from = if out.stdout.lines().any(|l| l == "replaced") {
+        "/logs/verifier"
+    } else {
+        out_dir.as_str()
+    };
     let local = dir.join("verifier");
-    let copied = sb.get("/logs/verifier", &local).await.map_err(infra)?;
+    let copied = sb.get(from, &local).await.map_err(infra)?;
     for s in &copied.skipped {
         v.suspect.push(SuspectReason {
             reason: format!("the verifier's output held a link or special file: {s}"),
             turn: None,
         });
+    }
+    if let Some(g) = guard {
+        v.suspect.extend(g.verdict().await);
     }
     if out.timed_out {
         return Err(VerifyError::Reward(format!(
@@ -192,6 +229,25 @@ async fn run(
         )));
     }
     parse_reward(&local).map_err(VerifyError::Reward)
+}
+
+/// Removes `paths` in the sandbox (bytecode caches the agent wrote for modules it did not
+/// create; Python recompiles them from the source).
+async fn remove_files(sb: &dyn Sandbox, paths: &[String]) -> ahe_sandbox::Result<()> {
+    for chunk in paths.chunks(500) {
+        let quoted: Vec<String> = chunk
+            .iter()
+            .map(|p| format!("'{}'", p.replace('\'', "'\\''")))
+            .collect();
+        let opts = ExecOpts {
+            cwd: Some("/".into()),
+            timeout: Some(Duration::from_secs(60)),
+            ..Default::default()
+        };
+        sb.exec(&format!("rm -f -- {}", quoted.join(" ")), opts)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Reads the reward from `reward.json` (preferred) or `reward.txt` in a verifier dir (a
@@ -295,23 +351,29 @@ mod tests {
             .unwrap();
             let out = run_tests_after_put(root);
             assert!(out.status.success(), "{name}: {out:?}");
-            assert!(std::fs::symlink_metadata(&v).unwrap().is_dir(), "{name}");
-            let mut files: Vec<String> = std::fs::read_dir(&v)
+            // The tests wrote through the link only their process tree can follow.
+            assert!(
+                std::fs::symlink_metadata(&v).unwrap().is_symlink(),
+                "{name}"
+            );
+            let out_dir = root.join("logs/out");
+            let mut files: Vec<String> = std::fs::read_dir(&out_dir)
                 .unwrap()
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                 .collect();
             files.sort();
             assert_eq!(files, ["r2.txt", "stdout.txt"], "{name}");
             assert_eq!(
-                std::fs::read_to_string(v.join("stdout.txt")).unwrap(),
+                std::fs::read_to_string(out_dir.join("stdout.txt")).unwrap(),
                 "ran\n"
             );
         }
     }
 
-    /// Runs only [`RUN_TESTS`] (the reset already happened and the tests were put).
+    /// Runs only the test command (the reset already happened and the tests were put); the
+    /// outputs go to `root/logs/out`.
     fn run_tests_after_put(root: &Path) -> std::process::Output {
-        let cmd = RUN_TESTS
+        let cmd = run_tests_command("/logs/out")
             .replace("/logs", &format!("{}/logs", root.display()))
             .replace("/tests", &format!("{}/tests", root.display()));
         std::process::Command::new("sh")

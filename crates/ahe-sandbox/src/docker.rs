@@ -42,6 +42,7 @@ mod exec;
 mod files;
 mod image;
 mod keeper;
+mod layer;
 mod lifecycle;
 pub mod pool;
 pub mod pull;

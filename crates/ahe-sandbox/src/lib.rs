@@ -3,9 +3,11 @@
 pub mod docker;
 pub mod dockerfile;
 mod handover;
+mod layer;
 pub mod local;
 
 pub use handover::{parse as parse_handover, HandOver, KeptProcess, LeftoverPolicy};
+pub use layer::{is_whiteout, Layer};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -215,6 +217,12 @@ pub trait Sandbox: Send + Sync {
     }
     /// Tears the sandbox down (nothing runs in it afterwards may be relied on; the backend
     /// may finish removing it in the background, see [`Backend::drain`]); idempotent.
+    /// The sandbox's writable layer and image as host directories, for reward-integrity
+    /// checks on what the agent changed; `None` when this host cannot read them (a remote
+    /// engine, a storage driver other than overlay2, no permission).
+    async fn layer(&self) -> Option<Layer> {
+        None
+    }
     async fn destroy(&self) -> Result<()>;
     /// What the researcher should know about how this sandbox was made (e.g. a failed pull
     /// and the build used instead); recorded in the trial's result.

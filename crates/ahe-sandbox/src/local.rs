@@ -559,6 +559,11 @@ impl Sandbox for LocalSandbox {
             .any(|d| d.is_empty() || !d.starts_with('/') || self.host_path(d).is_some())
     }
 
+    async fn layer(&self) -> Option<crate::Layer> {
+        let path = self.env.get("PATH").map_or(DEFAULT_PATH, |p| p.as_str());
+        self.isolated.then(|| self.fs.layer(path))
+    }
+
     /// Bubblewrap: the script runs in the sandbox's pid namespace, sparing the exec server,
     /// its workers and their idle spares. Plain mode has no namespace to sweep (each exec's
     /// process group is already killed when it ends): none there.

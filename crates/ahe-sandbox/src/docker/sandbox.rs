@@ -44,6 +44,8 @@ pub struct DockerSandbox {
     destroyed: AtomicBool,
     removals: Arc<Removals>,
     netns: Mutex<Option<NetnsLease>>,
+    /// The container's overlay layers on this host (inspected once, on first use).
+    layer: tokio::sync::OnceCell<Option<crate::Layer>>,
     /// How the image was had, when the researcher should know (a failed pull...).
     pub(crate) notes: Vec<String>,
 }
@@ -228,6 +230,7 @@ async fn create_once(
         destroyed: AtomicBool::new(false),
         removals: shared.removals.clone(),
         netns: Mutex::new(lease),
+        layer: tokio::sync::OnceCell::new(),
         notes: Vec::new(),
     };
     // Attach before the start so the keeper's greeting is not lost.
@@ -479,6 +482,13 @@ impl Sandbox for DockerSandbox {
         };
         let dest = dest.to_path_buf();
         blocking(move || files::unpack(&data, &src_abs, &dest)).await
+    }
+
+    async fn layer(&self) -> Option<crate::Layer> {
+        self.layer
+            .get_or_init(|| super::layer::inspect(&self.docker, &self.id))
+            .await
+            .clone()
     }
 
     fn workdir(&self) -> &str {

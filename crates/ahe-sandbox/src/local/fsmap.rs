@@ -91,6 +91,21 @@ impl FsMap {
         self.root.join(name)
     }
 
+    /// The writable dirs and the host's read-only dirs below them, as a [`crate::Layer`].
+    pub(crate) fn layer(&self, path_env: &str) -> crate::Layer {
+        crate::Layer {
+            upper: self
+                .writable
+                .iter()
+                .map(|t| (format!("/{t}"), self.top_dir(t)))
+                .collect(),
+            lower: vec![PathBuf::from("/")],
+            lower_tops: Some(self.ro.iter().map(|e| e.name().to_string()).collect()),
+            overlay: false,
+            path_env: path_env.to_string(),
+        }
+    }
+
     /// Whether `name` is a read-only host entry.
     pub(crate) fn is_ro(&self, name: &str) -> bool {
         self.ro.iter().any(|e| e.name() == name)

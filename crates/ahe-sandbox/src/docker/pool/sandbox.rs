@@ -87,6 +87,10 @@ impl Sandbox for PoolSandbox {
         self.inner.path_writable()
     }
 
+    async fn layer(&self) -> Option<crate::Layer> {
+        self.inner.layer().await
+    }
+
     /// A lost sandbox is left alone: its container goes when the host answers again.
     async fn destroy(&self) -> Result<()> {
         if self.gen.reason().is_some() {

@@ -1,0 +1,216 @@
+//! What a phase of a trial changed in the sandbox's file system, read on the host from the
+//! sandbox's writable layer ([`ahe_sandbox::Layer`]): snapshots of the layer's entries, the
+//! difference between two snapshots, and whether a changed file was read since a point in
+//! time (its access time, reset before the verifier runs).
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use ahe_sandbox::Layer;
+
+/// At most this many entries are walked per snapshot (an agent that built a tree larger than
+/// this leaves the rest unchecked, said in the trial's reasons).
+pub const MAX_ENTRIES: usize = 400_000;
+
+/// Sandbox top dirs that are the verifier's ground (reset or recreated before it runs) or
+/// kernel file systems: their changes say nothing here.
+const SKIP_TOPS: &[&str] = &["tests", "solution", "logs", "proc", "sys", "dev"];
+
+/// What kind of entry a path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// An overlay whiteout: the image's file was deleted.
+    Deleted,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+/// The identity of an entry: a rewrite, replacement or `chmod` changes its inode or ctime,
+/// and no process in a sandbox can set a ctime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    kind: Kind,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// The entries of a sandbox's writable layer at one moment, by sandbox path.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    entries: HashMap<String, Stamp>,
+    /// Whether the walk stopped at [`MAX_ENTRIES`].
+    pub truncated: bool,
+}
+
+/// One path the phase created, altered or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// The path in the sandbox.
+    pub path: String,
+    /// The host path of its current content (in the writable layer).
+    pub host: PathBuf,
+    /// What it is now.
+    pub kind: Kind,
+    /// Whether the image had this path before the phase (altered) or not (created).
+    pub existed: bool,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+impl Changed {
+    /// The last path component.
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or("")
+    }
+
+    /// The directory holding it (`/` for a top-level entry).
+    pub fn dir(&self) -> &str {
+        match self.path.rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &self.path[..i],
+        }
+    }
+}
+
+impl Snapshot {
+    /// Walks every writable part of `layer`.
+    pub fn take(layer: &Layer) -> Snapshot {
+        let mut s = Snapshot::default();
+        for (mount, host) in &layer.upper {
+            let top = mount.trim_end_matches('/');
+            if SKIP_TOPS.contains(&top.trim_start_matches('/')) {
+                continue;
+            }
+            s.walk(host, top);
+        }
+        s
+    }
+
+    fn walk(&mut self, host_root: &Path, sandbox_root: &str) {
+        let mut stack = vec![(host_root.to_path_buf(), sandbox_root.to_string())];
+        while let Some((dir, spath)) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if self.entries.len() >= MAX_ENTRIES {
+                    self.truncated = true;
+                    return;
+                }
+                let name = e.file_name().to_string_lossy().into_owned();
+                let p = format!("{spath}/{name}");
+                if spath.is_empty() && SKIP_TOPS.contains(&name.as_str()) {
+                    continue;
+                }
+                if skip_sandbox_path(&p) {
+                    continue;
+                }
+                let Ok(md) = e.metadata() else { continue };
+                let kind = kind_of(&md);
+                self.entries.insert(p.clone(), stamp(&md, kind));
+                if kind == Kind::Dir {
+                    stack.push((e.path(), p));
+                }
+            }
+        }
+    }
+
+    /// Number of entries seen.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no entry was seen.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether `path` was in the writable layer then.
+    pub fn contains(&self, path: &str) -> bool {
+        self.entries.contains_key(path)
+    }
+
+    /// The files, links and deletions of `self` (later) that are new or different since
+    /// `before` (directories are not listed; their content is). A path counts as existing
+    /// before when `before` holds it or the image has it.
+    pub fn changes_since(&self, before: &Snapshot, layer: &Layer) -> Vec<Changed> {
+        let mut out: Vec<Changed> = self
+            .entries
+            .iter()
+            .filter(|(p, st)| st.kind != Kind::Dir && before.entries.get(*p) != Some(st))
+            .map(|(p, st)| Changed {
+                path: p.clone(),
+                host: layer.upper_file(p).unwrap_or_default(),
+                kind: st.kind,
+                existed: before.entries.contains_key(p) || layer.image_file(p).is_some(),
+                mode: 0,
+            })
+            .collect();
+        for c in &mut out {
+            c.mode = std::fs::symlink_metadata(&c.host).map_or(0, |m| m.mode());
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
+    }
+}
+
+/// Paths the verifier's own run and the sandbox's plumbing write (caches), never read as code
+/// that decides a reward.
+fn skip_sandbox_path(p: &str) -> bool {
+    p.ends_with("/.pytest_cache") || p.ends_with("/.ahe-keeper") || p == "/.dockerenv"
+}
+
+fn kind_of(md: &std::fs::Metadata) -> Kind {
+    let ft = md.file_type();
+    if ahe_sandbox::is_whiteout(md) {
+        Kind::Deleted
+    } else if ft.is_symlink() {
+        Kind::Symlink
+    } else if ft.is_dir() {
+        Kind::Dir
+    } else if ft.is_file() {
+        Kind::File
+    } else {
+        Kind::Other
+    }
+}
+
+fn stamp(md: &std::fs::Metadata, kind: Kind) -> Stamp {
+    Stamp {
+        kind,
+        ino: md.ino(),
+        size: md.size(),
+        mtime: (md.mtime(), md.mtime_nsec()),
+        ctime: (md.ctime(), md.ctime_nsec()),
+    }
+}
+
+/// The access time [`reset_atime`] gives a file: one second after the epoch, older than any
+/// real read (relatime then records the next read).
+const RESET_ATIME: Duration = Duration::from_secs(1);
+
+/// Sets the access time of the regular file at `host` to [`RESET_ATIME`] (its modification
+/// time is kept).
+pub fn reset_atime(host: &Path) -> std::io::Result<()> {
+    let md = std::fs::symlink_metadata(host)?;
+    if !md.is_file() {
+        return Ok(());
+    }
+    let f = std::fs::File::open(host)?;
+    f.set_times(std::fs::FileTimes::new().set_accessed(UNIX_EPOCH + RESET_ATIME))
+}
+
+/// Whether the regular file at `host` was read since [`reset_atime`].
+pub fn read_since_reset(host: &Path) -> bool {
+    std::fs::symlink_metadata(host).is_ok_and(|m| m.atime() > RESET_ATIME.as_secs() as i64)
+}

@@ -1,0 +1,212 @@
+//! The change-set checks around the verifier (threat model: `docs/reward-integrity.md`):
+//! a snapshot of the sandbox's writable layer before the agent runs, the agent phase's
+//! changes once its processes are ended, their access times reset before the tests run, and
+//! after the run the changes the verifier read, the changes made while it ran, and the tests
+//! as they were when it ended. All of it is read on the host; nothing runs in the sandbox.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ahe_sandbox::{Layer, Sandbox};
+
+use crate::changes::{self, Changed, Kind, Snapshot};
+use crate::integrity::{self, Ground, Phase};
+use crate::tamper::SuspectReason;
+use crate::task::Task;
+
+/// The checks of one trial, from before the agent runs to after the verifier.
+pub struct Guard {
+    layer: Layer,
+    workdir: String,
+    named: Vec<String>,
+    tests_dir: PathBuf,
+    before: Snapshot,
+    /// The agent phase's changes (set by [`Guard::after_agent`]).
+    agent: Vec<Changed>,
+    /// The layer when the agent phase's processes had ended.
+    handed_over: Snapshot,
+    /// Whether access times are recorded (the test script's own, reset, was read).
+    atimes_reset: bool,
+    /// Time spent, for `timings.integrity_ms`.
+    pub spent_ms: u64,
+    /// Limits hit, for the trial's notes.
+    pub notes: Vec<String>,
+}
+
+impl Guard {
+    /// Takes the snapshot before the agent runs; `None` (with the reason) when the sandbox's
+    /// layer cannot be read from this host.
+    pub async fn start(task: &Task, sb: &dyn Sandbox) -> Result<Guard, String> {
+        let t = Instant::now();
+        let layer = sb.layer().await.ok_or_else(|| {
+            "the reward-integrity change checks did not run: this host cannot read the \
+             sandbox's file system (a remote docker engine or a storage driver other than \
+             overlay2); only the hand-over, the fingerprints and the trace checks apply"
+                .to_string()
+        })?;
+        let l = layer.clone();
+        let before = tokio::task::spawn_blocking(move || Snapshot::take(&l))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut g = Guard {
+            layer,
+            workdir: sb.workdir().to_string(),
+            named: Ground::named_paths(&task.instruction),
+            tests_dir: task.tests_dir(),
+            before,
+            agent: Vec::new(),
+            handed_over: Snapshot::default(),
+            atimes_reset: false,
+            spent_ms: 0,
+            notes: Vec::new(),
+        };
+        g.spent_ms += t.elapsed().as_millis() as u64;
+        Ok(g)
+    }
+
+    fn ground(&self) -> Ground<'_> {
+        Ground {
+            layer: &self.layer,
+            workdir: &self.workdir,
+            named: self.named.clone(),
+        }
+    }
+
+    /// Once the agent's processes are ended: its changes, and the bytecode caches of modules it
+    /// did not create (to remove before the tests run).
+    pub async fn after_agent(&mut self) -> Vec<String> {
+        let t = Instant::now();
+        let l = self.layer.clone();
+        self.handed_over = tokio::task::spawn_blocking(move || Snapshot::take(&l))
+            .await
+            .unwrap_or_default();
+        if self.handed_over.truncated {
+            self.notes.push(format!(
+                "the agent phase left more than {} files in the sandbox; the change checks saw \
+                 only the first {}",
+                changes::MAX_ENTRIES,
+                changes::MAX_ENTRIES
+            ));
+        }
+        self.agent = self.handed_over.changes_since(&self.before, &self.layer);
+        let stale = integrity::stale_caches(&self.agent);
+        self.spent_ms += t.elapsed().as_millis() as u64;
+        stale
+    }
+
+    /// Resets the access times of the agent's changes (before the tests are put in).
+    pub fn arm(&mut self) {
+        let t = Instant::now();
+        for c in self.agent.iter().filter(|c| c.kind == Kind::File) {
+            let _ = changes::reset_atime(&c.host);
+        }
+        self.spent_ms += t.elapsed().as_millis() as u64;
+    }
+
+    /// Resets the access time of the test script (after the tests are put in): if it shows
+    /// no read after the run, access times are not recorded here and every change counts
+    /// as read.
+    pub fn arm_tests(&mut self) {
+        if let Some(h) = self.layer.upper_file("/tests/test.sh") {
+            self.atimes_reset = changes::reset_atime(&h).is_ok();
+        }
+    }
+
+    /// After the verifier ran: the reasons to suspect the trial.
+    pub async fn verdict(&mut self) -> Vec<SuspectReason> {
+        let t = Instant::now();
+        let recorded = self.atimes_reset
+            && self
+                .layer
+                .upper_file("/tests/test.sh")
+                .is_some_and(|h| changes::read_since_reset(&h));
+        if !recorded {
+            self.notes.push(
+                "access times are not recorded in this sandbox: every change of the agent \
+                 phase was judged as read by the verifier"
+                    .into(),
+            );
+        }
+        let by_path: HashMap<&str, &Changed> =
+            self.agent.iter().map(|c| (c.path.as_str(), c)).collect();
+        let read = |c: &Changed| !recorded || was_read(&by_path, c);
+        let g = self.ground();
+        let mut out = integrity::judge(&g, &self.agent, Phase::Agent, &read);
+        let l = self.layer.clone();
+        let after = tokio::task::spawn_blocking(move || Snapshot::take(&l))
+            .await
+            .unwrap_or_default();
+        let during: Vec<Changed> = after
+            .changes_since(&self.handed_over, &self.layer)
+            .into_iter()
+            .filter(|c| c.existed || integrity::runner_config(&c.path, &self.workdir))
+            .collect();
+        out.extend(integrity::judge(&g, &during, Phase::Verifier, &|_| true));
+        out.extend(tests_changed(&self.layer, &self.tests_dir));
+        self.spent_ms += t.elapsed().as_millis() as u64;
+        out
+    }
+}
+
+/// Whether the verifier's run read `c` (a link: its target, when the agent changed that too;
+/// otherwise a link counts as read).
+fn was_read(by_path: &HashMap<&str, &Changed>, c: &Changed) -> bool {
+    match c.kind {
+        Kind::File => changes::read_since_reset(&c.host),
+        Kind::Symlink => {
+            let Ok(t) = std::fs::read_link(&c.host) else {
+                return true;
+            };
+            let t = t.to_string_lossy();
+            let abs = if t.starts_with('/') {
+                t.to_string()
+            } else {
+                format!("{}/{t}", c.dir())
+            };
+            match by_path.get(abs.as_str()) {
+                Some(target) if target.kind == Kind::File => {
+                    changes::read_since_reset(&target.host)
+                }
+                _ => true,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// The test files as the verifier left them against the task's: a shipped file whose content
+/// changed, or a new Python file or pytest configuration in `/tests` (caches aside).
+fn tests_changed(layer: &Layer, tests_dir: &Path) -> Vec<SuspectReason> {
+    let Some(root) = layer.upper_file("/tests") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(&root)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file() || e.file_type().is_symlink())
+    {
+        let rel = e.path().strip_prefix(&root).unwrap_or(e.path());
+        let rel_s = rel.to_string_lossy();
+        if rel_s.contains("__pycache__") || rel_s.contains(".pytest_cache") {
+            continue;
+        }
+        let shipped = tests_dir.join(rel);
+        let why = match std::fs::read(&shipped) {
+            Ok(want) => match std::fs::read(e.path()) {
+                Ok(got) if got == want => continue,
+                _ => "a test file was rewritten while the verifier ran",
+            },
+            Err(_) if integrity::runner_config(&format!("/tests/{rel_s}"), "/tests") => {
+                "pytest configuration appeared in /tests while the verifier ran"
+            }
+            Err(_) => continue,
+        };
+        out.push(SuspectReason {
+            reason: format!("/tests/{rel_s}: {why}"),
+            turn: None,
+        });
+    }
+    out
+}
