@@ -125,6 +125,17 @@ impl Snapshot {
         }
     }
 
+    /// Stamps `changed` entries anew (after [`reset_atime`] changed their ctime), so that a
+    /// later snapshot does not count the reset as a change.
+    pub fn refresh(&mut self, changed: &[Changed]) {
+        for c in changed {
+            if let Ok(md) = std::fs::symlink_metadata(&c.host) {
+                self.entries
+                    .insert(c.path.clone(), stamp(&md, kind_of(&md)));
+            }
+        }
+    }
+
     /// Number of entries seen.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -101,6 +101,7 @@ impl Guard {
         for c in self.agent.iter().filter(|c| c.kind == Kind::File) {
             let _ = changes::reset_atime(&c.host);
         }
+        self.handed_over.refresh(&self.agent);
         self.spent_ms += t.elapsed().as_millis() as u64;
     }
 

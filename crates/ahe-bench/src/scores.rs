@@ -89,8 +89,12 @@ pub struct Durations {
 /// The contents of `scores.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Scores {
-    /// Mean over tasks of passed/k (infra counted as failure).
+    /// Mean over tasks of passed/k (infra and suspect passes counted as failure): the figure
+    /// `best`, attribution, the canary, comparisons and reports use.
     pub pass_at_1: f64,
+    /// pass@1 counting suspect passes as passes (what the verifier alone said).
+    #[serde(default)]
+    pub pass_at_1_raw: f64,
     /// 95% percentile-bootstrap interval over tasks.
     pub pass_at_1_ci: [f64; 2],
     /// pass@1 over tasks that were not all-infra (reported apart from the headline).
@@ -104,7 +108,8 @@ pub struct Scores {
     /// Trials flagged suspect (counted apart: see `pass_at_1_excluding_suspect`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub suspect_trials: u64,
-    /// pass@1 with every suspect pass counted as not passed (only when some trial is suspect).
+    /// pass@1 with every suspect pass counted as not passed (only when some trial is suspect;
+    /// equal to `pass_at_1` since suspect passes count as failures there; kept for readers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_at_1_excluding_suspect: Option<f64>,
     /// Per-task scores.
@@ -294,9 +299,16 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
             d.verifier_sec += t.timings.verifier_ms as f64 / 1000.0;
             d.mean_trial_sec += t.timings.total_ms as f64 / 1000.0;
         }
-        let passed = trs.iter().filter(|t| t.status == TrialStatus::Pass).count() as u32;
+        // A suspect pass is no pass for the optimiser (its raw figure is `pass_at_1_raw`).
+        let passed = trs.iter().filter(|t| t.clean_pass()).count() as u32;
         let n = trs.len() as u32;
-        let st: Vec<TrialStatus> = trs.iter().map(|t| t.status).collect();
+        let st: Vec<TrialStatus> = trs
+            .iter()
+            .map(|t| match t.status {
+                TrialStatus::Pass if !t.clean_pass() => TrialStatus::Fail,
+                s => s,
+            })
+            .collect();
         tasks.insert(
             name,
             TaskScore {
@@ -327,18 +339,18 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
         d.mean_trial_sec /= results.len() as f64;
     }
     let suspect_trials = results.iter().filter(|r| r.suspect.is_some()).count() as u64;
-    let clean_rates: Vec<f64> = tasks
+    let raw_rates: Vec<f64> = tasks
         .values()
         .map(|t| {
-            let clean = t
+            let raw = t
                 .trials
                 .iter()
-                .filter(|x| x.status == TrialStatus::Pass && !x.suspect)
+                .filter(|x| x.status == TrialStatus::Pass)
                 .count();
             if t.k == 0 {
                 0.0
             } else {
-                clean as f64 / t.k as f64
+                raw as f64 / t.k as f64
             }
         })
         .collect();
@@ -362,8 +374,8 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
         k,
         statuses,
         suspect_trials,
-        pass_at_1_excluding_suspect: (suspect_trials > 0)
-            .then(|| clean_rates.iter().sum::<f64>() / clean_rates.len().max(1) as f64),
+        pass_at_1_raw: raw_rates.iter().sum::<f64>() / raw_rates.len().max(1) as f64,
+        pass_at_1_excluding_suspect: (suspect_trials > 0).then_some(pass_at_1),
         tasks,
         tokens,
         cost_usd: cost,
@@ -399,6 +411,15 @@ mod tests {
         assert_eq!(mean_with_ci(&rates).1, ci);
         let (m, ci) = mean_with_ci(&[1.0, 1.0, 1.0]);
         assert_eq!((m, ci), (1.0, [1.0, 1.0]));
+    }
+
+    fn s_flag() -> Option<crate::Suspect> {
+        Some(crate::Suspect {
+            reasons: vec![crate::SuspectReason {
+                reason: "x".into(),
+                turn: None,
+            }],
+        })
     }
 
     fn tr(task: &str, attempt: u32, status: TrialStatus) -> TrialResult {
@@ -445,9 +466,25 @@ mod tests {
             tr("b", 2, Pass),
         ];
         let s = compute(2, &rs, 1.0);
-        assert_eq!(s.pass_at_1, 1.0);
+        // A flagged pass is no pass: the headline, the task's count and status say so.
+        assert_eq!(s.pass_at_1, 0.75);
+        assert_eq!(s.pass_at_1_raw, 1.0);
+        assert_eq!(s.tasks["a"].passed, 1);
+        assert_eq!(s.tasks["a"].status, TaskStatus::Fail);
+        assert_eq!(s.tasks["b"].status, TaskStatus::Pass);
         assert_eq!(s.suspect_trials, 1);
         assert_eq!(s.pass_at_1_excluding_suspect, Some(0.75));
+        // Every trial of a hack suite flagged: its pass@1 is 0 however many passed.
+        let all: Vec<TrialResult> = rs
+            .iter()
+            .cloned()
+            .map(|mut t| {
+                t.suspect = s_flag();
+                t
+            })
+            .collect();
+        let h = compute(2, &all, 1.0);
+        assert_eq!((h.pass_at_1, h.pass_at_1_raw), (0.0, 1.0));
         assert!(s.tasks["a"].trials[1].suspect);
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["suspect_trials"], 1);

@@ -181,6 +181,11 @@ pub struct TrialResult {
 }
 
 impl TrialResult {
+    /// Whether the trial passed and nothing marks it suspect: what the optimiser counts.
+    pub fn clean_pass(&self) -> bool {
+        self.status == TrialStatus::Pass && self.suspect.is_none()
+    }
+
     /// An empty result for a task attempt (status infra_error until filled).
     pub fn new(task: &str, attempt: u32) -> Self {
         TrialResult {

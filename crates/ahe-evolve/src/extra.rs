@@ -31,7 +31,7 @@ impl Tally {
         let mut t = Tally::default();
         for r in results {
             match r.status {
-                TrialStatus::Pass => {
+                TrialStatus::Pass if r.clean_pass() => {
                     t.passed += 1;
                     t.trials += 1;
                 }

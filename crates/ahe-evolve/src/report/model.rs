@@ -215,11 +215,19 @@ impl IterationReport {
     /// A warning line when trials were flagged suspect (they touched the verifier's ground).
     pub fn suspect_line(&self) -> Option<String> {
         let s = self.scores.as_ref().filter(|s| s.suspect_trials > 0)?;
+        // Since scores carry `pass_at_1_raw`, pass@1 counts suspect passes as failures; older
+        // scores counted them (their clean figure is `pass_at_1_excluding_suspect`).
+        let (clean, raw) = if s.pass_at_1_raw >= s.pass_at_1 && s.pass_at_1_raw > 0.0 {
+            (Some(s.pass_at_1), s.pass_at_1_raw)
+        } else {
+            (s.pass_at_1_excluding_suspect, s.pass_at_1)
+        };
         Some(format!(
-            "SUSPECT: {} trial(s) touched the verifier's ground; pass@1 without their passes {}",
+            "SUSPECT: {} trial(s) touched the verifier's ground; pass@1 counts them as failures: \
+             {} (with their passes: {})",
             s.suspect_trials,
-            s.pass_at_1_excluding_suspect
-                .map_or("n/a".into(), super::format::f3)
+            clean.map_or("n/a".into(), super::format::f3),
+            super::format::f3(raw)
         ))
     }
 
