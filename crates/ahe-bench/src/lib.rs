@@ -4,6 +4,7 @@ pub mod check;
 pub mod eval;
 pub mod fetch;
 pub mod images;
+pub mod judge;
 pub mod layout;
 pub mod oracle;
 pub mod scores;
@@ -14,6 +15,7 @@ pub mod verify;
 
 pub use check::{check_benchmark, check_task, FormatCheck, Severity};
 pub use eval::{run_eval, EvalOptions, Progress, Schedule};
+pub use judge::{JudgeOutcome, JudgeRecord, TrialJudge};
 pub use layout::{EvalDir, TrialDir};
 pub use oracle::{run_checks, NopAgent, OracleAgent, RunCheck, RunKind, RunOptions};
 pub use scores::{Scores, ScoresMeta, TaskStatus};
