@@ -146,3 +146,63 @@ fn check_lists_the_judge_only_when_it_is_on() {
     let subjects = String::from_utf8_lossy(&off.stdout).to_string();
     assert!(!subjects.contains("judge"), "{subjects}");
 }
+
+#[test]
+fn evolve_judges_every_passing_rollout_trial_and_costs_the_judge_as_a_role() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("judge-script.toml");
+    std::fs::write(
+        &script,
+        "[[judge]]\ncontent = '{\"verdict\": \"solved\", \"reason\": \"did the work\", \"evidence_turns\": []}'\n",
+    )
+    .unwrap();
+    let cfg = tmp.path().join("evolve.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "extends = {:?}\niterations = 1\n[models.judge]\nscript = {:?}\nprice_input_per_mtok = 1.0\n",
+            common::root().join("configs/smoke-mock.toml").display().to_string(),
+            script.display().to_string()
+        ),
+    )
+    .unwrap();
+    let runs = tmp.path().join("runs");
+    let o = ahe(
+        &[
+            "evolve",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--name",
+            "r1",
+            "--runs-dir",
+            runs.to_str().unwrap(),
+            "--no-check",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let it = runs.join("r1/iterations/001");
+    let s = json_file(&it.join("scores.json"));
+    let (mut passing, mut judged) = (0, 0);
+    for (task, t) in s["tasks"].as_object().unwrap() {
+        for trial in t["trials"].as_array().unwrap() {
+            let dir = it.join(format!("trials/{task}/{}", trial["attempt"]));
+            let has = dir.join("judge.json").is_file();
+            if trial["status"] == "pass" {
+                passing += 1;
+                assert!(has, "{task}: a passing trial without judge.json");
+                judged += 1;
+            } else {
+                assert!(!has, "{task}: a {} trial was judged", trial["status"]);
+            }
+        }
+    }
+    assert!(passing > 0, "{s}");
+    assert_eq!(s["meta"]["judge"]["outcomes"]["solved"], judged, "{s}");
+    let role = &s["meta"]["roles"]["judge"];
+    assert!(role["cost_usd"].as_f64().unwrap() > 0.0, "{s}");
+    // The debugger's and evolve agent's costs were added beside it, not over it.
+    assert!(s["meta"]["roles"].get("evolve").is_some(), "{s}");
+    let shown = ahe(&["show", runs.join("r1").to_str().unwrap()], &[]);
+    assert!(text(&shown).contains("judge"), "{}", text(&shown));
+}
