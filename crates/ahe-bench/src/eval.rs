@@ -386,6 +386,7 @@ mod tests {
             default_agent_timeout: Duration::from_secs(10),
             infra_retries: 0,
             verifier: Default::default(),
+            judge: None,
         }
     }
 

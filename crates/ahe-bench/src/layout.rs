@@ -23,6 +23,8 @@ const RESULT: &str = "result.json";
 const TRACE: &str = "trace.jsonl";
 /// File name of a trial's cleaned trace (written by the Clean phase of ahe-evolve).
 const CLEAN: &str = "trace.clean.json";
+/// File name of the trajectory judge's record of a trial.
+const JUDGE: &str = "judge.json";
 
 impl EvalDir {
     /// The evaluation directory at `path` (nothing is created).
@@ -111,6 +113,8 @@ impl TrialDir {
     pub const RESULT_FILE: &'static str = RESULT;
     /// File name of the cleaned trace, for views that list a trial's files by name.
     pub const CLEAN_FILE: &'static str = CLEAN;
+    /// File name of the trajectory judge's record, for views that list a trial's files.
+    pub const JUDGE_FILE: &'static str = JUDGE;
 
     /// The trial directory at `path`.
     pub fn new(path: impl Into<PathBuf>) -> TrialDir {
@@ -153,6 +157,22 @@ impl TrialDir {
     /// Path of the cleaned trace `trace.clean.json`.
     pub fn clean_path(&self) -> PathBuf {
         self.0.join(CLEAN)
+    }
+
+    /// Path of the trajectory judge's record `judge.json`.
+    pub fn judge_path(&self) -> PathBuf {
+        self.0.join(JUDGE)
+    }
+
+    /// The trajectory judge's record, when there is a readable one.
+    pub fn read_judge(&self) -> Option<crate::judge::JudgeRecord> {
+        read_json(&self.judge_path()).ok()
+    }
+
+    /// Writes `judge.json` atomically.
+    pub fn write_judge(&self, j: &crate::judge::JudgeRecord) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.0)?;
+        write_atomic(&self.judge_path(), &serde_json::to_vec_pretty(j)?)
     }
 
     /// Reads `result.json`, naming the file in the error.

@@ -7,6 +7,7 @@ pub mod fetch;
 pub mod guard;
 pub mod images;
 pub mod integrity;
+pub mod judge;
 pub mod layout;
 pub mod oracle;
 pub mod scores;
@@ -17,6 +18,7 @@ pub mod verify;
 
 pub use check::{check_benchmark, check_task, FormatCheck, Severity};
 pub use eval::{run_eval, EvalOptions, Progress, Schedule};
+pub use judge::{JudgeOutcome, JudgeRecord, TrialJudge};
 pub use layout::{EvalDir, TrialDir};
 pub use oracle::{run_checks, NopAgent, OracleAgent, RunCheck, RunKind, RunOptions};
 pub use scores::{Scores, ScoresMeta, TaskStatus};

@@ -232,6 +232,7 @@ async fn run_one(task: &Task, kind: RunKind, opts: &RunOptions) -> RunCheck {
         default_agent_timeout: opts.default_agent_timeout,
         infra_retries: opts.infra_retries,
         verifier: opts.verifier,
+        judge: None,
     };
     let dir = trial_dir(&opts.out_dir, &task.name, kind);
     let r = run_trial(&env, task, 1, &dir).await;

@@ -232,6 +232,8 @@ pub struct TrialEnv {
     pub infra_retries: u32,
     /// The verifier hand-over and what a suspect trial becomes.
     pub verifier: VerifierPolicy,
+    /// The optional trajectory judge of passing trials (`[models.judge]`).
+    pub judge: Option<Arc<dyn crate::judge::TrialJudge>>,
 }
 
 /// How often one attempt is re-run because the docker host it ran on stopped answering
@@ -262,6 +264,9 @@ pub async fn run_trial(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) ->
         }
         let fatal = r.agent_end == Some(AgentEnd::Fatal);
         if r.status != TrialStatus::InfraError || retries >= env.infra_retries || fatal {
+            if let (Some(j), TrialStatus::Pass) = (&env.judge, r.status) {
+                j.judge(task, dir, &mut r).await;
+            }
             write_result(dir, &r);
             return r;
         }

@@ -222,6 +222,7 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
         default_agent_timeout: Duration::from_secs(3600),
         infra_retries: 0,
         verifier: Default::default(),
+        judge: None,
     };
     let opts = EvalOptions {
         k: a.k,

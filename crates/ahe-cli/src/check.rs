@@ -461,10 +461,11 @@ async fn check_engine(
     }
 }
 
-/// Each role's model answers a one-token request (distinct models asked once).
+/// Each role's model answers a one-token request (distinct models asked once); the
+/// trajectory judge is listed when `[models.judge]` turns it on.
 async fn check_models(cfg: &RunConfig, acc: &mut Acc) {
     let mut seen: Vec<(String, Vec<&str>, ModelConfig)> = Vec::new();
-    for role in ahe_evolve::config::ROLES {
+    for role in cfg.active_roles() {
         let m = cfg.model(role);
         let key = format!(
             "{}|{}|{}|{}",
@@ -498,6 +499,7 @@ fn role_of(role: &str) -> ahe_model::Role {
     match role {
         "debugger" => ahe_model::Role::Debugger,
         "evolve" => ahe_model::Role::Evolve,
+        "judge" => ahe_model::Role::Judge,
         _ => ahe_model::Role::CodeAgent,
     }
 }

@@ -167,6 +167,8 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             .as_ref()
             .map(|c| c.agent.default_timeout_sec)
             .unwrap_or(1800.0),
+        // The trajectory judge runs when the config names one (`[models.judge]`).
+        judge: cfg.as_ref().and_then(|c| c.judge_model()),
         quiet: a.json,
         cancel: crate::cancel_on_interrupt(&rt, "stopping trials and tearing down sandboxes...")?,
         rt,
@@ -259,6 +261,8 @@ struct Common {
     infra_retries: u32,
     verifier: ahe_bench::VerifierPolicy,
     default_agent_timeout_sec: f64,
+    /// The trajectory judge's model, when the config names one.
+    judge: Option<ModelConfig>,
     quiet: bool,
     /// The runtime every evaluation runs on.
     rt: tokio::runtime::Runtime,
@@ -325,6 +329,7 @@ fn evaluate(
         prior: Vec::new(),
         schedule: Default::default(),
         expected_sec: Default::default(),
+        judge: c.judge.clone(),
     };
     if !c.quiet {
         eprintln!(

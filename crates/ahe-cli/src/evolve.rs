@@ -66,7 +66,8 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
     .map_err(CliError::usage)?;
     let _ = journal.set(run.dir.journal_path());
     bar.set_cost_unknown(
-        ahe_evolve::config::ROLES
+        run.cfg
+            .active_roles()
             .iter()
             .all(|r| run.cfg.model(r).prices_unknown()),
     );

@@ -45,7 +45,8 @@ pub struct RunConfig {
     #[serde(default)]
     pub attribution: AttributionConfig,
     /// Models: `default` plus optional per-role overrides `code_agent`, `debugger`, `evolve`
-    /// (each merged over `default`).
+    /// (each merged over `default`), and the optional trajectory judge `judge` (off unless
+    /// its section is there).
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
 }
@@ -293,8 +294,12 @@ pub struct HoldoutConfig {
     pub seed: u64,
 }
 
-/// The three agent roles that name a model.
-pub const ROLES: [&str; 3] = ["code_agent", "debugger", "evolve"];
+/// The roles that name a model: the three agent roles and the optional trajectory judge
+/// (`judge`: on only when `[models.judge]` is there; see [`RunConfig::judge_model`]).
+pub const ROLES: [&str; 4] = ["code_agent", "debugger", "evolve", "judge"];
+
+/// The optional role: it runs only when its own `[models.judge]` section is there.
+pub const JUDGE: &str = "judge";
 
 impl RunConfig {
     /// Loads a config file, following `extends` and substituting `${VAR}` / `${VAR:-default}`.
@@ -379,7 +384,7 @@ impl RunConfig {
         }
         for k in self.models.keys() {
             if k != "default" && !ROLES.contains(&k.as_str()) {
-                bail!("models.{k}: unknown role; use models.default, models.code_agent, models.debugger or models.evolve");
+                bail!("models.{k}: unknown role; use models.default, models.code_agent, models.debugger, models.evolve or models.judge");
             }
         }
         for r in ROLES {
@@ -388,6 +393,20 @@ impl RunConfig {
                 .map_err(|e| anyhow!("models.{r}: {e}"))?;
         }
         Ok(())
+    }
+
+    /// The trajectory judge's model: `[models.judge]` (merged over `models.default`), or
+    /// none when the section is absent (the judge is off by default).
+    pub fn judge_model(&self) -> Option<ModelConfig> {
+        self.models.get(JUDGE).cloned()
+    }
+
+    /// The roles this config runs: the three agent roles, and `judge` when it is on.
+    pub fn active_roles(&self) -> Vec<&'static str> {
+        ROLES
+            .into_iter()
+            .filter(|r| *r != JUDGE || self.models.contains_key(JUDGE))
+            .collect()
     }
 
     /// The model of a role: its own section, else `models.default`, else the mock nop.

@@ -31,6 +31,7 @@ pub mod run_dir;
 pub mod start;
 pub mod stats;
 pub mod text;
+pub mod trial_judge;
 
 pub use config::RunConfig;
 pub use manifest::{Change, Component, Manifest};

@@ -171,6 +171,9 @@ pub struct RolloutSpec {
     pub schedule: ahe_bench::Schedule,
     /// Expected seconds of a trial per task (see [`expected_durations`]).
     pub expected_sec: std::collections::BTreeMap<String, f64>,
+    /// The trajectory judge's model (`[models.judge]`): every passing trial is judged
+    /// before it is scored. None: no judge.
+    pub judge: Option<ModelConfig>,
 }
 
 /// Expected trial seconds per task from an earlier evaluation's scores: the mean duration
@@ -218,6 +221,17 @@ pub async fn rollout_with(
 ) -> anyhow::Result<Scores> {
     let client = ahe_model::build_client_with(&spec.model_cfg, opts)?;
     let agent = HarnessAgent::new(spec.harness.clone(), client.clone(), &spec.model_cfg)?;
+    let judge = match &spec.judge {
+        Some(cfg) => Some(Arc::new(crate::trial_judge::ModelJudge::new(
+            ahe_model::build_client_with(cfg, opts)?,
+            spec.verifier.on_suspect,
+        ))),
+        None => None,
+    };
+    let mut prior = spec.prior.clone();
+    if let Some(j) = &judge {
+        judge_prior(j, &spec, &mut prior).await;
+    }
     let env = TrialEnv {
         backend: spec.backend.clone(),
         agent: Arc::new(agent),
@@ -225,13 +239,14 @@ pub async fn rollout_with(
         default_agent_timeout: std::time::Duration::from_secs_f64(spec.default_agent_timeout_sec),
         infra_retries: spec.infra_retries,
         verifier: spec.verifier,
+        judge: judge.clone().map(|j| j as Arc<dyn ahe_bench::TrialJudge>),
     };
     let opts = EvalOptions {
         k: spec.k,
         concurrency: spec.concurrency,
         out_dir: spec.out_dir.clone(),
         cancel,
-        prior: spec.prior.clone(),
+        prior,
         schedule: spec.schedule,
         expected_sec: spec.expected_sec.clone(),
     };
@@ -248,7 +263,42 @@ pub async fn rollout_with(
     // Every call paid for, including those of attempts re-run after an infra error
     // (the trial totals above only count each trial's final attempt).
     meta.model_cost_usd = Some(stats.total_cost_usd());
+    if let Some(j) = &judge {
+        let trials: Vec<(String, u32)> = scores
+            .tasks
+            .iter()
+            .flat_map(|(name, t)| t.trials.iter().map(move |x| (name.clone(), x.attempt)))
+            .collect();
+        let eval = ahe_bench::EvalDir::new(&spec.out_dir);
+        let (summary, cost) = crate::trial_judge::summarize(&eval, &trials, j);
+        let roles = serde_json::json!({ "judge": cost });
+        meta.extra.insert("roles".into(), roles);
+        meta.extra
+            .insert("judge".into(), serde_json::to_value(summary)?);
+    }
     Ok(scores)
+}
+
+/// Judges the passing trials of a resumed rollout that have no verdict yet (killed before
+/// the judge answered, or refused by the budget), and writes their results again.
+async fn judge_prior(
+    judge: &crate::trial_judge::ModelJudge,
+    spec: &RolloutSpec,
+    prior: &mut [ahe_bench::TrialResult],
+) {
+    use ahe_bench::TrialJudge;
+    let eval = ahe_bench::EvalDir::new(&spec.out_dir);
+    for r in prior
+        .iter_mut()
+        .filter(|r| r.status == ahe_bench::TrialStatus::Pass)
+    {
+        let Some(task) = spec.tasks.iter().find(|t| t.name == r.task) else {
+            continue;
+        };
+        let dir = eval.trial(&r.task, r.attempt);
+        judge.judge(task, dir.path(), r).await;
+        dir.write_result(r);
+    }
 }
 
 /// The Rollout phase of iteration `it`: exports the evaluated commit (evaluated ==
@@ -344,7 +394,8 @@ pub async fn rollout_iteration(
         holdout_pass_at_1: held.then_some(hp),
         holdout_pass_at_1_ci: held.then_some(hci),
         holdout_tasks: held.then(|| run.holdout.clone()),
-        roles: None,
+        // The judge's cost, when it ran (the other roles are added by their phases).
+        roles: s.record.roles.take(),
     };
     it.write_scores(s)?;
     Ok(())

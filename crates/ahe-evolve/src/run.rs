@@ -173,6 +173,7 @@ impl Run {
             prior,
             schedule: Default::default(),
             expected_sec: Default::default(),
+            judge: self.cfg.judge_model(),
         }
     }
 }

@@ -42,6 +42,7 @@ fn spec(server: &TestServer, out: &Path, task: &str) -> RolloutSpec {
         prior: Vec::new(),
         schedule: Default::default(),
         expected_sec: Default::default(),
+        judge: None,
     }
 }
 

@@ -102,6 +102,8 @@ pub struct MockScript {
     pub debugger: Vec<ScriptEntry>,
     /// Entries for the evolve agent.
     pub evolve: Vec<ScriptEntry>,
+    /// Entries for the trajectory judge.
+    pub judge: Vec<ScriptEntry>,
 }
 
 impl MockScript {
@@ -125,9 +127,10 @@ impl MockScript {
                 "code_agent" => Role::CodeAgent,
                 "debugger" => Role::Debugger,
                 "evolve" => Role::Evolve,
+                "judge" => Role::Judge,
                 other => bail!(
                     "mock script {origin}: unknown table `{other}` \
-                     (expected [[code_agent]], [[debugger]] or [[evolve]])"
+                     (expected [[code_agent]], [[debugger]], [[evolve]] or [[judge]])"
                 ),
             };
             let items = match value {
@@ -163,6 +166,7 @@ impl MockScript {
             Role::CodeAgent => &self.code_agent,
             Role::Debugger => &self.debugger,
             Role::Evolve => &self.evolve,
+            Role::Judge => &self.judge,
         }
     }
 
@@ -171,6 +175,7 @@ impl MockScript {
             Role::CodeAgent => &mut self.code_agent,
             Role::Debugger => &mut self.debugger,
             Role::Evolve => &mut self.evolve,
+            Role::Judge => &mut self.judge,
         }
     }
 }

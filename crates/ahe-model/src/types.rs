@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Which of the three agent roles a call is made for (accounting and mock scripts use it).
+/// Which role a call is made for: the three agent roles and the optional trajectory judge
+/// (accounting and mock scripts use it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -13,6 +14,9 @@ pub enum Role {
     Debugger,
     /// The agent that edits the harness.
     Evolve,
+    /// The optional trajectory judge: reads a passing trial's trace and says whether the
+    /// task was solved or the check gamed.
+    Judge,
 }
 
 impl Role {
@@ -22,6 +26,7 @@ impl Role {
             Role::CodeAgent => "code_agent",
             Role::Debugger => "debugger",
             Role::Evolve => "evolve",
+            Role::Judge => "judge",
         }
     }
 }

@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use super::format::{cell_class, cell_text, iter_label, secs, tokens, usd};
-use super::model::{phase_name, IterationReport, RunReport, ROLES};
+use super::model::{phase_name, IterationReport, RunReport};
 use super::svg::{self, HeatCell, PassPoint, Series};
 use super::view::trial_href;
 
@@ -97,7 +97,7 @@ pub fn charts(run: &RunReport, pages: bool) -> Charts {
         .collect();
     let cats: Vec<String> = scored.iter().map(|i| iter_label(i)).collect();
     let role_series = |f: &dyn Fn(&super::model::RoleUsage) -> f64| -> Vec<Series> {
-        ROLES
+        run.roles()
             .iter()
             .map(|r| Series {
                 label: r.to_string(),

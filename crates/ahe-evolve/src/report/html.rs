@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::charts::Charts;
 use super::format::{f3, iter_label, secs, tokens, usd};
-use super::model::{phase_name, IterationReport, RunReport, ROLES};
+use super::model::{phase_name, IterationReport, RunReport};
 use super::view::{iter_view, summary_row, IterView, SummaryRow};
 use crate::journal::Phase;
 
@@ -54,7 +54,8 @@ pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::R
     let role_rows: Vec<(String, Vec<String>, String)> = scored
         .iter()
         .map(|i| {
-            let cells = ROLES
+            let cells = run
+                .roles()
                 .iter()
                 .map(|r| match i.roles.get(*r) {
                     Some(u) => format!(
@@ -140,7 +141,7 @@ pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::R
         cost_svg => charts.cost.clone().map(Value::from_safe_string),
         phase_svg => Value::from_safe_string(charts.phases.clone()),
         summary => summary,
-        roles => ROLES,
+        roles => run.roles(),
         role_rows => role_rows,
         phase_names => phase_names,
         phase_rows => phase_rows,

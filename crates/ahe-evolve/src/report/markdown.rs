@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, verdict_class};
 use super::href;
-use super::model::{phase_name, verdict_name, RunReport, EVOLVE_PHASES, ROLES, VERDICTS};
+use super::model::{phase_name, verdict_name, RunReport, EVOLVE_PHASES, VERDICTS};
 use super::view::{iter_view, IterView};
 
 /// Escapes text for a Markdown table cell or line: HTML specials, pipes, newlines,
@@ -170,19 +170,20 @@ pub fn render(run: &RunReport, pages: bool) -> String {
     if run.cost_usd() > 0.0 {
         s.push_str("![dollars per role](report/cost.svg)\n\n");
     }
+    let roles = run.roles();
     s.push_str("| iteration |");
-    for r in ROLES {
+    for r in &roles {
         let _ = write!(s, " {r} |");
     }
     s.push_str(" total |\n|---|");
-    for _ in ROLES {
+    for _ in &roles {
         s.push_str("---|");
     }
     s.push_str("--:|\n");
     for it in &run.iterations {
         let _ = write!(s, "| {} |", iter_label(it));
-        for r in ROLES {
-            match it.roles.get(r) {
+        for r in &roles {
+            match it.roles.get(*r) {
                 Some(u) => {
                     let _ = write!(
                         s,

@@ -38,8 +38,8 @@ pub const FINAL_PHASES: [Phase; 5] = [
     Phase::Counterfactual,
 ];
 
-/// The three model roles, in display order.
-pub const ROLES: [&str; 3] = ["code_agent", "debugger", "evolve"];
+/// The model roles, in display order (`judge`: the optional trajectory judge).
+pub const ROLES: [&str; 4] = ["code_agent", "debugger", "evolve", "judge"];
 
 /// snake_case name of a phase.
 pub fn phase_name(p: Phase) -> &'static str {
@@ -337,6 +337,15 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// The roles the report shows: the three agent roles, and the trajectory judge when it
+    /// ran in some iteration.
+    pub fn roles(&self) -> Vec<&'static str> {
+        ROLES
+            .into_iter()
+            .filter(|r| *r != "judge" || self.iterations.iter().any(|i| i.roles.contains_key(*r)))
+            .collect()
+    }
+
     /// A dollar cell: `$0.1234`, or `unknown` when the config names no prices.
     pub fn usd(&self, v: f64) -> String {
         if self.info.cost_unknown {
