@@ -11,6 +11,7 @@ pub mod judge;
 pub mod layout;
 pub mod oracle;
 pub mod scores;
+pub mod separate;
 pub mod tamper;
 pub mod task;
 pub mod trial;

@@ -26,6 +26,10 @@ pub struct Task {
     pub environment: Environment,
     /// Whether `solution/solve.sh` exists.
     pub has_solution: bool,
+    /// Where the task's verifier runs (`[verifier] environment_mode`, default shared).
+    pub verifier_mode: EnvironmentMode,
+    /// Paths a separate verifier receives from the agent's sandbox (top-level `artifacts`).
+    pub artifacts: Vec<String>,
 }
 
 /// `[metadata]` of a task.
@@ -85,14 +89,41 @@ struct RawTask {
     #[serde(default)]
     agent: RawTimeout,
     #[serde(default)]
-    verifier: RawTimeout,
+    verifier: RawVerifier,
     #[serde(default)]
     environment: RawEnv,
+    /// Harbor's artifacts: paths (or `{source = ...}` tables) a separate verifier receives.
+    #[serde(default)]
+    artifacts: Vec<RawArtifact>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawTimeout {
     timeout_sec: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawVerifier {
+    timeout_sec: Option<f64>,
+    environment_mode: Option<EnvironmentMode>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawArtifact {
+    Path(String),
+    Table { source: String },
+}
+
+/// Where the verifier runs (Harbor's `[verifier] environment_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentMode {
+    /// In the agent's sandbox, after the hand-over (the default).
+    #[default]
+    Shared,
+    /// In a fresh sandbox of the task's image that receives only the task's artifacts.
+    Separate,
 }
 
 #[derive(Deserialize, Default)]
@@ -215,6 +246,14 @@ impl Task {
                 allow_internet: env.allow_internet.unwrap_or(true),
             },
             has_solution: dir.join("solution/solve.sh").is_file(),
+            verifier_mode: raw.verifier.environment_mode.unwrap_or_default(),
+            artifacts: raw
+                .artifacts
+                .into_iter()
+                .map(|a| match a {
+                    RawArtifact::Path(p) | RawArtifact::Table { source: p } => p,
+                })
+                .collect(),
         })
     }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::guard::Guard;
 use crate::tamper::{self, OnSuspect, Suspect};
-use crate::task::Task;
+use crate::task::{EnvironmentMode, Task};
 use crate::verify::{self, VerifierPolicy, VerifyError};
 
 /// Final status of a trial (DESIGN §4).
@@ -373,16 +373,25 @@ async fn run_once(
         r.error = outcome.error;
     } else {
         let t_ver = Instant::now();
-        let v = verify::verify(
-            task,
-            sandbox.as_ref(),
-            dir,
-            &env.verifier,
-            &programs,
-            &before,
-            guard.as_mut(),
-        )
-        .await;
+        let mode = env.verifier.environment_mode.unwrap_or(task.verifier_mode);
+        let v = if mode == EnvironmentMode::Separate {
+            let mut notes = Vec::new();
+            let v =
+                crate::separate::verify(env, task, sandbox.as_ref(), &spec, dir, &mut notes).await;
+            r.notes.extend(notes);
+            v
+        } else {
+            verify::verify(
+                task,
+                sandbox.as_ref(),
+                dir,
+                &env.verifier,
+                &programs,
+                &before,
+                guard.as_mut(),
+            )
+            .await
+        };
         if let Some(g) = guard.take() {
             r.timings.integrity_ms = g.spent_ms;
             r.notes.extend(g.notes);

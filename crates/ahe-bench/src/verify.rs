@@ -23,6 +23,9 @@ pub struct VerifierPolicy {
     pub leftover_processes: LeftoverPolicy,
     /// A suspect trial is flagged (default) or, with `fail`, a suspect pass fails.
     pub on_suspect: OnSuspect,
+    /// Forces where every task's verifier runs (`separate`: a fresh sandbox that receives
+    /// only the task's artifacts); unset, each task's `[verifier] environment_mode` decides.
+    pub environment_mode: Option<crate::task::EnvironmentMode>,
 }
 
 /// Why the verifier phase produced no reward.
