@@ -68,6 +68,7 @@ else
 fi
 section handover env TRIALS=30 $EX/bench_handover
 section trace $EX/bench_trace
+section integrity env AHE=target/release/ahe bash scripts/bench-integrity.sh "$(docker info >/dev/null 2>&1 && echo docker) local"
 section pipeline $EX/bench_pipeline 89 2 300
 section scale env AHE=target/release/ahe bash scripts/bench-scale.sh "$S_TASKS" "$S_K" "$S_CONC"
 section harbor env AHE=target/release/ahe bash scripts/bench-harbor.sh "$H_K" "$H_CONC"
@@ -109,6 +110,10 @@ fi
   row "local (bubblewrap): per-exec overhead" local_exec_ms ms le 5
   row "docker: verifier hand-over added per trial" docker_handover_ms ms le 20
   row "local (bubblewrap): hand-over added per trial" local_handover_ms ms le 5
+  row "docker: reward-integrity checks per trial" integrity_docker_ms ms le 50
+  row "docker: reward-integrity checks, slowest trial" integrity_docker_max_ms ms
+  row "local: reward-integrity checks per trial" integrity_local_ms ms le 10
+  row "local: reward-integrity checks, slowest trial" integrity_local_max_ms ms
   row "local (plain): per-trial overhead" local_plain_trial_ms ms
   row "local (plain): per-exec overhead" local_plain_exec_ms ms
   row "trace writing, per event" trace_event_us us
