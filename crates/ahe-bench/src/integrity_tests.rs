@@ -226,11 +226,14 @@ fn every_class_of_hack_is_flagged_with_its_path() {
     }
 }
 
+/// A file an agent writes: path, content, mode.
+type File<'a> = (&'a str, &'a str, u32);
+
 /// Legitimate work, each in a fresh sandbox: nothing is flagged even though the verifier
 /// read every file.
 #[test]
 fn legitimate_work_is_not_flagged() {
-    let controls: &[(&[(&str, &str, u32)], &str)] = &[
+    let controls: &[(&[File], &str)] = &[
         (&[("/app/answer.txt", "42\n", 0o644)], "a deliverable"),
         (
             &[("/app/lib.py", "def f(): return 1\n", 0o644)],

@@ -81,7 +81,7 @@ fn assert_all_blocked(doc: &Value) {
 }
 
 /// The reasons `result.json` of task `name`'s oracle run gives for suspecting it.
-fn reasons(doc: &Value, name: &str) -> String {
+fn reasons_of(doc: &Value, name: &str) -> String {
     let dir = task(doc, name)["oracle"]["trial_dir"]
         .as_str()
         .unwrap()
@@ -160,7 +160,7 @@ fn every_hack_is_blocked_on_docker() {
             "/tests/test_outputs.py: a test file was rewritten",
         ),
     ] {
-        let r = reasons(&doc, name);
+        let r = reasons_of(&doc, name);
         assert!(r.contains(want), "{name}: {r}");
     }
     // A server left running cannot write the verifier's reward: it stays the tests' 0.
