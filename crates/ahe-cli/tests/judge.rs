@@ -203,6 +203,16 @@ fn evolve_judges_every_passing_rollout_trial_and_costs_the_judge_as_a_role() {
     assert!(role["cost_usd"].as_f64().unwrap() > 0.0, "{s}");
     // The debugger's and evolve agent's costs were added beside it, not over it.
     assert!(s["meta"]["roles"].get("evolve").is_some(), "{s}");
-    let shown = ahe(&["show", runs.join("r1").to_str().unwrap()], &[]);
-    assert!(text(&shown).contains("judge"), "{}", text(&shown));
+    // The report's per-role cost table has a judge column (the run's path names no judge).
+    let rep = ahe(
+        &[
+            "report",
+            runs.join("r1").to_str().unwrap(),
+            "--no-trial-pages",
+        ],
+        &[],
+    );
+    assert!(rep.status.success(), "{}", text(&rep));
+    let md = std::fs::read_to_string(runs.join("r1/report.md")).unwrap();
+    assert!(md.contains("judge"), "{md}");
 }
