@@ -45,10 +45,7 @@ impl Guard {
              overlay2); only the hand-over, the fingerprints and the trace checks apply"
                 .to_string()
         })?;
-        let l = layer.clone();
-        let before = tokio::task::spawn_blocking(move || Snapshot::take(&l))
-            .await
-            .map_err(|e| e.to_string())?;
+        let before = snapshot(&layer).await;
         let mut g = Guard {
             layer,
             workdir: sb.workdir().to_string(),
@@ -77,10 +74,7 @@ impl Guard {
     /// did not create (to remove before the tests run).
     pub async fn after_agent(&mut self) -> Vec<String> {
         let t = Instant::now();
-        let l = self.layer.clone();
-        self.handed_over = tokio::task::spawn_blocking(move || Snapshot::take(&l))
-            .await
-            .unwrap_or_default();
+        self.handed_over = snapshot(&self.layer).await;
         if self.handed_over.truncated {
             self.notes.push(format!(
                 "the agent phase left more than {} files in the sandbox; the change checks saw \
@@ -134,10 +128,7 @@ impl Guard {
         let read = |c: &Changed| !recorded || was_read(&by_path, c);
         let g = self.ground();
         let mut out = integrity::judge(&g, &self.agent, Phase::Agent, &read);
-        let l = self.layer.clone();
-        let after = tokio::task::spawn_blocking(move || Snapshot::take(&l))
-            .await
-            .unwrap_or_default();
+        let after = snapshot(&self.layer).await;
         let during: Vec<Changed> = after
             .changes_since(&self.handed_over, &self.layer)
             .into_iter()
@@ -148,6 +139,14 @@ impl Guard {
         self.spent_ms += t.elapsed().as_millis() as u64;
         out
     }
+}
+
+/// Walks `layer` off the async runtime (an empty snapshot if the walk panicked).
+async fn snapshot(layer: &Layer) -> Snapshot {
+    let l = layer.clone();
+    tokio::task::spawn_blocking(move || Snapshot::take(&l))
+        .await
+        .unwrap_or_default()
 }
 
 /// Whether the verifier's run read `c` (a link: its target, when the agent changed that too;
