@@ -422,15 +422,30 @@ args = { command = "sleep 15" }
     assert!(text(&o).contains(&format!("pid {pid}")), "{}", text(&o));
 
     // kill -9 leaves the lock file with a dead pid: the next resume takes it over.
+    let t0 = Instant::now();
+    while !run.join("harness/.git/refs/tags/iter-000").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the seed was never committed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(
         std::fs::read_to_string(run.join(".lock")).unwrap().trim(),
         pid
     );
+    // A kill inside a git write leaves `index.lock` (seen in CI): the resume clears it.
+    std::fs::write(run.join("harness/.git/index.lock"), "").unwrap();
     std::fs::write(d.path().join("script.toml"), script("")).unwrap();
     let o = ahe(&["evolve", "--resume", run.to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("index.lock (left by the killed run)"),
+        "{}",
+        text(&o)
+    );
     assert!(run.join("iterations/002/scores.json").is_file());
     assert_eq!(
         std::fs::read_to_string(run.join(".lock")).unwrap(),

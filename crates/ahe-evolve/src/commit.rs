@@ -36,6 +36,34 @@ impl HarnessRepo {
         Ok(r)
     }
 
+    /// Removes the lock files (`index.lock`, `HEAD.lock`, `refs/**/*.lock`, …) a process killed
+    /// in the middle of a git write left in `dir/.git`; returns what it removed. Only for a
+    /// caller holding the run's exclusive lock: no other writer of this repository can be alive.
+    pub fn clear_stale_locks(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        fn walk(d: &Path, depth: u32, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+            let Ok(rd) = std::fs::read_dir(d) else {
+                return Ok(());
+            };
+            for e in rd {
+                let e = e?;
+                let ty = e.file_type()?;
+                let p = e.path();
+                if ty.is_dir() && depth < 8 && e.file_name() != "objects" {
+                    walk(&p, depth + 1, out)?;
+                } else if ty.is_file() && p.extension().is_some_and(|x| x == "lock") {
+                    std::fs::remove_file(&p)?;
+                    out.push(p);
+                }
+            }
+            Ok(())
+        }
+        let mut out = Vec::new();
+        let git = dir.join(".git");
+        walk(&git, 0, &mut out)
+            .with_context(|| format!("clearing stale locks in {}", git.display()))?;
+        Ok(out)
+    }
+
     /// Opens an existing harness repository.
     pub fn open(dir: &Path) -> anyhow::Result<HarnessRepo> {
         let repo = Repository::open(dir)
@@ -429,6 +457,31 @@ pub fn split_ref(s: &str) -> Option<(PathBuf, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_git_locks_of_a_killed_writer_are_cleared_and_commits_work_again() {
+        let seed = tempfile::tempdir().unwrap();
+        std::fs::write(seed.path().join("agent.toml"), "a").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("harness");
+        HarnessRepo::init(&dir, seed.path()).unwrap();
+        // What a kill -9 inside `index.write()` / a ref update leaves behind.
+        std::fs::write(dir.join(".git/index.lock"), "").unwrap();
+        let head = std::fs::read_to_string(dir.join(".git/HEAD")).unwrap();
+        let branch = head.trim().trim_start_matches("ref: ").to_string();
+        let ref_lock = dir.join(".git").join(format!("{branch}.lock"));
+        std::fs::write(&ref_lock, "").unwrap();
+        std::fs::write(dir.join("agent.toml"), "b").unwrap();
+        let r = HarnessRepo::open(&dir).unwrap();
+        let err = r.commit_all("iter-001", &iter_tag(1)).unwrap_err();
+        assert!(format!("{err:#}").contains("locked"), "{err:#}");
+        let mut gone = HarnessRepo::clear_stale_locks(&dir).unwrap();
+        gone.sort();
+        assert_eq!(gone, vec![dir.join(".git/index.lock"), ref_lock]);
+        let r = HarnessRepo::open(&dir).unwrap();
+        r.commit_all("iter-001", &iter_tag(1)).unwrap();
+        assert!(HarnessRepo::clear_stale_locks(&dir).unwrap().is_empty());
+    }
 
     #[test]
     fn commit_tag_diff_restore_export() {

@@ -200,6 +200,11 @@ pub fn resume(
     let cfg: RunConfig = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", rd.config_path().display()))?;
     let lock = RunLock::acquire(dir)?;
+    // A run killed in the middle of a git write (kill -9, power loss) leaves its lock files;
+    // holding the run lock, we are the repository's only writer, so they are stale.
+    for stale in HarnessRepo::clear_stale_locks(&rd.harness_repo())? {
+        eprintln!("ahe: removed {} (left by the killed run)", stale.display());
+    }
     let repo = match HarnessRepo::open(&rd.harness_repo()) {
         Ok(r) if r.has_tag(&crate::commit::iter_tag(0)) => r,
         // Killed while the run was being created (before the seed's commit): no iteration
