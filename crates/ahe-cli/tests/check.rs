@@ -133,6 +133,76 @@ fn wrong_key_and_unknown_model_are_named_with_the_env_var_and_the_model() {
 }
 
 #[test]
+fn transient_errors_are_retried_as_the_run_would_and_only_persistent_ones_are_problems() {
+    let d = tempfile::tempdir().unwrap();
+    let bench = root().join("benchmarks/smoke");
+    let harness = root().join("harness-seed");
+    let rate_limited = || {
+        ScriptedReply::json(
+            429,
+            json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}).to_string(),
+        )
+    };
+    let server_error = || {
+        ScriptedReply::json(
+            500,
+            json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null}}).to_string(),
+        )
+    };
+    let model = |url: String, retries: u32| {
+        format!(
+            "provider = \"openai\"\nmodel = \"gpt-test\"\nbase_url = \"{url}\"\napi_key_env = \"AHE_CHECK_TEST_KEY\"\nmax_retries = {retries}\nbackoff_base_ms = 20\n"
+        )
+    };
+    // 429, 500, 429, then an answer: within the config's 6 retries, so no problem.
+    let s = TestServer::start_with_fallback(
+        vec![rate_limited(), server_error(), rate_limited()],
+        ScriptedReply::text("OK"),
+    );
+    let cfg = config(d.path(), &bench, &harness, "local", &model(s.base_url(), 6));
+    let (code, doc, out) = check_json(&cfg, &[("AHE_CHECK_TEST_KEY", "k")]);
+    assert!(problems(&doc, "model").is_empty(), "{doc}");
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(s.request_count(), 4);
+    let ok: Vec<&Value> = doc["passed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["area"] == "model")
+        .collect();
+    assert!(
+        ok[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("after 3 transient error(s)"),
+        "{doc}"
+    );
+
+    // The same three errors against a config allowing only 2 retries: a problem, named.
+    let s = TestServer::start_with_fallback(
+        vec![rate_limited(), server_error(), rate_limited()],
+        ScriptedReply::text("OK"),
+    );
+    let d2 = tempfile::tempdir().unwrap();
+    let cfg = config(
+        d2.path(),
+        &bench,
+        &harness,
+        "local",
+        &model(s.base_url(), 2),
+    );
+    let (code, doc, out) = check_json(&cfg, &[("AHE_CHECK_TEST_KEY", "k")]);
+    assert_eq!(code, 2, "{out}");
+    let m = problems(&doc, "model");
+    let msg = m[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("429") && msg.contains("still failing after 2 retries"),
+        "{msg}"
+    );
+    assert_eq!(s.request_count(), 3);
+}
+
+#[test]
 fn invalid_harness_and_missing_image_are_listed_together() {
     let docker = common_docker_ready();
     let d = tempfile::tempdir().unwrap();
@@ -305,6 +375,12 @@ fn tb2_config_is_the_papers_setup_and_check_names_what_is_missing_offline() {
             .all(|m| m == &models[0] && m.starts_with("openai:")),
         "{models:?}"
     );
+    // The paper's reasoning settings, per role, merged over the shared model section.
+    let effort = |r: &str| cfg.model(r).reasoning_effort;
+    assert_eq!(effort("code_agent").as_deref(), Some("high"));
+    assert_eq!(effort("evolve").as_deref(), Some("xhigh"));
+    assert_eq!(effort("debugger"), None);
+    assert_eq!(cfg.model("evolve").price_output_per_mtok, 10.0);
 
     // Offline: the benchmark repository (here a registry entry pointed at a path that does
     // not exist) and the model API (a refused port) are each named, in one run.
