@@ -58,6 +58,22 @@ fn the_seed_is_valid_and_renders() {
 }
 
 #[test]
+fn the_seed_prompt_tells_the_agent_its_time_and_turn_limits() {
+    let h = ahe_harness::load(&seed()).unwrap();
+    let mut vars = ahe_harness::prompt::sample_vars(&h);
+    (vars.timeout_sec, vars.max_turns) = (1830, 40);
+    let text = ahe_harness::prompt::render(&h.system_prompt, &vars).unwrap();
+    assert!(
+        text.contains("30 min 30 s of wall-clock time and 40 turns"),
+        "{text}"
+    );
+    (vars.timeout_sec, vars.max_turns) = (0, 12);
+    let text = ahe_harness::prompt::render(&h.system_prompt, &vars).unwrap();
+    assert!(text.contains("Your limits: 12 turns."), "{text}");
+    assert!(!text.contains("wall-clock"), "{text}");
+}
+
+#[test]
 fn invalid_toml_names_file_and_line() {
     let p = problems(&[(
         "tools/run_shell.toml",
