@@ -24,6 +24,9 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 /// How long the one-token model request may take.
 const MODEL_TIMEOUT_SEC: f64 = 30.0;
 
+/// The longest wait between two probe attempts after a transient error.
+const PROBE_MAX_WAIT_MS: u64 = 5_000;
+
 /// Disk an image not yet present is assumed to need (TB2 images are 0.2–3 GB).
 const BYTES_PER_PULL: u64 = 2 << 30;
 
@@ -504,7 +507,8 @@ fn role_of(role: &str) -> ahe_model::Role {
     }
 }
 
-/// One request of at most one output token; mock and local models are not asked.
+/// A request of at most one output token, retried after transient errors as the run would;
+/// mock and local models are not asked.
 async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, String> {
     match m.provider.as_str() {
         "mock" => return Ok("mock model: no request needed".into()),
@@ -528,11 +532,14 @@ async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, Strin
             _ => Ok("replays from its recording: no request needed".into()),
         };
     }
-    m.max_retries = 0;
-    m.max_malformed_retries = 0;
-    m.timeout_sec = MODEL_TIMEOUT_SEC;
+    m.timeout_sec = m.timeout_sec.min(MODEL_TIMEOUT_SEC);
     m.cache = ahe_model::CacheMode::Off;
-    let client = ahe_model::build_client(&m).map_err(|e| format!("{e:#}"))?;
+    // Retried as the run retries (429, 5xx, timeouts, torn bodies: the config's counts), with
+    // each wait capped so that a struggling server costs the check seconds, not minutes.
+    m.backoff_max_ms = m.backoff_max_ms.min(PROBE_MAX_WAIT_MS);
+    let retries = (m.max_retries, m.max_malformed_retries);
+    (m.max_retries, m.max_malformed_retries) = (0, 0);
+    let once = ahe_model::build_client(&m).map_err(|e| format!("{e:#}"))?;
     let req = ChatRequest {
         role: role_of(roles.first().copied().unwrap_or("code_agent")),
         messages: vec![Message::user(PROBE_PROMPT.trim())],
@@ -542,8 +549,42 @@ async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, Strin
         max_tokens: Some(1),
         tool_choice: Default::default(),
     };
-    match client.chat(&req).await {
-        Ok(_) => Ok("answers a one-token request".into()),
+    // The first attempt alone, then (after a transient error) the rest of the run's retries.
+    let mut retried = 0;
+    let result = match once.chat(&req).await {
+        // Nothing listens there (or DNS/TLS fails): waiting would not change the answer.
+        Err(e) if e.is_retryable() && !e.to_string().starts_with(ahe_model::CANNOT_CONNECT) => {
+            let malformed = matches!(e, ahe_model::ModelError::Malformed(_));
+            (m.max_retries, m.max_malformed_retries) = retries;
+            let left = if malformed {
+                &mut m.max_malformed_retries
+            } else {
+                &mut m.max_retries
+            };
+            match left.checked_sub(1) {
+                None => Err(e),
+                Some(n) => {
+                    *left = n;
+                    let rest = ahe_model::build_client(&m).map_err(|e| format!("{e:#}"))?;
+                    let r = rest.chat(&req).await;
+                    retried = rest.stats().retries + 1;
+                    r.map_err(|last| {
+                        ahe_model::ModelError::Permanent(format!(
+                            "{last} (still failing after {retried} retries; first: {e})"
+                        ))
+                    })
+                }
+            }
+        }
+        r => r,
+    };
+    match result {
+        Ok(_) => match retried {
+            0 => Ok("answers a one-token request".into()),
+            n => Ok(format!(
+                "answers a one-token request (after {n} transient error(s), retried as the run would)"
+            )),
+        },
         Err(e) => {
             let msg = e.to_string();
             let env = m.key_env();
