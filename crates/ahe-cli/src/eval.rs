@@ -344,7 +344,7 @@ fn evaluate(
     }
     let scores = c.rt.block_on(async {
         let bar = crate::progress::Bar::new(c.quiet);
-        bar.set_cost_unknown(c.model_cfg.prices_unknown());
+        bar.set_cost_shown(crate::progress::CostShown::of([&c.model_cfg]));
         let target = std::sync::Arc::new(std::sync::OnceLock::new());
         let _ = target.set(ahe_bench::EvalDir::new(out_dir).pulls_path());
         let progress = crate::pulls::recorder(bar.callback(), target);

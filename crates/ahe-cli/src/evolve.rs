@@ -65,12 +65,13 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
     }
     .map_err(CliError::usage)?;
     let _ = journal.set(run.dir.journal_path());
-    bar.set_cost_unknown(
-        run.cfg
-            .active_roles()
-            .iter()
-            .all(|r| run.cfg.model(r).prices_unknown()),
-    );
+    let models: Vec<_> = run
+        .cfg
+        .active_roles()
+        .iter()
+        .map(|r| run.cfg.model(r))
+        .collect();
+    bar.set_cost_shown(crate::progress::CostShown::of(&models));
     eprintln!(
         "ahe evolve: {} ({} visible + {} held-out tasks, k={}, {} iterations) → {}",
         run.cfg.name.as_deref().unwrap_or(""),

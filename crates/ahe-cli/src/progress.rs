@@ -28,14 +28,48 @@ struct State {
     started: Instant,
     /// Image pulls in flight: image → (layers done, layers, bytes done, bytes).
     pulls: std::collections::BTreeMap<String, (u32, u32, u64, u64)>,
-    /// The config names no prices: dollars are unknown, not $0.
-    cost_unknown: bool,
+    /// How cost is spoken of: dollars, unknown (no prices), or no API cost (local models).
+    cost: CostShown,
+    /// Tokens (input + output) of the trials finished in this stage.
+    tokens: u64,
+    /// Whether "local model: no API cost" was said already (it is said once).
+    said_local: bool,
     /// The docker hosts' load and health (`[sandbox] hosts`; empty for one engine).
     hosts: Vec<ahe_sandbox::HostLoad>,
 }
 
 /// Shown instead of dollars when the config names no prices.
 pub const COST_UNKNOWN: &str = "cost unknown (no prices in the config)";
+
+/// Said once when every role runs on a local model (embedded or mock).
+pub const NO_API_COST: &str = "local model: no API cost";
+
+/// How the progress lines speak of cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CostShown {
+    /// Dollars spent (the config names prices).
+    #[default]
+    Dollars,
+    /// An API model without prices: "cost unknown", never "$0".
+    Unknown,
+    /// Every role runs on the embedded model: no money is spent; tokens are shown instead.
+    Local,
+}
+
+impl CostShown {
+    /// The cost basis of the models a job uses: local when all run locally, unknown when
+    /// every API model lacks prices, dollars otherwise.
+    pub fn of<'a>(models: impl IntoIterator<Item = &'a ahe_model::ModelConfig>) -> CostShown {
+        let api: Vec<_> = models.into_iter().filter(|m| !m.runs_locally()).collect();
+        if api.is_empty() {
+            CostShown::Local
+        } else if api.iter().all(|m| m.prices_unknown()) {
+            CostShown::Unknown
+        } else {
+            CostShown::Dollars
+        }
+    }
+}
 
 impl State {
     fn spent(&self) -> f64 {
@@ -54,12 +88,12 @@ impl State {
         m
     }
 
-    /// `$0.1234 spent`, or [`COST_UNKNOWN`].
+    /// `$0.1234 spent`, [`COST_UNKNOWN`], or the stage's tokens for a local model.
     fn spent_text(&self) -> String {
-        if self.cost_unknown {
-            COST_UNKNOWN.to_string()
-        } else {
-            format!("{} spent", usd(self.spent()))
+        match self.cost {
+            CostShown::Unknown => COST_UNKNOWN.to_string(),
+            CostShown::Local => format!("{} tokens", tokens_text(self.tokens)),
+            CostShown::Dollars => format!("{} spent", usd(self.spent())),
         }
     }
 
@@ -103,6 +137,15 @@ fn short(d: Duration) -> String {
 }
 
 /// `$0.0123` / `$1.23`.
+/// A token count for a progress line: `950`, `12.3k`, `4.56M`.
+fn tokens_text(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.2}M", n as f64 / 1e6),
+    }
+}
+
 fn usd(v: f64) -> String {
     // An empty f64 sum is -0.0.
     let v = if v == 0.0 { 0.0 } else { v };
@@ -241,18 +284,17 @@ impl Bar {
                 passes: 0,
                 started: Instant::now(),
                 pulls: Default::default(),
-                cost_unknown: false,
+                cost: CostShown::Dollars,
+                tokens: 0,
+                said_local: false,
                 hosts: Vec::new(),
             })),
         }
     }
 
-    /// Says "cost unknown (no prices in the config)" instead of dollars when `unknown`.
-    pub fn set_cost_unknown(&self, unknown: bool) {
-        self.state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .cost_unknown = unknown;
+    /// Sets how cost is spoken of (see [`CostShown::of`]).
+    pub fn set_cost_shown(&self, cost: CostShown) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).cost = cost;
     }
 
     /// The callback to hand to the evaluation or the evolve run.
@@ -281,12 +323,15 @@ impl Bar {
                     st.total = 0;
                     st.done = 0;
                     st.passes = 0;
-                    let so_far = if st.cost_unknown {
-                        COST_UNKNOWN.to_string()
-                    } else {
-                        format!("{} spent so far", usd(spent_usd))
+                    st.tokens = 0;
+                    let so_far = match st.cost {
+                        CostShown::Unknown => format!(" · {COST_UNKNOWN}"),
+                        CostShown::Local if !st.said_local => format!(" · {NO_API_COST}"),
+                        CostShown::Local => String::new(),
+                        CostShown::Dollars => format!(" · {} spent so far", usd(spent_usd)),
                     };
-                    say(&bar, format!("[{label}] started · {so_far}"));
+                    st.said_local |= st.cost == CostShown::Local;
+                    say(&bar, format!("[{label}] started{so_far}"));
                     bar.set_style(spinner_style());
                     bar.reset_elapsed();
                     bar.set_prefix(label);
@@ -294,6 +339,10 @@ impl Bar {
                     bar.enable_steady_tick(Duration::from_millis(200));
                 }
                 Progress::Start { total } => {
+                    if st.cost == CostShown::Local && !st.said_local {
+                        st.said_local = true;
+                        say(&bar, NO_API_COST.to_string());
+                    }
                     st.total = total;
                     st.done = 0;
                     st.passes = 0;
@@ -314,6 +363,7 @@ impl Bar {
                     st.done += 1;
                     st.passes += (result.status == TrialStatus::Pass) as usize;
                     st.trial_usd += result.cost_usd;
+                    st.tokens += result.usage.input_tokens + result.usage.output_tokens;
                     bar.inc(1);
                     bar.set_message(st.message());
                     if plain && !quiet {
@@ -392,7 +442,9 @@ mod tests {
             passes: 1,
             started: Instant::now() - Duration::from_secs(10),
             pulls: Default::default(),
-            cost_unknown: false,
+            cost: CostShown::Dollars,
+            tokens: 0,
+            said_local: false,
             hosts: Vec::new(),
         };
         let l = trial_line(&st, "fix-sum", 1, "pass", 1.25);
@@ -405,7 +457,7 @@ mod tests {
         assert!(l.contains("eta 30s") || l.contains("eta 29s"), "{l}");
         assert_eq!(short(Duration::from_secs(65)), "1m 05s");
         let unknown = State {
-            cost_unknown: true,
+            cost: CostShown::Unknown,
             ..st
         };
         let l = trial_line(&unknown, "fix-sum", 1, "pass", 1.25);
@@ -414,6 +466,43 @@ mod tests {
             "{l}"
         );
         assert!(!l.contains('$'), "{l}");
+        let local = State {
+            cost: CostShown::Local,
+            tokens: 12_345,
+            ..unknown
+        };
+        let l = trial_line(&local, "fix-sum", 1, "pass", 1.25);
+        assert!(l.contains("1 passed · 12.3k tokens · eta"), "{l}");
+        assert!(!l.contains('$') && !l.contains("unknown"), "{l}");
+        assert_eq!(
+            (tokens_text(950), tokens_text(4_560_000)),
+            ("950".into(), "4.56M".into())
+        );
+    }
+
+    #[test]
+    fn the_cost_basis_is_local_only_when_every_role_runs_locally() {
+        let m = |provider: &str, price: f64| ahe_model::ModelConfig {
+            provider: provider.into(),
+            price_output_per_mtok: price,
+            ..Default::default()
+        };
+        let (local, mock, api, priced) = (
+            m("local", 0.0),
+            m("mock", 0.0),
+            m("openai", 0.0),
+            m("openai", 10.0),
+        );
+        assert_eq!(CostShown::of([&local, &local]), CostShown::Local);
+        assert_eq!(
+            CostShown::of([&local, &mock]),
+            CostShown::Unknown,
+            "a mock is an API stand-in"
+        );
+        assert_eq!(CostShown::of([&local, &api]), CostShown::Unknown);
+        assert_eq!(CostShown::of([&local, &api, &priced]), CostShown::Dollars);
+        // Prices named on a local model do not make it cost money.
+        assert_eq!(CostShown::of([&m("local", 5.0)]), CostShown::Local);
     }
 
     #[test]
@@ -427,7 +516,9 @@ mod tests {
             passes: 1,
             started: Instant::now(),
             pulls: Default::default(),
-            cost_unknown: false,
+            cost: CostShown::Dollars,
+            tokens: 0,
+            said_local: false,
             hosts: Vec::new(),
         };
         st.pulls.insert(

@@ -373,6 +373,13 @@ impl ModelConfig {
         }
     }
 
+    /// Whether the model runs on this machine (the embedded `local` model): it costs no API
+    /// money, whatever the prices say. The `mock` stands in for an API model and is priced
+    /// like one.
+    pub fn runs_locally(&self) -> bool {
+        self.provider == "local"
+    }
+
     /// Whether every price is 0 (cost unknown: shown as such, never as "$0").
     pub fn prices_unknown(&self) -> bool {
         self.price_input_per_mtok == 0.0
