@@ -107,6 +107,18 @@ pub fn plan(
     jobs
 }
 
+tokio::task_local! {
+    /// Trial slots shared by evaluations that run at once (`ahe matrix`): inside
+    /// [`with_shared_slots`], each trial holds one of these besides its evaluation's own.
+    static SHARED_SLOTS: Arc<Semaphore>;
+}
+
+/// Runs `f` (evaluations) with one pool of `slots` for all the trials they start: however
+/// many evaluations run at once, at most the pool's size of trials do.
+pub async fn with_shared_slots<F: std::future::Future>(slots: Arc<Semaphore>, f: F) -> F::Output {
+    SHARED_SLOTS.scope(slots, f).await
+}
+
 /// Detaches the pull sink of a backend when an evaluation ends (also on error or cancel).
 struct Unhook(Arc<dyn ahe_sandbox::Backend>);
 
@@ -160,10 +172,18 @@ pub async fn run_eval(
         .collect();
     // A trial is spawned only once it holds a permit, so at most `concurrency` trials (and
     // their futures) exist at a time; each finished one leaves only its small result.
+    let pool = SHARED_SLOTS.try_with(Arc::clone).ok();
     for (task, attempt) in jobs {
         let permit = tokio::select! {
             p = sem.clone().acquire_owned() => p?,
             _ = opts.cancel.cancelled() => break,
+        };
+        let pooled = match &pool {
+            Some(pool) => tokio::select! {
+                p = pool.clone().acquire_owned() => Some(p?),
+                _ = opts.cancel.cancelled() => break,
+            },
+            None => None,
         };
         while let Some(j) = set.try_join_next() {
             if let Ok(Some(r)) = j {
@@ -179,7 +199,7 @@ pub async fn run_eval(
         let cancel = opts.cancel.clone();
         let progress = progress.clone();
         set.spawn(async move {
-            let _permit = permit;
+            let _permits = (permit, pooled);
             let r = tokio::select! {
                 r = run_trial(&env, &task, attempt, &dir) => r,
                 _ = cancel.cancelled() => return None,

@@ -18,7 +18,7 @@ pub mod trial;
 pub mod verify;
 
 pub use check::{check_benchmark, check_task, FormatCheck, Severity};
-pub use eval::{run_eval, EvalOptions, Progress, Schedule};
+pub use eval::{run_eval, with_shared_slots, EvalOptions, Progress, Schedule};
 pub use judge::{JudgeOutcome, JudgeRecord, TrialJudge};
 pub use layout::{EvalDir, TrialDir};
 pub use oracle::{run_checks, NopAgent, OracleAgent, RunCheck, RunKind, RunOptions};

@@ -272,7 +272,8 @@ struct Common {
 
 /// The temp dirs `runs/NAME@REF` harnesses were exported to, removed when `ahe eval` ends
 /// (the runtime reads harness files until the last trial).
-struct Exports(Vec<PathBuf>);
+#[derive(Default)]
+pub(crate) struct Exports(pub(crate) Vec<PathBuf>);
 
 impl Drop for Exports {
     fn drop(&mut self) {
@@ -365,7 +366,9 @@ fn evaluate(
 
 /// A harness directory, or `runs/NAME@REF` exported from that run's harness repository
 /// (returns the run dir and the full commit id for the record).
-fn resolve_harness(arg: &std::path::Path) -> anyhow::Result<(PathBuf, Option<(PathBuf, String)>)> {
+pub(crate) fn resolve_harness(
+    arg: &std::path::Path,
+) -> anyhow::Result<(PathBuf, Option<(PathBuf, String)>)> {
     let s = arg.to_string_lossy();
     let Some((run, rev)) = ahe_evolve::commit::split_ref(&s).filter(|_| !arg.is_dir()) else {
         return Ok((arg.to_path_buf(), None));

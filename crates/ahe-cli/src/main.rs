@@ -5,6 +5,7 @@ mod check;
 mod compare;
 mod eval;
 mod evolve;
+mod matrix;
 mod progress;
 mod pulls;
 mod report;
@@ -61,6 +62,9 @@ struct Cli {
 enum Command {
     /// Evaluate a harness on a benchmark: k trials per task, scores.json, a per-task table.
     Eval(eval::EvalArgs),
+    /// Harnesses × benchmarks × models (and ablations): one evaluation per cell, one pool of
+    /// trial slots, resumable; matrix.json, matrix.md, matrix.html.
+    Matrix(matrix::MatrixArgs),
     /// Evolve the harness: rollout, clean, attribute, debug, evolve, commit — N iterations.
     Evolve(evolve::EvolveArgs),
     /// Write report.html (self-contained), report.md and trial pages of a run directory.
@@ -115,6 +119,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Eval(a) => eval::run(a),
+        Command::Matrix(a) => matrix::run(a),
         Command::Evolve(a) => evolve::run(a),
         Command::Report(a) => report::run(a),
         Command::Show(a) => show::run(a),
