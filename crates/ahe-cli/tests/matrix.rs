@@ -173,7 +173,10 @@ fn a_2x2x2_matrix_resumes_after_kill_9_with_no_trial_twice_and_reports_the_cells
         md.contains("## benchmarks/transfer-lite · mock:nop"),
         "{md}"
     );
-    assert!(md.contains("unknown for mock:oracle, mock:nop"), "{md}");
+    assert!(
+        md.contains("cost unknown (no prices in the config)"),
+        "{md}"
+    );
     let html = std::fs::read_to_string(out.join("matrix.html")).unwrap();
     assert!(
         html.contains("<h2>benchmarks/smoke · mock:oracle</h2>"),
@@ -367,4 +370,85 @@ fn a_cell_that_fails_as_infrastructure_is_marked_not_scored() {
         .exists());
     let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
     assert!(md.contains("infra_error"), "{md}");
+}
+
+#[test]
+fn an_ablation_that_does_not_validate_is_reported_and_not_run() {
+    let d = tempfile::tempdir().unwrap();
+    // The evolved harness adds a script tool: its description (tools/hello.toml), its code
+    // (tools/hello.py) and its registration (agent.toml).
+    let h = d.path().join("evolved");
+    copy_dir(&root().join("harness-seed"), &h);
+    std::fs::write(
+        h.join("tools/hello.toml"),
+        "name = \"hello\"\ndescription = \"Says hello.\"\nimplementation = \"script:tools/hello.py\"\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        h.join("tools/hello.py"),
+        "print('{\"ok\": true, \"output\": \"hello\"}')\n",
+    )
+    .unwrap();
+    let agent = std::fs::read_to_string(h.join("agent.toml")).unwrap();
+    std::fs::write(
+        h.join("agent.toml"),
+        agent.replace(
+            "tools = [\"run_shell\"]",
+            "tools = [\"run_shell\", \"hello\"]",
+        ),
+    )
+    .unwrap();
+    assert!(
+        ahe_harness::load(&h).is_ok(),
+        "the evolved harness itself is valid"
+    );
+    let out = d.path().join("mx");
+    let o = ahe(
+        &[
+            "matrix",
+            "--harness",
+            "harness-seed",
+            "--harness",
+            h.to_str().unwrap(),
+            "--benchmark",
+            "benchmarks/smoke",
+            "--model",
+            "mock:nop",
+            "-k",
+            "1",
+            "--sandbox",
+            "local",
+            "--ablate",
+            "components",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let m: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cell = |label: &str| {
+        m["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["harness"] == label)
+            .cloned()
+            .unwrap_or_else(|| panic!("no cell {label}: {m}"))
+    };
+    let evolved = h.to_str().unwrap();
+    // Without its description, agent.toml enables a tool that does not exist: invalid.
+    let bad = cell(&format!("{evolved} -tool_descriptions"));
+    assert_eq!(bad["status"], "invalid_harness", "{bad}");
+    assert!(bad["message"].as_str().unwrap().contains("hello"), "{bad}");
+    assert!(bad["pass_at_1"].is_null(), "{bad}");
+    assert!(
+        !out.join(bad["dir"].as_str().unwrap())
+            .join("trials")
+            .exists(),
+        "not run"
+    );
+    // Without the registration the tool is merely off: valid, and run.
+    assert_eq!(cell(&format!("{evolved} -agent_config"))["status"], "ok");
 }

@@ -174,8 +174,9 @@ fn render(template: &str, doc: &Value) -> anyhow::Result<String> {
     env.add_filter("signed", |v: Option<f64>| {
         v.map_or("–".to_string(), |x| format!("{:+.1}", 100.0 * x))
     });
+    // An empty f64 sum is -0.0: shown as $0.0000.
     env.add_filter("usd", |v: Option<f64>| {
-        v.map_or("–".to_string(), |x| format!("${x:.4}"))
+        v.map_or("–".to_string(), |x| format!("${:.4}", x + 0.0))
     });
     env.add_filter("secs", |v: Option<f64>| {
         v.map_or("–".to_string(), |x| format!("{x:.1}s"))
