@@ -182,6 +182,19 @@ fn a_2x2x2_matrix_resumes_after_kill_9_with_no_trial_twice_and_reports_the_cells
         html.contains("<h2>benchmarks/smoke · mock:oracle</h2>"),
         "{html}"
     );
+    assert!(
+        !html.contains("<script") && !html.contains("<link"),
+        "not self-contained"
+    );
+    // Rendered by a browser: 4 tables of 2 harnesses, an oracle bar per harness at 100%.
+    if let Some(dom) = common::dump_dom(&out.join("matrix.html")) {
+        assert_eq!(dom.matches("<table>").count(), 4, "{dom}");
+        assert_eq!(
+            dom.matches("class=\"bar\" style=\"width:80px\"").count(),
+            4,
+            "{dom}"
+        );
+    }
 
     // A third run reuses every cell and runs nothing.
     let o = ahe(&argv, &[]);

@@ -204,3 +204,46 @@ pub fn docker_ready() -> bool {
     }
     base
 }
+
+/// `chromium --headless --dump-dom` of a file; None (skip) when chromium is missing, unless
+/// CI=true, where a missing chromium fails the test.
+pub fn dump_dom(file: &Path) -> Option<String> {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(bin) = bin else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("chromium is not installed (scripts/setup.sh installs it); CI=true requires it");
+        }
+        eprintln!("note: chromium is not installed; skipping the headless rendering check");
+        return None;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let o = Command::new("timeout")
+        .args([
+            "120",
+            bin,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", file.canonicalize().unwrap().display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "chromium failed: {}", text(&o));
+    let dom = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        dom.contains("</html>"),
+        "no DOM from chromium: {}",
+        text(&o)
+    );
+    Some(dom)
+}
