@@ -270,6 +270,23 @@ pub fn mean_with_ci(rates: &[f64]) -> (f64, [f64; 2]) {
     (mean, [lo, hi])
 }
 
+/// Chen et al.'s unbiased pass@n of one task from `trials` samples of which `passed`
+/// passed: the chance that n samples drawn without replacement hold at least one pass,
+/// `1 - C(trials - passed, n) / C(trials, n)`. None when fewer than n samples exist.
+pub fn pass_at_n(trials: u32, passed: u32, n: u32) -> Option<f64> {
+    if n == 0 || trials < n || passed > trials {
+        return None;
+    }
+    if trials - passed < n {
+        return Some(1.0);
+    }
+    // The product form avoids huge binomials: prod_{i = trials-passed+1}^{trials} (1 - n/i).
+    let miss: f64 = ((trials - passed + 1)..=trials)
+        .map(|i| 1.0 - n as f64 / i as f64)
+        .product();
+    Some(1.0 - miss)
+}
+
 /// Builds scores from finished trials (any order).
 pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
     let mut by_task: BTreeMap<String, Vec<&TrialResult>> = BTreeMap::new();
@@ -390,6 +407,30 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pass_at_n_is_chens_unbiased_estimator() {
+        // By brute force over every n-subset of 6 samples with 2 passes.
+        let (t, c) = (6u32, 2u32);
+        for n in 1..=t {
+            let mut hit = 0u32;
+            let mut all = 0u32;
+            for mask in 0u32..(1 << t) {
+                if mask.count_ones() == n {
+                    all += 1;
+                    hit += u32::from(mask & 0b11 != 0); // samples 0 and 1 pass
+                }
+            }
+            let want = hit as f64 / all as f64;
+            let got = pass_at_n(t, c, n).unwrap();
+            assert!((got - want).abs() < 1e-12, "n={n}: {got} vs {want}");
+        }
+        assert_eq!(pass_at_n(4, 0, 2), Some(0.0));
+        assert_eq!(pass_at_n(4, 4, 1), Some(1.0));
+        assert_eq!(pass_at_n(3, 1, 4), None, "fewer samples than n");
+        let p1 = pass_at_n(10, 3, 1).unwrap();
+        assert!((p1 - 0.3).abs() < 1e-12, "pass@1 is the pass rate: {p1}");
+    }
     use TrialStatus::*;
 
     #[test]

@@ -1,5 +1,6 @@
 //! `ahe`: Agentic Harness Engineering — evolve the harness around a frozen model.
 
+mod baseline;
 mod bench;
 mod check;
 mod compare;
@@ -65,6 +66,9 @@ enum Command {
     /// Harnesses × benchmarks × models (and ablations): one evaluation per cell, one pool of
     /// trial slots, resumable; matrix.json, matrix.md, matrix.html.
     Matrix(matrix::MatrixArgs),
+    /// The matched-budget comparison of an evolve run: as many seed trials per task as its
+    /// spend buys, and the seed's pass@N beside best's pass@1.
+    Baseline(baseline::BaselineArgs),
     /// Evolve the harness: rollout, clean, attribute, debug, evolve, commit — N iterations.
     Evolve(evolve::EvolveArgs),
     /// Write report.html (self-contained), report.md and trial pages of a run directory.
@@ -120,6 +124,7 @@ fn main() -> ExitCode {
     let res = match cli.command {
         Command::Eval(a) => eval::run(a),
         Command::Matrix(a) => matrix::run(a),
+        Command::Baseline(a) => baseline::run(a),
         Command::Evolve(a) => evolve::run(a),
         Command::Report(a) => report::run(a),
         Command::Show(a) => show::run(a),

@@ -236,6 +236,17 @@ impl RunDir {
         self.root.join("report")
     }
 
+    /// `baseline/`: the seed's matched-budget trials (`ahe baseline`): trials/, scores.json
+    /// and `baseline.json`.
+    pub fn baseline(&self) -> EvalDir {
+        EvalDir::new(self.root.join("baseline"))
+    }
+
+    /// `baseline/baseline.json`: the matched-budget comparison.
+    pub fn baseline_path(&self) -> PathBuf {
+        self.root.join("baseline").join("baseline.json")
+    }
+
     /// `iterations/`.
     pub fn iterations(&self) -> PathBuf {
         self.root.join("iterations")
