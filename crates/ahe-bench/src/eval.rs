@@ -43,6 +43,8 @@ pub enum Progress {
     /// The load and health of each docker host (`[sandbox] hosts`): sent at the start and
     /// after every trial, only by backends with several hosts.
     Hosts(Vec<ahe_sandbox::HostLoad>),
+    /// The host fell below its disk reserve, a trial was stopped for it, or space returned.
+    Disk(crate::disk::DiskEvent),
 }
 
 /// Sends the backend's host loads, if it has several hosts.
@@ -128,6 +130,15 @@ impl Drop for Unhook {
     }
 }
 
+/// Aborts a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Runs `k` attempts of every task; returns the scores (also written to `scores.json`).
 /// Cancelled runs return an error after writing nothing but the finished trials.
 pub async fn run_eval(
@@ -164,6 +175,20 @@ pub async fn run_eval(
     env.backend
         .set_pull_sink(Some(Arc::new(move |e| pull_progress(Progress::Pull(e)))));
     let _unhook = Unhook(env.backend.clone());
+    // The host reserve watches the run's directory and where the sandboxes write.
+    let _monitor = match &env.disk {
+        Some(d) => {
+            let mut paths = vec![opts.out_dir.clone()];
+            paths.extend(env.backend.disk_paths().await);
+            let p = progress.clone();
+            let task = tokio::spawn(
+                d.clone()
+                    .monitor(paths, Arc::new(move |e| p(Progress::Disk(e)))),
+            );
+            Some(AbortOnDrop(task))
+        }
+        None => None,
+    };
     let mut results: Vec<TrialResult> = opts
         .prior
         .iter()
@@ -407,6 +432,7 @@ mod tests {
             infra_retries: 0,
             verifier: Default::default(),
             judge: None,
+            disk: None,
         }
     }
 

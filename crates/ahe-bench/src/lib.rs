@@ -2,6 +2,7 @@
 
 pub mod changes;
 pub mod check;
+pub mod disk;
 pub mod eval;
 pub mod fetch;
 pub mod guard;
@@ -18,6 +19,7 @@ pub mod trial;
 pub mod verify;
 
 pub use check::{check_benchmark, check_task, FormatCheck, Severity};
+pub use disk::{DiskEvent, DiskReserve};
 pub use eval::{run_eval, with_shared_slots, EvalOptions, Progress, Schedule};
 pub use judge::{JudgeOutcome, JudgeRecord, TrialJudge};
 pub use layout::{EvalDir, TrialDir};

@@ -233,6 +233,7 @@ async fn run_one(task: &Task, kind: RunKind, opts: &RunOptions) -> RunCheck {
         infra_retries: opts.infra_retries,
         verifier: opts.verifier,
         judge: None,
+        disk: None,
     };
     let dir = trial_dir(&opts.out_dir, &task.name, kind);
     let r = run_trial(&env, task, 1, &dir).await;

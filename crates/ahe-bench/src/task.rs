@@ -59,7 +59,8 @@ pub struct Environment {
     pub cpus: Option<f64>,
     /// Memory limit in MiB.
     pub memory_mb: Option<u64>,
-    /// Disk limit in MiB (recorded; not enforced by every backend).
+    /// Disk limit in MiB: enforced by the trial (`ahe_sandbox::storage`): no file past it
+    /// (`RLIMIT_FSIZE`), and a sandbox whose writes exceed it is stopped as the agent's failure.
     pub storage_mb: Option<u64>,
     /// Whether the sandbox may reach the network (Harbor's default: true).
     pub allow_internet: bool,

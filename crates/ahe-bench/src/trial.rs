@@ -60,6 +60,10 @@ pub enum AgentEnd {
     InfraError,
     /// A permanent model error (bad key, unknown model): the whole run must stop.
     Fatal,
+    /// The sandbox wrote more than the task's storage limit: stopped (the agent's failure).
+    StorageLimit,
+    /// Stopped for the host's disk reserve (`[sandbox] min_free_disk`): re-run later.
+    HostReserve,
 }
 
 /// What an agent reports after running in a sandbox.
@@ -174,6 +178,10 @@ pub struct TrialResult {
     /// was re-run, and none counts as an infra retry).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_hosts: Vec<String>,
+    /// The sandbox's disk use as the trial's watcher saw it (when it was watched: a storage
+    /// limit or a host reserve).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<ahe_sandbox::storage::MeterStats>,
     /// Start time (RFC 3339).
     pub started_at: String,
     /// End time (RFC 3339).
@@ -207,6 +215,7 @@ impl TrialResult {
             notes: Vec::new(),
             host: None,
             lost_hosts: Vec::new(),
+            disk: None,
             started_at: now(),
             finished_at: String::new(),
         }
@@ -234,6 +243,8 @@ pub struct TrialEnv {
     pub verifier: VerifierPolicy,
     /// The optional trajectory judge of passing trials (`[models.judge]`).
     pub judge: Option<Arc<dyn crate::judge::TrialJudge>>,
+    /// The host reserve (`[sandbox] min_free_disk`); `None`: off.
+    pub disk: Option<Arc<crate::disk::DiskReserve>>,
 }
 
 /// How often one attempt is re-run because the docker host it ran on stopped answering
@@ -245,15 +256,43 @@ pub const MAX_HOST_LOSSES: usize = 5;
 pub async fn run_trial(env: &TrialEnv, task: &Task, attempt: u32, dir: &Path) -> TrialResult {
     let mut retries = 0;
     let mut lost: Vec<(String, String)> = Vec::new();
+    let mut reserve_stops: Vec<String> = Vec::new();
     loop {
+        // No trial starts while the host is below its disk reserve.
+        if let Some(d) = &env.disk {
+            d.wait_room().await;
+        }
         let _ = std::fs::remove_dir_all(dir);
         let (mut r, lost_now) = run_once(env, task, attempt, dir).await;
         r.infra_retries = retries;
         r.lost_hosts = lost.iter().map(|(h, _)| h.clone()).collect();
         let earlier = lost
             .iter()
-            .map(|(_, why)| format!("an earlier run of this attempt was lost and re-run: {why}"));
+            .map(|(_, why)| format!("an earlier run of this attempt was lost and re-run: {why}"))
+            .chain(
+                reserve_stops.iter().map(|why| {
+                    format!("an earlier run of this attempt was stopped and re-run: {why}")
+                }),
+            )
+            .collect::<Vec<_>>();
         r.notes.splice(0..0, earlier);
+        // A trial stopped for the host reserve says nothing about the work: re-run it once
+        // space returns (not an infra retry), a few times at most.
+        if r.agent_end == Some(AgentEnd::HostReserve) {
+            if reserve_stops.len() < crate::disk::MAX_STOPS as usize {
+                tracing::warn!("{}: {}", r.trial_id, r.error.as_deref().unwrap_or("?"));
+                reserve_stops.push(r.error.clone().unwrap_or_default());
+                continue;
+            }
+            if let Some(e) = &mut r.error {
+                e.push_str(&format!(
+                    " (stopped {} times for the reserve: not re-run again)",
+                    crate::disk::MAX_STOPS + 1
+                ));
+            }
+            write_result(dir, &r);
+            return r;
+        }
         if let Some((host, why)) = lost_now {
             if lost.len() < MAX_HOST_LOSSES {
                 tracing::warn!("{}: lost ({why}); re-running it", r.trial_id);
@@ -313,6 +352,7 @@ async fn run_once(
         allow_internet: task.environment.allow_internet,
         env: Default::default(),
         build_timeout_sec: task.environment.build_timeout_sec,
+        storage_mb: task.environment.storage_mb,
     };
     let sandbox = match env.backend.create(&spec).await {
         Ok(s) => s,
@@ -326,6 +366,35 @@ async fn run_once(
     };
     r.notes = sandbox.notes();
     r.host = sandbox.host();
+    // The sandbox's disk use, watched from the host: the task's storage limit, and the
+    // candidates the host reserve stops when the disk runs low.
+    let limit = task.environment.storage_mb.filter(|m| *m > 0);
+    let meter = if limit.is_some() || env.disk.is_some() {
+        let dirs = sandbox.storage_dirs().await;
+        if dirs.is_empty() {
+            if let Some(mb) = limit {
+                r.notes.push(format!(
+                    "the storage limit ({mb} MiB) is watched only per file (RLIMIT_FSIZE): this host cannot see the sandbox's writable layer"
+                ));
+            }
+            None
+        } else {
+            Some(ahe_sandbox::storage::Meter::start(dirs, limit))
+        }
+    } else {
+        None
+    };
+    let _registered = env
+        .disk
+        .as_ref()
+        .zip(meter.as_ref())
+        .map(|(d, m)| d.register(&r.trial_id, m.clone()));
+    let stopped = || async {
+        match &meter {
+            Some(m) => m.wait_stop().await,
+            None => std::future::pending().await,
+        }
+    };
     // What tests/test.sh runs, fingerprinted before the agent can touch it.
     let programs = verify::replaceable(task, sandbox.as_ref());
     let before = verify::fingerprint(sandbox.as_ref(), &programs).await;
@@ -361,7 +430,12 @@ async fn run_once(
             }
         },
         why = sandbox.wait_lost() => AgentOutcome::ended(AgentEnd::InfraError, Some(why)),
+        stop = stopped() => stop_outcome(stop),
     };
+    if matches!(outcome.end, AgentEnd::StorageLimit | AgentEnd::HostReserve) {
+        // Nothing more runs in it: end every process now (the removal finishes below).
+        let _ = sandbox.destroy().await;
+    }
     r.timings.agent_ms = ms(t_agent);
     r.turns = outcome.turns;
     r.usage = outcome.usage;
@@ -369,62 +443,96 @@ async fn run_once(
     r.agent_end = Some(outcome.end.clone());
     r.agent_timed_out = outcome.end == AgentEnd::Timeout;
 
-    if matches!(outcome.end, AgentEnd::InfraError | AgentEnd::Fatal) || sandbox.lost().is_some() {
+    if matches!(outcome.end, AgentEnd::StorageLimit) {
+        // Over the limit: the agent's failure, with the reason; no verifier.
+        r.status = TrialStatus::Fail;
+        r.error = outcome.error;
+    } else if matches!(
+        outcome.end,
+        AgentEnd::InfraError | AgentEnd::Fatal | AgentEnd::HostReserve
+    ) || sandbox.lost().is_some()
+    {
         r.error = outcome.error;
     } else {
         let t_ver = Instant::now();
         let mode = env.verifier.environment_mode.unwrap_or(task.verifier_mode);
-        let v = if mode == EnvironmentMode::Separate {
-            let mut notes = Vec::new();
-            let v =
-                crate::separate::verify(env, task, sandbox.as_ref(), &spec, dir, &mut notes).await;
-            r.notes.extend(notes);
-            v
-        } else {
-            verify::verify(
-                task,
-                sandbox.as_ref(),
-                dir,
-                &env.verifier,
-                &programs,
-                &before,
-                guard.as_mut(),
-            )
-            .await
+        let mut separate_notes = Vec::new();
+        let verified = async {
+            if mode == EnvironmentMode::Separate {
+                crate::separate::verify(
+                    env,
+                    task,
+                    sandbox.as_ref(),
+                    &spec,
+                    dir,
+                    &mut separate_notes,
+                )
+                .await
+            } else {
+                verify::verify(
+                    task,
+                    sandbox.as_ref(),
+                    dir,
+                    &env.verifier,
+                    &programs,
+                    &before,
+                    guard.as_mut(),
+                )
+                .await
+            }
         };
+        // The verifier's writes count too: past the limit it is stopped like the agent.
+        let verified = tokio::select! {
+            v = verified => Ok(v),
+            stop = stopped() => Err(stop),
+        };
+        r.notes.extend(separate_notes);
         if let Some(g) = guard.take() {
             r.timings.integrity_ms = g.spent_ms;
             r.notes.extend(g.notes);
         }
-        r.handover = v.handover;
-        let mut reasons = tamper::scan_trace(dir);
-        reasons.extend(v.suspect);
-        match v.reward {
-            Ok(reward) => {
-                r.reward = Some(reward);
-                r.status = if reward >= 1.0 {
-                    TrialStatus::Pass
-                } else if r.agent_timed_out {
-                    TrialStatus::AgentTimeout
-                } else {
-                    TrialStatus::Fail
-                };
+        match verified {
+            Err(stop) => {
+                let _ = sandbox.destroy().await;
+                let o = stop_outcome(stop);
+                if o.end == AgentEnd::StorageLimit {
+                    r.status = TrialStatus::Fail;
+                }
+                r.agent_end = Some(o.end);
+                r.error = o.error;
             }
-            Err(VerifyError::Infra(e)) => r.error = Some(e),
-            Err(VerifyError::Reward(e)) => {
-                r.status = TrialStatus::VerifierError;
-                r.error = Some(e);
+            Ok(v) => {
+                r.handover = v.handover;
+                let mut reasons = tamper::scan_trace(dir);
+                reasons.extend(v.suspect);
+                match v.reward {
+                    Ok(reward) => {
+                        r.reward = Some(reward);
+                        r.status = if reward >= 1.0 {
+                            TrialStatus::Pass
+                        } else if r.agent_timed_out {
+                            TrialStatus::AgentTimeout
+                        } else {
+                            TrialStatus::Fail
+                        };
+                    }
+                    Err(VerifyError::Infra(e)) => r.error = Some(e),
+                    Err(VerifyError::Reward(e)) => {
+                        r.status = TrialStatus::VerifierError;
+                        r.error = Some(e);
+                    }
+                }
+                if !reasons.is_empty() {
+                    if env.verifier.on_suspect == OnSuspect::Fail && r.status == TrialStatus::Pass {
+                        r.status = TrialStatus::Fail;
+                        r.error = Some(format!(
+                            "suspect (on_suspect = \"fail\"): {}",
+                            reasons[0].reason
+                        ));
+                    }
+                    r.suspect = Some(Suspect { reasons });
+                }
             }
-        }
-        if !reasons.is_empty() {
-            if env.verifier.on_suspect == OnSuspect::Fail && r.status == TrialStatus::Pass {
-                r.status = TrialStatus::Fail;
-                r.error = Some(format!(
-                    "suspect (on_suspect = \"fail\"): {}",
-                    reasons[0].reason
-                ));
-            }
-            r.suspect = Some(Suspect { reasons });
         }
         r.timings.verifier_ms = ms(t_ver);
     }
@@ -438,6 +546,10 @@ async fn run_once(
         }
         _ => None,
     };
+    if let Some(m) = &meter {
+        m.finish();
+        r.disk = Some(m.stats());
+    }
     let t_down = Instant::now();
     if let Err(e) = sandbox.destroy().await {
         tracing::warn!("{}: teardown failed: {e}", r.trial_id);
@@ -446,6 +558,15 @@ async fn run_once(
     r.timings.total_ms = ms(t0);
     r.finished_at = now();
     (r, lost)
+}
+
+/// How a trial stopped from outside its agent ends.
+fn stop_outcome(stop: ahe_sandbox::storage::Stop) -> AgentOutcome {
+    use ahe_sandbox::storage::Stop;
+    match stop {
+        Stop::OverLimit(why) => AgentOutcome::ended(AgentEnd::StorageLimit, Some(why)),
+        Stop::HostReserve(why) => AgentOutcome::ended(AgentEnd::HostReserve, Some(why)),
+    }
 }
 
 fn ms(t: Instant) -> u64 {

@@ -223,6 +223,7 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
         infra_retries: 0,
         verifier: Default::default(),
         judge: None,
+        disk: None,
     };
     let opts = EvalOptions {
         k: a.k,

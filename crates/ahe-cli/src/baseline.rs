@@ -234,6 +234,7 @@ fn baseline(dir: &std::path::Path, a: &BaselineArgs) -> anyhow::Result<Baseline>
         schedule: Default::default(),
         expected_sec: Default::default(),
         judge: None,
+        min_free_disk: cfg.sandbox.min_free_disk,
     };
     let rt = tokio::runtime::Runtime::new()?;
     let cancel = crate::cancel_on_interrupt(&rt, "stopping the baseline's trials...")

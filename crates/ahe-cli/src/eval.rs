@@ -169,6 +169,9 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
             .unwrap_or(1800.0),
         // The trajectory judge runs when the config names one (`[models.judge]`).
         judge: cfg.as_ref().and_then(|c| c.judge_model()),
+        min_free_disk: cfg.as_ref().map_or(ahe_bench::disk::DEFAULT_MIN_FREE, |c| {
+            c.sandbox.min_free_disk
+        }),
         quiet: a.json,
         cancel: crate::cancel_on_interrupt(&rt, "stopping trials and tearing down sandboxes...")?,
         rt,
@@ -263,6 +266,8 @@ struct Common {
     default_agent_timeout_sec: f64,
     /// The trajectory judge's model, when the config names one.
     judge: Option<ModelConfig>,
+    /// The host reserve in bytes (`[sandbox] min_free_disk`, default 4 GiB).
+    min_free_disk: u64,
     quiet: bool,
     /// The runtime every evaluation runs on.
     rt: tokio::runtime::Runtime,
@@ -331,6 +336,7 @@ fn evaluate(
         schedule: Default::default(),
         expected_sec: Default::default(),
         judge: c.judge.clone(),
+        min_free_disk: c.min_free_disk,
     };
     if !c.quiet {
         eprintln!(

@@ -455,6 +455,12 @@ async fn run_cell(plan: &Plan, c: &Cell, env: &Env) -> anyhow::Result<ahe_bench:
         schedule: Default::default(),
         expected_sec: Default::default(),
         judge: env.cfg.as_ref().and_then(|c| c.judge_model()),
+        min_free_disk: env
+            .cfg
+            .as_ref()
+            .map_or(ahe_bench::disk::DEFAULT_MIN_FREE, |c| {
+                c.sandbox.min_free_disk
+            }),
     };
     let opts = ahe_model::ClientOptions {
         default_cache_dir: Some(eval.model_cache()),

@@ -36,6 +36,8 @@ struct State {
     said_local: bool,
     /// The docker hosts' load and health (`[sandbox] hosts`; empty for one engine).
     hosts: Vec<ahe_sandbox::HostLoad>,
+    /// Set while the host is below its disk reserve (no trial starts): what to show.
+    disk_low: Option<String>,
 }
 
 /// Shown instead of dollars when the config names no prices.
@@ -84,6 +86,9 @@ impl State {
         }
         for (image, p) in &self.pulls {
             m.push_str(&format!(" · {}", pull_text(image, *p)));
+        }
+        if let Some(d) = &self.disk_low {
+            m.push_str(&format!(" · {d}"));
         }
         m
     }
@@ -260,7 +265,11 @@ fn trial_line(st: &State, task: &str, attempt: u32, status: &str, secs: f64) -> 
         st.passes,
         st.spent_text(),
         st.eta().map(short).unwrap_or_else(|| "?".into())
-    )
+    ) + &st
+        .disk_low
+        .as_ref()
+        .map(|d| format!(" · {d}"))
+        .unwrap_or_default()
 }
 
 impl Bar {
@@ -288,6 +297,7 @@ impl Bar {
                 tokens: 0,
                 said_local: false,
                 hosts: Vec::new(),
+                disk_low: None,
             })),
         }
     }
@@ -380,6 +390,17 @@ impl Bar {
                     }
                 }
                 Progress::Message { text } => say(&bar, text),
+                Progress::Disk(e) => {
+                    st.disk_low = (e.state != "ok").then(|| {
+                        format!(
+                            "PAUSED: disk low ({} free, reserve {})",
+                            ahe_bench::disk::gib(e.free_bytes),
+                            ahe_bench::disk::gib(e.min_free_bytes)
+                        )
+                    });
+                    say(&bar, e.text());
+                    bar.set_message(st.message());
+                }
                 Progress::Hosts(hosts) => {
                     // A host that went down or came back gets a line of its own.
                     for h in &hosts {
@@ -446,6 +467,7 @@ mod tests {
             tokens: 0,
             said_local: false,
             hosts: Vec::new(),
+            disk_low: None,
         };
         let l = trial_line(&st, "fix-sum", 1, "pass", 1.25);
         assert!(
@@ -520,6 +542,7 @@ mod tests {
             tokens: 0,
             said_local: false,
             hosts: Vec::new(),
+            disk_low: None,
         };
         st.pulls.insert(
             "alexgshaw/regex-log:20251031".into(),

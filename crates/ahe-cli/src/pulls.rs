@@ -1,4 +1,5 @@
-//! Recording image pulls: each finished or failed pull becomes one line of the run's journal
+//! Recording image pulls and the host reserve's events: each finished or failed pull, and each
+//! disk pause, stop or resumption (`{"ev":"disk", state, free_bytes, ...}`), becomes one line of the run's journal
 //! (`{"ev":"image_pull", image, ts, secs, ok, bytes | error}`; `ahe eval`: `<out>/pulls.jsonl`).
 //! Resume and the journal reader skip the lines they do not know.
 
@@ -16,6 +17,22 @@ pub type Callback = Arc<dyn Fn(Progress) + Send + Sync>;
 /// set; pulls before that are only shown).
 pub fn recorder(inner: Callback, target: Arc<OnceLock<PathBuf>>) -> Callback {
     Arc::new(move |p: Progress| {
+        if let (Progress::Disk(e), Some(path)) = (&p, target.get()) {
+            // The host reserve's pauses, stops and resumptions, one line each.
+            let ts = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let mut v = serde_json::to_value(e).unwrap_or_default();
+            v["ev"] = "disk".into();
+            v["ts"] = ts.into();
+            v["message"] = e.text().into();
+            let res = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(format!("{v}\n").as_bytes()));
+            if let Err(err) = res {
+                tracing::warn!("cannot record a disk event in {}: {err}", path.display());
+            }
+        }
         if let (Progress::Pull(e), Some(path)) = (&p, target.get()) {
             let ts = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
             let line = match &e.phase {

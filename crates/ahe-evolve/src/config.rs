@@ -100,6 +100,11 @@ pub struct SandboxConfig {
     /// Without an explicit `concurrency`, the run's concurrency is the sum of the capacities.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<ahe_sandbox::docker::HostSpec>,
+    /// Host reserve in bytes (`"4G"`, `"500M"`, or 0 to turn it off): below this much free
+    /// space on the run directory's or the sandboxes' file system no trial starts and the
+    /// largest running one is stopped (re-run later).
+    #[serde(default = "default_min_free_disk", deserialize_with = "size_or_bytes")]
+    pub min_free_disk: u64,
 }
 
 impl Default for SandboxConfig {
@@ -110,7 +115,26 @@ impl Default for SandboxConfig {
             infra_retries: default_infra_retries(),
             pull: Default::default(),
             hosts: Vec::new(),
+            min_free_disk: default_min_free_disk(),
         }
+    }
+}
+
+fn default_min_free_disk() -> u64 {
+    ahe_bench::disk::DEFAULT_MIN_FREE
+}
+
+/// `min_free_disk = "4G"` or a number of bytes.
+fn size_or_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum S {
+        N(u64),
+        S(String),
+    }
+    match S::deserialize(d)? {
+        S::N(n) => Ok(n),
+        S::S(s) => ahe_bench::disk::parse_size(&s).map_err(serde::de::Error::custom),
     }
 }
 

@@ -174,6 +174,8 @@ pub struct RolloutSpec {
     /// The trajectory judge's model (`[models.judge]`): every passing trial is judged
     /// before it is scored. None: no judge.
     pub judge: Option<ModelConfig>,
+    /// The host reserve in bytes (`[sandbox] min_free_disk`; 0: off).
+    pub min_free_disk: u64,
 }
 
 /// Expected trial seconds per task from an earlier evaluation's scores: the mean duration
@@ -240,6 +242,7 @@ pub async fn rollout_with(
         infra_retries: spec.infra_retries,
         verifier: spec.verifier,
         judge: judge.clone().map(|j| j as Arc<dyn ahe_bench::TrialJudge>),
+        disk: ahe_bench::DiskReserve::new(spec.min_free_disk),
     };
     let opts = EvalOptions {
         k: spec.k,

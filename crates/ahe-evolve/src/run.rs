@@ -174,6 +174,7 @@ impl Run {
             schedule: Default::default(),
             expected_sec: Default::default(),
             judge: self.cfg.judge_model(),
+            min_free_disk: self.cfg.sandbox.min_free_disk,
         }
     }
 }

@@ -43,6 +43,7 @@ fn spec(server: &TestServer, out: &Path, task: &str) -> RolloutSpec {
         schedule: Default::default(),
         expected_sec: Default::default(),
         judge: None,
+        min_free_disk: 0,
     }
 }
 

@@ -66,6 +66,7 @@ fn spec(dir: &Path, judge: Option<ModelConfig>, prior: Vec<TrialResult>) -> Roll
         schedule: Default::default(),
         expected_sec: Default::default(),
         judge,
+        min_free_disk: 0,
     }
 }
 

@@ -410,6 +410,23 @@ impl Backend for DockerBackend {
         self.removals.drain().await;
     }
 
+    /// The engine's data root (`DockerRootDir`), when the engine is reached through a unix
+    /// socket (so runs on this host).
+    async fn disk_paths(&self) -> Vec<std::path::PathBuf> {
+        if !self.address.starts_with("unix://") {
+            return Vec::new();
+        }
+        self.docker
+            .info()
+            .await
+            .ok()
+            .and_then(|i| i.docker_root_dir)
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_dir())
+            .into_iter()
+            .collect()
+    }
+
     fn set_pull_sink(&self, sink: Option<PullSink>) {
         self.puller.set_sink(sink);
     }

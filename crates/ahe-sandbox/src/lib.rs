@@ -5,6 +5,7 @@ pub mod dockerfile;
 mod handover;
 mod layer;
 pub mod local;
+pub mod storage;
 
 pub use handover::{parse as parse_handover, HandOver, KeptProcess, LeftoverPolicy};
 pub use layer::{is_whiteout, Layer};
@@ -33,6 +34,10 @@ pub struct SandboxSpec {
     pub cpus: Option<f64>,
     /// Memory limit in MiB.
     pub memory_mb: Option<u64>,
+    /// Storage limit in MiB: no single file may grow past it (`RLIMIT_FSIZE`); the total is
+    /// watched by the trial (see [`storage::Meter`]).
+    #[serde(default)]
+    pub storage_mb: Option<u64>,
     /// Whether the sandbox may reach the network.
     pub allow_internet: bool,
     /// Extra environment variables for every exec.
@@ -224,6 +229,15 @@ pub trait Sandbox: Send + Sync {
         None
     }
     async fn destroy(&self) -> Result<()>;
+    /// Host directories holding everything the sandbox writes to disk (its writable layer and
+    /// the writable dirs it binds), for storage limits and the host reserve; empty when this
+    /// host cannot see them (a remote engine, a storage driver other than overlay2).
+    async fn storage_dirs(&self) -> Vec<PathBuf> {
+        self.layer()
+            .await
+            .map(|l| l.upper.into_iter().map(|(_, h)| h).collect())
+            .unwrap_or_default()
+    }
     /// What the researcher should know about how this sandbox was made (e.g. a failed pull
     /// and the build used instead); recorded in the trial's result.
     fn notes(&self) -> Vec<String> {
@@ -260,6 +274,12 @@ pub trait Backend: Send + Sync {
     /// The engines of a backend with several (`[sandbox] hosts`): load, counts and health;
     /// empty for single-engine backends.
     fn hosts(&self) -> Vec<HostLoad> {
+        Vec::new()
+    }
+    /// Host directories whose file systems this backend's sandboxes write to (the docker
+    /// engine's data root when it runs on this host; the local backend's temp dir), for the
+    /// host reserve (`[sandbox] min_free_disk`); empty when none is on this host.
+    async fn disk_paths(&self) -> Vec<PathBuf> {
         Vec::new()
     }
 }

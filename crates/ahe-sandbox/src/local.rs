@@ -221,6 +221,7 @@ impl LocalBackend {
             cgroup: None,
             server: None,
             destroyed: AtomicBool::new(false),
+            fsize: crate::storage::fsize_limit(spec.storage_mb),
         };
         sb.init_dirs()?;
         if spec.memory_mb.is_some() || spec.cpus.is_some() {
@@ -322,6 +323,8 @@ pub struct LocalSandbox {
     /// The exec server (bubblewrap mode, once set up).
     server: Option<ExecServer>,
     destroyed: AtomicBool,
+    /// `RLIMIT_FSIZE` of everything run in the sandbox (the task's storage limit).
+    fsize: Option<u64>,
 }
 
 impl LocalSandbox {
@@ -425,6 +428,7 @@ impl LocalSandbox {
         if let Some(cg) = &self.cgroup {
             cg.attach(&mut c);
         }
+        limit_file_size(&mut c, self.fsize);
         if let Some(o) = &self.layout.owner {
             o.drop_to(&mut c);
         }
@@ -468,6 +472,7 @@ impl LocalSandbox {
         if let Some(cg) = &self.cgroup {
             cg.attach(&mut c);
         }
+        limit_file_size(&mut c, self.fsize);
         if let Some(o) = &self.layout.owner {
             o.drop_to(&mut c);
         }
@@ -497,6 +502,25 @@ impl LocalSandbox {
         } else {
             Ok(())
         }
+    }
+}
+
+/// Sets `RLIMIT_FSIZE` of the command (and so of everything it starts) to `bytes`: no file
+/// it writes grows past the task's storage limit.
+fn limit_file_size(cmd: &mut Command, bytes: Option<u64>) {
+    let Some(b) = bytes else { return };
+    let lim = libc::rlimit {
+        rlim_cur: b as libc::rlim_t,
+        rlim_max: b as libc::rlim_t,
+    };
+    // SAFETY: setrlimit is async-signal-safe; `lim` is copied into the closure.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
@@ -564,6 +588,12 @@ impl Sandbox for LocalSandbox {
         self.isolated.then(|| self.fs.layer(path))
     }
 
+    /// The whole trial dir: every writable dir the sandbox binds (`fs/`) and the exec
+    /// server's files, in both modes.
+    async fn storage_dirs(&self) -> Vec<PathBuf> {
+        vec![self.dir.clone()]
+    }
+
     /// Bubblewrap: the script runs in the sandbox's pid namespace, sparing the exec server,
     /// its workers and their idle spares. Plain mode has no namespace to sweep (each exec's
     /// process group is already killed when it ends): none there.
@@ -613,5 +643,10 @@ impl Backend for LocalBackend {
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>> {
         Ok(Box::new(self.create_local(spec).await?))
+    }
+
+    /// The temp dir trial dirs are made in.
+    async fn disk_paths(&self) -> Vec<PathBuf> {
+        vec![std::env::temp_dir()]
     }
 }

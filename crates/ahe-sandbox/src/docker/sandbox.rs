@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
+use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, ResourcesUlimits};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
     CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
@@ -181,6 +181,14 @@ async fn create_once(
         memory,
         memory_swap: memory,
         pids_limit: Some(PIDS_LIMIT),
+        // No single file outgrows the task's storage limit (the trial watches the total).
+        ulimits: crate::storage::fsize_limit(spec.storage_mb).map(|b| {
+            vec![ResourcesUlimits {
+                name: Some("fsize".into()),
+                soft: Some(b as i64),
+                hard: Some(b as i64),
+            }]
+        }),
         log_config: Some(HostConfigLogConfig {
             typ: Some("none".into()),
             config: None,
