@@ -69,9 +69,20 @@ pub struct Estimate {
     /// Code-agent dollars per iteration, [one short turn per trial, every trial at its
     /// token limit]; `None` when the code agent's model sets no prices.
     pub cost_per_iteration_usd: Option<[f64; 2]>,
+    /// Trajectory-judge dollars per iteration when `[models.judge]` is on: [no trial passes,
+    /// every trial passes and its judge call reads JUDGE_INPUT_TOKENS]; `None` when the
+    /// judge is off or its model sets no prices.
+    pub judge_per_iteration_usd: Option<[f64; 2]>,
     /// `[evolve] budget_usd`: the run stops gracefully once this much is spent.
     pub budget_usd: Option<f64>,
 }
+
+/// The input tokens one judge call reads at most in the estimate (a long passing trace;
+/// the judge prompt caps what it shows of a trace).
+pub const JUDGE_INPUT_TOKENS: f64 = 40_000.0;
+
+/// The output tokens of one judge verdict in the estimate.
+pub const JUDGE_OUTPUT_TOKENS: f64 = 1_000.0;
 
 /// The whole result of a check.
 #[derive(Debug, Clone, Serialize)]
@@ -161,6 +172,12 @@ pub fn text(r: &Report, config: &Path) -> String {
                 hi * e.iterations as f64
             )),
             None => s.push_str("; no prices set, no cost estimate"),
+        }
+        if let Some([lo, hi]) = e.judge_per_iteration_usd {
+            s.push_str(&format!(
+                "; trajectory judge ${lo:.2}–${hi:.2} per iteration (no trial passes to every trial passes, ~{}k tokens a call)",
+                JUDGE_INPUT_TOKENS as u64 / 1000
+            ));
         }
         match e.budget_usd {
             Some(b) => s.push_str(&format!("; budget_usd = {b:.2} stops the run\n")),
@@ -284,12 +301,20 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
         );
         [lo * trials as f64, hi * trials as f64]
     });
+    // The judge reads each passing trial once: nothing when none passes, one call per trial
+    // when all do.
+    let judge = cfg.judge_model().filter(|j| !j.prices_unknown()).map(|j| {
+        let call = JUDGE_INPUT_TOKENS / 1e6 * j.price_input_per_mtok
+            + JUDGE_OUTPUT_TOKENS / 1e6 * j.price_output_per_mtok;
+        [0.0, call * trials as f64]
+    });
     Some(Estimate {
         tasks: tasks.len(),
         holdout: holdout.len(),
         trials_per_iteration: trials,
         iterations: cfg.iterations,
         cost_per_iteration_usd: cost,
+        judge_per_iteration_usd: judge,
         budget_usd: cfg.evolve.budget_usd,
     })
 }

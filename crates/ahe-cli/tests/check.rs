@@ -159,11 +159,26 @@ fn transient_errors_are_retried_as_the_run_would_and_only_persistent_ones_are_pr
         vec![rate_limited(), server_error(), rate_limited()],
         ScriptedReply::text("OK"),
     );
-    let cfg = config(d.path(), &bench, &harness, "local", &model(s.base_url(), 6));
+    // Priced, with the trajectory judge on (merged over models.default).
+    let priced = format!(
+        "{}price_input_per_mtok = 2.0\nprice_output_per_mtok = 8.0\n[models.judge]\n",
+        model(s.base_url(), 6)
+    );
+    let cfg = config(d.path(), &bench, &harness, "local", &priced);
     let (code, doc, out) = check_json(&cfg, &[("AHE_CHECK_TEST_KEY", "k")]);
     assert!(problems(&doc, "model").is_empty(), "{doc}");
     assert_eq!(code, 0, "{out}");
-    assert_eq!(s.request_count(), 4);
+    assert_eq!(
+        s.request_count(),
+        4,
+        "one probe for the roles sharing a model"
+    );
+    // The judge's share of the estimate: 0 when nothing passes, one 40k-token call per trial.
+    let trials = doc["estimate"]["trials_per_iteration"].as_f64().unwrap();
+    let judge = &doc["estimate"]["judge_per_iteration_usd"];
+    assert_eq!(judge[0].as_f64(), Some(0.0), "{doc}");
+    let want = trials * (40_000.0 / 1e6 * 2.0 + 1_000.0 / 1e6 * 8.0);
+    assert!((judge[1].as_f64().unwrap() - want).abs() < 1e-9, "{doc}");
     let ok: Vec<&Value> = doc["passed"]
         .as_array()
         .unwrap()
