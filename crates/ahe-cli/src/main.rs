@@ -6,6 +6,7 @@ mod check;
 mod compare;
 mod eval;
 mod evolve;
+mod export;
 mod matrix;
 mod progress;
 mod pulls;
@@ -69,6 +70,10 @@ enum Command {
     /// The matched-budget comparison of an evolve run: as many seed trials per task as its
     /// spend buys, and the seed's pass@N beside best's pass@1.
     Baseline(baseline::BaselineArgs),
+    /// Write ahe's trials in another tool's format (`harbor`: a Harbor job directory with
+    /// TrialResult files and ATIF trajectories).
+    #[command(subcommand)]
+    Export(export::ExportCommand),
     /// Evolve the harness: rollout, clean, attribute, debug, evolve, commit — N iterations.
     Evolve(evolve::EvolveArgs),
     /// Write report.html (self-contained), report.md and trial pages of a run directory.
@@ -125,6 +130,7 @@ fn main() -> ExitCode {
         Command::Eval(a) => eval::run(a),
         Command::Matrix(a) => matrix::run(a),
         Command::Baseline(a) => baseline::run(a),
+        Command::Export(c) => export::run(c),
         Command::Evolve(a) => evolve::run(a),
         Command::Report(a) => report::run(a),
         Command::Show(a) => show::run(a),

@@ -7,6 +7,8 @@ mod ablate;
 mod plan;
 mod report;
 
+pub(crate) use plan::files;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
