@@ -7,6 +7,7 @@ mod compare;
 mod eval;
 mod evolve;
 mod export;
+mod import;
 mod matrix;
 mod progress;
 mod pulls;
@@ -74,6 +75,9 @@ enum Command {
     /// TrialResult files and ATIF trajectories).
     #[command(subcommand)]
     Export(export::ExportCommand),
+    /// Read another tool's trials into an ahe evaluation directory (`harbor`: a Harbor job).
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Evolve the harness: rollout, clean, attribute, debug, evolve, commit — N iterations.
     Evolve(evolve::EvolveArgs),
     /// Write report.html (self-contained), report.md and trial pages of a run directory.
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
         Command::Matrix(a) => matrix::run(a),
         Command::Baseline(a) => baseline::run(a),
         Command::Export(c) => export::run(c),
+        Command::Import(c) => import::run(c),
         Command::Evolve(a) => evolve::run(a),
         Command::Report(a) => report::run(a),
         Command::Show(a) => show::run(a),

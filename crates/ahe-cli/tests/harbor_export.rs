@@ -256,3 +256,31 @@ fn a_runs_iteration_with_infra_errors_and_failures_exports_and_loads() {
     assert!(!t.join("agent/trajectory.json").exists());
     validate(&job);
 }
+
+#[test]
+fn a_harbor_job_whose_environment_never_started_imports_as_infra_errors_not_failures() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("eval");
+    let job = root().join("crates/ahe-cli/tests/fixtures/harbor-job-compose-missing");
+    let o = ahe(
+        &[
+            "import",
+            "harbor",
+            job.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = json_file(&out.join("scores.json"));
+    assert_eq!(s["statuses"]["infra_error"], 2, "{s}");
+    assert!(s["statuses"].get("fail").is_none(), "{s}");
+    let r = json_file(&out.join("trials/hello-file/1/result.json"));
+    assert_eq!(r["status"], "infra_error");
+    assert!(
+        r["error"].as_str().unwrap().contains("docker compose"),
+        "{r}"
+    );
+    assert_eq!(s["meta"]["model"], "oracle", "{s}");
+}
