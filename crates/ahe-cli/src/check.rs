@@ -72,6 +72,7 @@ pub struct Estimate {
     /// Trajectory-judge dollars per iteration when `[models.judge]` is on: [no trial passes,
     /// every trial passes and its judge call reads JUDGE_INPUT_TOKENS]; `None` when the
     /// judge is off or its model sets no prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub judge_per_iteration_usd: Option<[f64; 2]>,
     /// `[evolve] budget_usd`: the run stops gracefully once this much is spent.
     pub budget_usd: Option<f64>,
