@@ -137,7 +137,7 @@ pub(crate) async fn create(
     match create_once(shared, spec, img).await {
         Err((e, _)) if storage_opt_refused(shared, spec, &e) => {
             tracing::warn!(
-                "docker: the engine refuses per-container sizes ({e}); storage limits are watched from the host only"
+                "docker: the engine refuses per-container sizes ({e}); containers are made without one from now on"
             );
             shared.native_size.store(false, Ordering::SeqCst);
             create_once(shared, spec, img).await.map_err(|(e, _)| e)
