@@ -434,6 +434,7 @@ async fn run_once(
     };
     if matches!(outcome.end, AgentEnd::StorageLimit | AgentEnd::HostReserve) {
         // Nothing more runs in it: end every process now (the removal finishes below).
+        sandbox.halt();
         let _ = sandbox.destroy().await;
     }
     r.timings.agent_ms = ms(t_agent);
@@ -493,6 +494,7 @@ async fn run_once(
         }
         match verified {
             Err(stop) => {
+                sandbox.halt();
                 let _ = sandbox.destroy().await;
                 let o = stop_outcome(stop);
                 if o.end == AgentEnd::StorageLimit {

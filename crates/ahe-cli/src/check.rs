@@ -425,6 +425,16 @@ async fn check_sandbox(cfg: &RunConfig, tasks: &[ahe_bench::Task], acc: &mut Acc
         }
     };
     acc.good("docker", "sandbox", format!("engine answers at {addr}"));
+    let driver = backend.storage_driver();
+    acc.good(
+        "docker",
+        format!("storage driver {}", driver.describe()),
+        if backend.native_size() {
+            "the engine caps each container at 1.5x its task's storage limit; the host watches the limit itself"
+        } else {
+            "no per-container size in the engine (only overlay2 on xfs with pquota, btrfs, zfs have one); storage limits are watched from the host"
+        },
+    );
     check_engine(cfg, tasks, &backend, None, true, acc).await;
 }
 

@@ -18,7 +18,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const LIMIT_MB: u64 = 64;
+/// The tests of this file run one at a time: each measures the host's free space, which the
+/// others' writes would blur.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Large enough that the other writers of a shared disk do not blur the free-space drop.
+const LIMIT_MB: u64 = 128;
 
 /// A task whose oracle runs `solve` and whose verifier runs `test` (default: reward 1).
 fn task(bench: &Path, name: &str, storage_mb: Option<u64>, solve: &str, test: Option<&str>) {
@@ -173,7 +182,7 @@ fn check_storage_limits(
             assert_eq!(r["status"], "fail", "{sandbox} {name}: {r:#}");
             assert_eq!(r["agent_end"], "storage_limit", "{sandbox} {name}: {r:#}");
             assert_eq!(
-                r["error"], "exceeded the task's storage limit (64 MiB)",
+                r["error"], "exceeded the task's storage limit (128 MiB)",
                 "{sandbox} {name}: {r:#}"
             );
             let agent_ms = r["timings"]["agent_ms"].as_u64().unwrap();
@@ -194,6 +203,7 @@ fn check_storage_limits(
 
 #[test]
 fn docker_trials_over_their_storage_limit_are_stopped_as_failures() {
+    let _serial = serial();
     if !docker_ready() {
         return;
     }
@@ -225,6 +235,7 @@ fn docker_root() -> PathBuf {
 
 #[test]
 fn local_trials_over_their_storage_limit_are_stopped_as_failures() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let sandboxes = tmp.path().join("sandboxes");
     std::fs::create_dir(&sandboxes).unwrap();
@@ -348,6 +359,7 @@ fn statuses(out: &Path) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn a_run_below_its_disk_reserve_pauses_and_finishes_like_an_unthrottled_one() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     // ~280 MiB usable: three trials (150 MiB) fit above a 100 MiB reserve, four do not.
     let Some(small) = LoopFs::make(tmp.path(), 300) else {

@@ -124,6 +124,41 @@ pub struct DockerBackend {
     reaped: usize,
     netns: Option<Arc<NetnsPool>>,
     removals: Arc<Removals>,
+    /// The engine's storage driver.
+    driver: StorageDriver,
+    /// Whether containers get `storage_opt size=` (the driver can; cleared when the engine
+    /// refuses it, e.g. overlay2 on xfs without `pquota`).
+    native_size: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A Docker engine's storage driver, as `docker info` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageDriver {
+    /// `overlay2`, `btrfs`, `zfs`...
+    pub name: String,
+    /// The file system below it (`extfs`, `xfs`...), when the driver says.
+    pub backing: Option<String>,
+}
+
+impl StorageDriver {
+    /// Whether the engine can cap a container's writable layer itself (`--storage-opt
+    /// size=`): overlay2 over xfs (which must be mounted with `pquota`: the engine refuses
+    /// otherwise), btrfs, zfs, devicemapper, windowsfilter. Not overlay2 over ext4.
+    pub fn native_size(&self) -> bool {
+        match self.name.as_str() {
+            "btrfs" | "zfs" | "devicemapper" | "windowsfilter" => true,
+            "overlay2" => self.backing.as_deref() == Some("xfs"),
+            _ => false,
+        }
+    }
+
+    /// `overlay2 on extfs`.
+    pub fn describe(&self) -> String {
+        match &self.backing {
+            Some(b) => format!("{} on {b}", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for DockerBackend {
@@ -257,7 +292,7 @@ impl DockerBackend {
     fn connect_with(docker: Docker, address: String) -> Result<DockerBackend> {
         let probe = docker.clone();
         let addr = address.clone();
-        let (host_cpus, reaped) = block_on_thread(async move {
+        let (host_cpus, reaped, driver) = block_on_thread(async move {
             let work = async {
                 // Versions are shared by clones: this negotiates for `docker` too.
                 let probe = probe
@@ -277,7 +312,20 @@ impl DockerBackend {
                         "docker: reaped {reaped} containers of dead ahe processes at {addr}"
                     );
                 }
-                Ok((info.ncpu.filter(|n| *n > 0).map(|n| n as f64), reaped))
+                let backing = info.driver_status.as_ref().and_then(|s| {
+                    s.iter()
+                        .find(|kv| kv.first().is_some_and(|k| k == "Backing Filesystem"))
+                        .and_then(|kv| kv.get(1).cloned())
+                });
+                let driver = StorageDriver {
+                    name: info.driver.clone().unwrap_or_default(),
+                    backing,
+                };
+                Ok((
+                    info.ncpu.filter(|n| *n > 0).map(|n| n as f64),
+                    reaped,
+                    driver,
+                ))
             };
             tokio::time::timeout(CONNECT_TIMEOUT, work)
                 .await
@@ -285,6 +333,8 @@ impl DockerBackend {
         })?;
         let shared_netns = std::env::var("AHE_DOCKER_SHARED_NETNS").map_or(true, |v| v != "0");
         Ok(DockerBackend {
+            native_size: Arc::new(std::sync::atomic::AtomicBool::new(driver.native_size())),
+            driver,
             netns: shared_netns.then(|| NetnsPool::new(docker.clone())),
             removals: Removals::new(docker.clone()),
             docker,
@@ -359,6 +409,17 @@ impl DockerBackend {
         &self.docker
     }
 
+    /// The engine's storage driver.
+    pub fn storage_driver(&self) -> &StorageDriver {
+        &self.driver
+    }
+
+    /// Whether containers get a size limit from the engine too (`storage_opt size=`, 1.5×
+    /// the task's storage limit, a backstop behind the watcher).
+    pub fn native_size(&self) -> bool {
+        self.native_size.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Where the engine was reached (`DOCKER_HOST` or the default socket).
     pub fn address(&self) -> &str {
         &self.address
@@ -389,6 +450,7 @@ impl DockerBackend {
             host_cpus: self.host_cpus,
             netns: self.netns.as_ref(),
             removals: &self.removals,
+            native_size: &self.native_size,
         };
         let mut sb = sandbox::create(&shared, spec, &img.info).await?;
         sb.notes = img.notes;
@@ -595,5 +657,27 @@ where
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod storage_driver_tests {
+    use super::StorageDriver;
+
+    fn d(name: &str, backing: Option<&str>) -> StorageDriver {
+        StorageDriver {
+            name: name.into(),
+            backing: backing.map(String::from),
+        }
+    }
+
+    #[test]
+    fn only_drivers_with_quotas_cap_a_container_size() {
+        assert!(!d("overlay2", Some("extfs")).native_size());
+        assert!(d("overlay2", Some("xfs")).native_size());
+        assert!(d("btrfs", Some("btrfs")).native_size());
+        assert!(d("zfs", None).native_size());
+        assert!(!d("vfs", Some("extfs")).native_size());
+        assert_eq!(d("overlay2", Some("extfs")).describe(), "overlay2 on extfs");
     }
 }

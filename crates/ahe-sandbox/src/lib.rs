@@ -229,6 +229,10 @@ pub trait Sandbox: Send + Sync {
         None
     }
     async fn destroy(&self) -> Result<()>;
+    /// Kills every process in the sandbox at once, without the graceful steps of
+    /// [`Sandbox::destroy`] (which must still follow): for a trial stopped because it wrote
+    /// too much. The default does nothing (docker's `destroy` already kills at once).
+    fn halt(&self) {}
     /// Host directories holding everything the sandbox writes to disk (its writable layer and
     /// the writable dirs it binds), for storage limits and the host reserve; empty when this
     /// host cannot see them (a remote engine, a storage driver other than overlay2).

@@ -588,6 +588,13 @@ impl Sandbox for LocalSandbox {
         self.isolated.then(|| self.fs.layer(path))
     }
 
+    /// Kills the exec server's bubblewrap (and with it the sandbox's pid namespace) now.
+    fn halt(&self) {
+        if let Some(server) = &self.server {
+            server.kill_now();
+        }
+    }
+
     /// The whole trial dir: every writable dir the sandbox binds (`fs/`) and the exec
     /// server's files, in both modes.
     async fn storage_dirs(&self) -> Vec<PathBuf> {

@@ -5,7 +5,8 @@
 //! container's overlay2 upper dir; local: the trial's `fs/`, which holds every writable dir
 //! the sandbox binds) again and again, off the async runtime. The pause between two walks
 //! grows with the walk's cost (20× the last walk, between [`MIN_INTERVAL`] and
-//! [`MAX_INTERVAL`]), so a watcher spends at most ~5% of one core however large the tree.
+//! [`MAX_INTERVAL`]; at least [`MEASURE_INTERVAL`] without a limit), so a watcher spends at
+//! most ~5% of one core however large the tree.
 //! A single file cannot outgrow the limit between two walks: the backends also set
 //! `RLIMIT_FSIZE` to the limit (a write past it fails with `EFBIG`, and `SIGXFSZ` ends the
 //! writer), so a runaway `yes > f` or `dd` stops at the limit by itself; several files
@@ -19,6 +20,9 @@ use std::time::{Duration, Instant};
 
 /// Shortest pause between two walks.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
+/// Shortest pause of a meter without a limit (it only tells the host reserve which trial is
+/// largest).
+pub const MEASURE_INTERVAL: Duration = Duration::from_secs(1);
 /// Longest pause between two walks.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(3);
 
@@ -138,6 +142,11 @@ impl Meter {
             tripped_after: Mutex::new(None),
         });
         let weak = Arc::downgrade(&m);
+        let min = if limit_mb.is_some() {
+            MIN_INTERVAL
+        } else {
+            MEASURE_INTERVAL
+        };
         let limit_mb = limit_mb.unwrap_or(0);
         tokio::spawn(async move {
             loop {
@@ -164,7 +173,7 @@ impl Meter {
                     return;
                 }
                 drop(m);
-                tokio::time::sleep((spent * 20).clamp(MIN_INTERVAL, MAX_INTERVAL)).await;
+                tokio::time::sleep((spent * 20).clamp(min, MAX_INTERVAL)).await;
             }
         });
         m

@@ -122,6 +122,9 @@ pub(crate) struct Shared<'a> {
     pub netns: Option<&'a Arc<NetnsPool>>,
     /// Background removals.
     pub removals: &'a Arc<Removals>,
+    /// Whether the engine's storage driver caps a container's size (see
+    /// [`super::StorageDriver::native_size`]); cleared when the engine refuses it.
+    pub native_size: &'a std::sync::atomic::AtomicBool,
 }
 
 /// Creates, prepares and starts the container of one trial (once more with another
@@ -132,12 +135,39 @@ pub(crate) async fn create(
     img: &ImageInfo,
 ) -> Result<DockerSandbox> {
     match create_once(shared, spec, img).await {
+        Err((e, _)) if storage_opt_refused(shared, spec, &e) => {
+            tracing::warn!(
+                "docker: the engine refuses per-container sizes ({e}); containers are made without one from now on"
+            );
+            shared.native_size.store(false, Ordering::SeqCst);
+            create_once(shared, spec, img).await.map_err(|(e, _)| e)
+        }
         Err((e, true)) => {
             tracing::warn!("docker: {e}; retrying with a new network holder");
             create_once(shared, spec, img).await.map_err(|(e, _)| e)
         }
         r => r.map_err(|(e, _)| e),
     }
+}
+
+/// Whether a failed create is the engine refusing `storage_opt` (overlay2 on xfs without
+/// `pquota`, a driver that cannot): then containers are made without it from now on.
+fn storage_opt_refused(shared: &Shared<'_>, spec: &SandboxSpec, e: &SandboxError) -> bool {
+    let m = e.to_string().to_ascii_lowercase();
+    shared.native_size.load(Ordering::SeqCst)
+        && spec.storage_mb.is_some_and(|m| m > 0)
+        && (m.contains("storage-opt") || m.contains("storage opt") || m.contains("quota"))
+}
+
+/// The engine's own cap of a container's writable layer: 1.5× the task's limit, so the
+/// host's watcher trips first (and the trial ends with the reason) while the engine bounds
+/// any writer, however fast.
+fn storage_opt(shared: &Shared<'_>, spec: &SandboxSpec) -> Option<HashMap<String, String>> {
+    let mb = spec.storage_mb.filter(|m| *m > 0)?;
+    shared
+        .native_size
+        .load(Ordering::SeqCst)
+        .then(|| HashMap::from([("size".to_string(), format!("{}m", mb + mb / 2 + 1))]))
 }
 
 /// One attempt of [`create`]; the flag tells whether a discarded network holder was involved.
@@ -181,6 +211,7 @@ async fn create_once(
         memory,
         memory_swap: memory,
         pids_limit: Some(PIDS_LIMIT),
+        storage_opt: storage_opt(shared, spec),
         // No single file outgrows the task's storage limit (the trial watches the total).
         ulimits: crate::storage::fsize_limit(spec.storage_mb).map(|b| {
             vec![ResourcesUlimits {
