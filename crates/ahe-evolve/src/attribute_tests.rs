@@ -1,6 +1,6 @@
 //! Unit tests of `attribute.rs`.
 use super::*;
-use crate::manifest::{Change, ChangeKind};
+use crate::manifest::{Change, ChangeKind, Component};
 use ahe_bench::TrialResult;
 
 /// Scores from `name=passed/k ...`; `x` for passed marks an all-infra task.

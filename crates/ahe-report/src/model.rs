@@ -11,11 +11,11 @@ use anyhow::Context;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::attribute::{ChangeEvaluation, ChangeVerdict, Verdict};
-use crate::clean::{self, CleanTrace};
-use crate::journal::{Entry, Journal, Phase};
-use crate::manifest::Manifest;
-use crate::run_dir::{Best, IterationDir, IterationRecord, RunDir};
+use ahe_rundir::attribution::{ChangeEvaluation, ChangeVerdict, Verdict};
+use ahe_rundir::clean::{self, CleanTrace};
+use ahe_rundir::journal::{Entry, Journal, Phase};
+use ahe_rundir::manifest::Manifest;
+use ahe_rundir::run_dir::{Best, IterationDir, IterationRecord, RunDir};
 
 /// Phases of an evolve iteration, in order.
 pub const EVOLVE_PHASES: [Phase; 8] = [
@@ -46,16 +46,7 @@ pub fn phase_name(p: Phase) -> &'static str {
     p.name()
 }
 
-/// SCREAMING_SNAKE_CASE name of a verdict (as in `change_evaluation.json`).
-pub fn verdict_name(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Harmful => "HARMFUL",
-        Verdict::Mixed => "MIXED",
-        Verdict::Effective => "EFFECTIVE",
-        Verdict::PartiallyEffective => "PARTIALLY_EFFECTIVE",
-        Verdict::Ineffective => "INEFFECTIVE",
-    }
-}
+pub use ahe_rundir::attribution::verdict_name;
 
 /// Every verdict, best first.
 pub const VERDICTS: [Verdict; 5] = [
@@ -276,7 +267,7 @@ impl IterationReport {
     /// `worsened`, `infra`), per `change_evaluation.json`.
     pub fn task_move(&self, task: &str) -> Option<&'static str> {
         let e = self.evaluation.as_ref()?;
-        let has = |v: &[crate::attribute::TaskMove]| v.iter().any(|m| m.task == task);
+        let has = |v: &[ahe_rundir::attribution::TaskMove]| v.iter().any(|m| m.task == task);
         [
             (&e.fixed, "fixed"),
             (&e.regressed, "regressed"),

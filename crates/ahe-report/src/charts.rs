@@ -177,7 +177,7 @@ pub fn charts(run: &RunReport, pages: bool) -> Charts {
 /// A chart as a standalone `.svg` file under `report/`: the page's CSS embedded, links
 /// made relative to `report/`.
 pub fn standalone_svg(chart: &str) -> String {
-    let css = include_str!("../../templates/report/report.css");
+    let css = include_str!("../templates/report/report.css");
     let chart = chart
         .replace("href=\"report/", "href=\"")
         .replace("href=\"iterations/", "href=\"../iterations/");

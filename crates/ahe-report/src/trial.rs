@@ -12,7 +12,7 @@ use super::format::{secs, tokens, usd};
 use super::html::env;
 use super::model::RunReport;
 use super::{url_segment, write_atomic};
-use crate::clean::CleanTrace;
+use ahe_rundir::clean::CleanTrace;
 
 #[derive(Serialize)]
 struct CallView {
@@ -148,8 +148,8 @@ pub fn page_stamp() -> &'static str {
         // FNV-1a: stable across builds of the same sources.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for part in [
-            include_str!("../../templates/report/trial.html"),
-            include_str!("../../templates/report/report.css"),
+            include_str!("../templates/report/trial.html"),
+            include_str!("../templates/report/report.css"),
             env!("CARGO_PKG_VERSION"),
         ] {
             for b in part.bytes() {
@@ -203,7 +203,9 @@ pub fn write_trial_pages(run: &RunReport) -> TrialPages {
                 .map(move |t| (it.iteration, t.task.as_str(), t.attempt))
         })
         .collect();
-    let root = crate::RunDir::new(&run.dir).report_dir().join("trials");
+    let root = ahe_rundir::RunDir::new(&run.dir)
+        .report_dir()
+        .join("trials");
     let results: Vec<Result<bool, (PathBuf, String)>> = jobs
         .par_iter()
         .map(|(iter, task, attempt)| {
@@ -211,7 +213,7 @@ pub fn write_trial_pages(run: &RunReport) -> TrialPages {
                 .join(format!("{iter:03}"))
                 .join(task)
                 .join(format!("{attempt}.html"));
-            let trial = crate::RunDir::new(&run.dir)
+            let trial = ahe_rundir::RunDir::new(&run.dir)
                 .iteration(*iter)
                 .trial(task, *attempt);
             let trial_dir = trial.path();

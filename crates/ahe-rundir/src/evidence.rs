@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::extra::{SetCost, Tally};
+use ahe_bench::{TrialResult, TrialStatus};
 
 /// Which way a counterfactual test looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,5 +135,59 @@ impl Evidence {
             c.add(&spent);
         }
         c
+    }
+}
+
+/// Passes and trials of one task in a set (infra errors counted apart, not as trials).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Trials that passed.
+    pub passed: u32,
+    /// Trials that ran to a verdict (pass or fail).
+    pub trials: u32,
+    /// Trials lost to infra errors (no evidence either way).
+    pub infra: u32,
+}
+
+impl Tally {
+    /// Counts a set of trial results.
+    pub fn of<'a>(results: impl IntoIterator<Item = &'a TrialResult>) -> Tally {
+        let mut t = Tally::default();
+        for r in results {
+            match r.status {
+                TrialStatus::Pass if r.clean_pass() => {
+                    t.passed += 1;
+                    t.trials += 1;
+                }
+                TrialStatus::InfraError => t.infra += 1,
+                _ => t.trials += 1,
+            }
+        }
+        t
+    }
+
+    /// Whether every trial that ran passed (the DESIGN §6 task status `pass`), at least one.
+    pub fn all_pass(&self) -> bool {
+        self.trials > 0 && self.passed == self.trials
+    }
+}
+
+/// What one set of extra trials cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetCost {
+    /// Trials run (infra errors included).
+    pub trials: u32,
+    /// Dollars of every model call of the set.
+    pub cost_usd: f64,
+    /// Tokens of the set's trials.
+    pub usage: ahe_model::Usage,
+}
+
+impl SetCost {
+    /// Adds another set's cost.
+    pub fn add(&mut self, o: &SetCost) {
+        self.trials += o.trials;
+        self.cost_usd += o.cost_usd;
+        self.usage.add(&o.usage);
     }
 }

@@ -10,7 +10,7 @@ use super::charts::Charts;
 use super::format::{f3, iter_label, secs, tokens, usd};
 use super::model::{phase_name, IterationReport, RunReport};
 use super::view::{iter_view, summary_row, IterView, SummaryRow};
-use crate::journal::Phase;
+use ahe_rundir::journal::Phase;
 
 /// The template environment (report.html, trial.html, report.css).
 pub(super) fn env() -> &'static Environment<'static> {
@@ -18,18 +18,12 @@ pub(super) fn env() -> &'static Environment<'static> {
     ENV.get_or_init(|| {
         let mut e = Environment::new();
         let t = [
-            (
-                "report.css",
-                include_str!("../../templates/report/report.css"),
-            ),
+            ("report.css", include_str!("../templates/report/report.css")),
             (
                 "report.html",
-                include_str!("../../templates/report/report.html"),
+                include_str!("../templates/report/report.html"),
             ),
-            (
-                "trial.html",
-                include_str!("../../templates/report/trial.html"),
-            ),
+            ("trial.html", include_str!("../templates/report/trial.html")),
         ];
         for (name, src) in t {
             e.add_template(name, src)

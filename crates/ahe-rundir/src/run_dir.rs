@@ -13,9 +13,9 @@ use ahe_bench::{EvalDir, Scores, TrialDir};
 use ahe_model::Usage;
 use serde::{Deserialize, Serialize};
 
-use crate::attribute::ChangeEvaluation;
-use crate::chain::ChangeSnapshots;
+use crate::attribution::ChangeEvaluation;
 use crate::manifest::Manifest;
+use crate::snapshots::ChangeSnapshots;
 use crate::{read_json, write_json};
 
 /// `best.json`: the best evaluated harness so far.

@@ -10,10 +10,10 @@ use super::model::{
     phase_name, Incomplete, IterationFiles, IterationReport, PhaseTime, RoleUsage, RunInfo,
     TrialRef, EVOLVE_PHASES, FINAL_PHASES,
 };
-use crate::attribute::ChangeEvaluation;
-use crate::journal::{Entry, Phase};
-use crate::manifest::Manifest;
-use crate::run_dir::IterationDir;
+use ahe_rundir::attribution::ChangeEvaluation;
+use ahe_rundir::journal::{Entry, Phase};
+use ahe_rundir::manifest::Manifest;
+use ahe_rundir::run_dir::IterationDir;
 
 /// Whether no role's model in a `run.toml` value names a non-zero price.
 fn prices_unknown(v: &toml::Value) -> bool {

@@ -3,7 +3,7 @@
 use super::model::{Cell, IterationReport};
 
 /// One short line per leak-guard refusal of an iteration's manifest, then what it reverted.
-pub fn leak_lines(m: Option<&crate::Manifest>) -> Vec<String> {
+pub fn leak_lines(m: Option<&ahe_rundir::Manifest>) -> Vec<String> {
     let Some(r) = m.and_then(|m| m.leak_guard.as_ref()) else {
         return Vec::new();
     };
@@ -14,7 +14,7 @@ pub fn leak_lines(m: Option<&crate::Manifest>) -> Vec<String> {
     let mut out: Vec<String> = r
         .refused
         .iter()
-        .map(|h| format!("{policy}: {}", crate::leak::describe(h)))
+        .map(|h| format!("{policy}: {}", ahe_rundir::leak::describe(h)))
         .collect();
     if !r.reverted.is_empty() {
         out.push(format!("reverted: {}", r.reverted.join(", ")));

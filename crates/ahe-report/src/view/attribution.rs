@@ -3,7 +3,7 @@
 use super::super::format::{f3, verdict_class};
 use super::super::model::{verdict_name, IterationReport};
 use super::*;
-use crate::attribute::{ChangeVerdict, TaskMove};
+use ahe_rundir::attribution::{ChangeVerdict, TaskMove};
 
 fn moves(v: &[TaskMove]) -> Vec<MoveView> {
     v.iter()
@@ -18,7 +18,7 @@ fn moves(v: &[TaskMove]) -> Vec<MoveView> {
 }
 
 pub(super) fn change_view(
-    c: &crate::manifest::Change,
+    c: &ahe_rundir::manifest::Change,
     out: Option<&ChangeVerdict>,
     judged: bool,
 ) -> ChangeView {
@@ -164,9 +164,9 @@ pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> 
 }
 
 /// The sentences of [`AttributionView::evidence`].
-fn evidence_lines(e: &crate::attribute::ChangeEvaluation) -> Vec<String> {
+fn evidence_lines(e: &ahe_rundir::attribution::ChangeEvaluation) -> Vec<String> {
     let mut out = Vec::new();
-    let q = |t: &crate::attribute::TruthQuality| {
+    let q = |t: &ahe_rundir::attribution::TruthQuality| {
         format!(
             "fix precision {} · recall {} · risk precision {} · recall {}",
             opt_ratio(t.fix_precision),

@@ -294,7 +294,7 @@ pub fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView
         .manifest
         .iter()
         .flat_map(|m| &m.changes)
-        .filter(|c| c.kind == crate::manifest::ChangeKind::Rollback)
+        .filter(|c| c.kind == ahe_rundir::manifest::ChangeKind::Rollback)
         .map(|c| format!("{}: {} ({})", c.id, c.description, c.files.join(", ")))
         .collect();
     let mut links = Vec::new();

@@ -273,7 +273,7 @@ pub fn task_doc(run: &RunReport, task: &str, only: Option<u32>) -> Option<Value>
                 .checked_sub(1)
                 .and_then(|p| run.iteration(p))
                 .and_then(|p| p.manifest.as_ref());
-            let ids = |f: fn(&crate::manifest::Change) -> &Vec<String>| -> Vec<String> {
+            let ids = |f: fn(&ahe_rundir::manifest::Change) -> &Vec<String>| -> Vec<String> {
                 prev.iter()
                     .flat_map(|m| &m.changes)
                     .filter(|c| f(c).iter().any(|x| x == task))
