@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use ahe_attribution::stats::{excludes_zero, fisher_exact, paired_delta_ci, ALPHA};
 use ahe_bench::Scores;
-use ahe_evolve::stats::{excludes_zero, fisher_exact, paired_delta_ci, ALPHA};
 use serde_json::{json, Value};
 
 /// One evaluated harness.

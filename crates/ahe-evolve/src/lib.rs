@@ -1,7 +1,6 @@
 //! The AHE loop (Algorithm 1): rollout, clean, attribute, debug, evolve, commit.
 
 pub mod agent;
-pub mod attribute;
 pub mod canary;
 pub mod chain;
 pub mod commit;
@@ -14,6 +13,7 @@ pub mod extra;
 pub mod history;
 pub mod jail;
 pub mod leak;
+pub mod lock;
 #[path = "loop.rs"]
 pub mod r#loop;
 pub mod overlap;
@@ -21,12 +21,13 @@ pub mod preflight;
 pub mod revert;
 pub mod rollback;
 pub mod rollout;
+pub mod rollout_phase;
 pub mod run;
 pub mod start;
-pub mod stats;
 pub mod text;
 pub mod trial_judge;
 
+pub use ahe_attribution::{attribute, stats};
 pub use ahe_rundir::{clean, evidence, journal, manifest, run_dir};
 pub use ahe_rundir::{read_json, write_json};
 pub use config::RunConfig;

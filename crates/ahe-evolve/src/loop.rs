@@ -15,7 +15,7 @@ use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::{Best, IterationDir};
 use crate::{
     attribute, canary, chain, clean, confirm, counterfactual, evolve, history, preflight, rollback,
-    rollout,
+    rollout_phase,
 };
 
 /// Why the loop stopped.
@@ -121,7 +121,7 @@ impl Run {
     ) -> anyhow::Result<()> {
         let t = it.number();
         self.phase(t, Phase::Rollout, || {
-            rollout::rollout_iteration(self, it, evaluated, ahead, cancel.clone())
+            rollout_phase::rollout_iteration(self, it, evaluated, ahead, cancel.clone())
         })
         .await?;
         self.phase(t, Phase::Clean, || async {

@@ -11,6 +11,8 @@ use anyhow::Context;
 use rayon::prelude::*;
 use serde::Serialize;
 
+mod load;
+
 use ahe_rundir::attribution::{ChangeEvaluation, ChangeVerdict, Verdict};
 use ahe_rundir::clean::{self, CleanTrace};
 use ahe_rundir::journal::{Entry, Journal, Phase};
@@ -217,8 +219,8 @@ impl IterationReport {
             "SUSPECT: {} trial(s) touched the verifier's ground; pass@1 counts them as failures: \
              {} (with their passes: {})",
             s.suspect_trials,
-            clean.map_or("n/a".into(), super::format::f3),
-            super::format::f3(raw)
+            clean.map_or("n/a".into(), crate::numbers::f3),
+            crate::numbers::f3(raw)
         ))
     }
 
@@ -342,7 +344,7 @@ impl RunReport {
         if self.info.cost_unknown {
             "unknown".into()
         } else {
-            super::format::usd(v)
+            crate::numbers::usd(v)
         }
     }
 
@@ -351,7 +353,7 @@ impl RunReport {
         if self.info.cost_unknown {
             COST_UNKNOWN.into()
         } else {
-            super::format::usd(self.cost_usd())
+            crate::numbers::usd(self.cost_usd())
         }
     }
 
@@ -367,7 +369,7 @@ impl RunReport {
             );
         }
         let entries = Journal::read(&journal_path);
-        let info = super::load::read_info(&rd.config_path());
+        let info = load::read_info(&rd.config_path());
         let ended = entries.iter().rev().find_map(|e| match e {
             Entry::RunEnd { reason, .. } => Some(reason.clone()),
             _ => None,
@@ -386,7 +388,7 @@ impl RunReport {
         let n = info.iterations;
         let mut iterations: Vec<IterationReport> = (1..=max_iter)
             .into_par_iter()
-            .map(|t| super::load::load_iteration(&rd.iteration(t), n, &entries, ended.is_some()))
+            .map(|t| load::load_iteration(&rd.iteration(t), n, &entries, ended.is_some()))
             .collect();
         iterations.sort_by_key(|i| i.iteration);
         let mut incomplete = iterations.iter().find_map(|i| i.incomplete.clone());

@@ -10,10 +10,10 @@ use std::path::Path;
 use ahe_bench::scores::{mean_with_ci, TaskScore};
 use ahe_bench::{Scores, TaskStatus, TrialStatus};
 
-use crate::evidence::Evidence;
-use crate::extra::Tally;
-use crate::manifest::Manifest;
 use crate::stats::{excludes_zero, fisher_exact, paired_delta_ci, ALPHA};
+use ahe_rundir::evidence::Evidence;
+use ahe_rundir::evidence::Tally;
+use ahe_rundir::manifest::Manifest;
 
 mod truth;
 pub use ahe_rundir::attribution::*;
@@ -191,7 +191,7 @@ pub fn attribute(
         .collect();
     // The canary's regressions never reach the rollout (their culprits were reverted first):
     // its counterfactuals are the truth for them.
-    let canary_tests: Vec<&crate::evidence::CfTest> =
+    let canary_tests: Vec<&ahe_rundir::evidence::CfTest> =
         evidence.canary.iter().flat_map(|c| &c.tests).collect();
     let canary_regressed: BTreeSet<&str> = canary_tests.iter().map(|x| x.task.as_str()).collect();
     let tested = |t: &str| evidence.tests_of(t).next().is_some() || canary_regressed.contains(t);
@@ -315,19 +315,20 @@ pub fn attribute(
     ev.counterfactual_trials = evidence.counterfactual_cost.trials;
     ev.extra_cost_usd = cost.cost_usd;
 
-    let file_match = |task: &str, named: &dyn Fn(&crate::manifest::Change) -> bool| FileMatch {
-        task: task.to_string(),
-        matched_changes: changes
-            .iter()
-            .filter(|c| change_touches(&c.files, ex(task)))
-            .map(|c| c.id.clone())
-            .collect(),
-        predicted_by: changes
-            .iter()
-            .filter(|c| named(c))
-            .map(|c| c.id.clone())
-            .collect(),
-    };
+    let file_match =
+        |task: &str, named: &dyn Fn(&ahe_rundir::manifest::Change) -> bool| FileMatch {
+            task: task.to_string(),
+            matched_changes: changes
+                .iter()
+                .filter(|c| change_touches(&c.files, ex(task)))
+                .map(|c| c.id.clone())
+                .collect(),
+            predicted_by: changes
+                .iter()
+                .filter(|c| named(c))
+                .map(|c| c.id.clone())
+                .collect(),
+        };
     for t in &g {
         let m = file_match(t, &|c| c.risk_tasks.iter().any(|r| r == t));
         let blamed = ev
@@ -392,12 +393,12 @@ fn stats(pv: &BTreeMap<String, TaskScore>, cv: &BTreeMap<String, TaskScore>) -> 
 
 /// Writes `change_evaluation.json` into the iteration directory `dir`.
 pub fn write(dir: &Path, ev: &ChangeEvaluation) -> anyhow::Result<()> {
-    crate::run_dir::IterationDir::at(dir).write_change_evaluation(ev)
+    ahe_rundir::run_dir::IterationDir::at(dir).write_change_evaluation(ev)
 }
 
 /// Reads `change_evaluation.json` from the iteration directory `dir`.
 pub fn read(dir: &Path) -> anyhow::Result<ChangeEvaluation> {
-    crate::run_dir::IterationDir::at(dir).change_evaluation()
+    ahe_rundir::run_dir::IterationDir::at(dir).change_evaluation()
 }
 
 #[cfg(test)]

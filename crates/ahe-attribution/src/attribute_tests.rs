@@ -1,7 +1,7 @@
 //! Unit tests of `attribute.rs`.
 use super::*;
-use crate::manifest::{Change, ChangeKind, Component};
 use ahe_bench::TrialResult;
+use ahe_rundir::manifest::{Change, ChangeKind, Component};
 
 /// Scores from `name=passed/k ...`; `x` for passed marks an all-infra task.
 fn scores(spec: &str) -> Scores {
@@ -355,7 +355,8 @@ fn json_shape_and_round_trip() {
     assert!(!d.path().join("change_evaluation.json.tmp").exists());
     assert_eq!(read(d.path()).unwrap(), ev);
     let text =
-        std::fs::read(crate::run_dir::IterationDir::at(d.path()).change_evaluation_path()).unwrap();
+        std::fs::read(ahe_rundir::run_dir::IterationDir::at(d.path()).change_evaluation_path())
+            .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
     assert_eq!(v["changes"][0]["verdict"], "PARTIALLY_EFFECTIVE");
     assert_eq!(v["changes"][0]["component"], "tool_impl");

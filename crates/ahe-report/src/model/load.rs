@@ -1,4 +1,4 @@
-//! Reading a run directory into the read model of [`super::model`]: the frozen config's
+//! Reading a run directory into the read model of [`super`]: the frozen config's
 //! facts, and each iteration from the journal and its files (completeness included).
 
 use std::collections::BTreeMap;
@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ahe_bench::Scores;
 
-use super::model::{
+use super::{
     phase_name, Incomplete, IterationFiles, IterationReport, PhaseTime, RoleUsage, RunInfo,
     TrialRef, EVOLVE_PHASES, FINAL_PHASES,
 };
