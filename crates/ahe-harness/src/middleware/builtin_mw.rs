@@ -10,8 +10,8 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::format::MiddlewareDef;
 use crate::middleware::{compact, BuiltinMiddleware, Decision, Hook, HookInput, MiddlewareKind};
+use crate::model::MiddlewareDef;
 use crate::text;
 use crate::tools::truncate_middle;
 
