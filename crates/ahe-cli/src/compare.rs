@@ -1,6 +1,6 @@
 //! `ahe eval` with several harnesses (`--harness A --harness B`, `--against runs/X@best`):
 //! per-task differences and the paired delta of pass@1 with its paired-bootstrap 95%
-//! interval (`ahe_evolve::stats`), each harness against the baseline (the first one).
+//! interval (`ahe_attribution::stats`), each harness against the baseline (the first one).
 //!
 //! `--json` document:
 //! ```text
