@@ -1,21 +1,24 @@
 //! The AHE loop (Algorithm 1): rollout, clean, attribute, debug, evolve, commit.
 
 pub mod agent;
+pub mod algorithm;
+pub mod attribute_phase;
 pub mod canary;
 pub mod chain;
 pub mod commit;
+pub mod commit_phase;
 pub mod config;
 pub mod confirm;
 pub mod counterfactual;
 pub mod debug;
+pub mod debug_phase;
 pub mod evolve;
+pub mod evolve_phase;
 pub mod extra;
 pub mod history;
 pub mod jail;
 pub mod leak;
 pub mod lock;
-#[path = "loop.rs"]
-pub mod r#loop;
 pub mod overlap;
 pub mod preflight;
 pub mod revert;
