@@ -134,8 +134,11 @@ fn json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
+/// One iteration's pass@1, each task's trial statuses, and the verdicts of the changes.
+type IterOutcome = (f64, Vec<(String, Vec<String>)>, Vec<(String, String)>);
+
 /// Per iteration: pass@1, each task's trial statuses, and the verdicts of the changes.
-fn outcome(run: &Path) -> Vec<(f64, Vec<(String, Vec<String>)>, Vec<(String, String)>)> {
+fn outcome(run: &Path) -> Vec<IterOutcome> {
     (1..=4)
         .map(|t| {
             let it = run.join(format!("iterations/{t:03}"));
