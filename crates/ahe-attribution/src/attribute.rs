@@ -144,9 +144,53 @@ pub fn attribute(
             .collect(),
         ..Default::default()
     };
+    let infra_tasks = classify_moves(&mut ev, &pv, &cv, evidence);
+    let moves = ev.clone();
+    let flips = Flips::of(&moves, evidence, exercised, infra_tasks);
+    let changes = prev_manifest.map(|m| m.changes.as_slice()).unwrap_or(&[]);
+    let mut all_p: BTreeSet<&str> = BTreeSet::new();
+    let mut all_q: BTreeSet<&str> = BTreeSet::new();
+    for c in changes {
+        let (pc, qc) = (
+            keep(&c.predicted_fixes, visible),
+            keep(&c.risk_tasks, visible),
+        );
+        all_p.extend(&pc);
+        all_q.extend(&qc);
+        ev.changes
+            .push(change_verdict(c, &pc, &qc, &flips, visible));
+    }
+    let (f, g) = (&flips.f, &flips.g);
+    ev.unconfirmed = flips.unconfirmed.iter().map(|t| t.to_string()).collect();
+    let g_all: BTreeSet<&str> = g.union(&flips.canary_regressed).copied().collect();
+    ev.prediction_vs_truth = truth_quality(&ev.changes, f, &g_all, &|t| flips.tested(t));
+    ev.canary = evidence.canary.clone();
+    ev.prediction_vs_truth_cumulative = ev.prediction_vs_truth.clone();
+    let cost = evidence.total_cost();
+    ev.confirm_trials = evidence.confirm_cost.trials;
+    ev.counterfactual_trials = evidence.counterfactual_cost.trials;
+    ev.extra_cost_usd = cost.cost_usd;
+    match_files(&mut ev, changes, &flips, &all_p);
+    if prev_manifest.is_some() {
+        ev.prediction = prediction_quality(&all_p, &all_q, f, g);
+    } else {
+        ev.prediction.fixed = f.len();
+        ev.prediction.regressed = g.len();
+    }
+    ev
+}
+
+/// Sorts every visible task scored in both iterations into fixed, regressed, improved,
+/// worsened or infra changes (new tasks listed apart); returns the tasks infra touched.
+fn classify_moves<'a>(
+    ev: &mut ChangeEvaluation,
+    pv: &'a BTreeMap<String, TaskScore>,
+    cv: &'a BTreeMap<String, TaskScore>,
+    evidence: &Evidence,
+) -> BTreeSet<String> {
     let mut infra_tasks: BTreeSet<&str> = BTreeSet::new();
     use TaskStatus::*;
-    for (task, c) in &cv {
+    for (task, c) in cv {
         let Some(p) = pv.get(task) else {
             ev.new_tasks.push(task.clone());
             continue;
@@ -168,159 +212,226 @@ pub fn attribute(
             }
         }
     }
-    let all_infra = pv.iter().chain(&cv).filter(|x| x.1.status == Infra);
+    let all_infra = pv.iter().chain(cv).filter(|x| x.1.status == Infra);
     infra_tasks.extend(all_infra.map(|x| x.0.as_str()));
+    infra_tasks.into_iter().map(str::to_string).collect()
+}
 
-    // Flips that confirmation trials could not make significant are not evidence (those
-    // whose confirmation the budget cut short still count, flagged within noise).
-    let hopeless = |m: &TaskMove| {
-        let extra = evidence.confirm.get(&m.task).copied().unwrap_or_default();
-        extra.trials > 0 && crate::confirm::decided(m, extra, evidence.confirm_cap)
-    };
-    let unconfirmed: BTreeSet<&str> = ev
-        .fixed
-        .iter()
-        .chain(&ev.regressed)
-        .filter(|m| m.within_noise && hopeless(m))
-        .map(|m| m.task.as_str())
-        .collect();
-    let f: BTreeSet<&str> = names(&ev.fixed).difference(&unconfirmed).copied().collect();
-    let g: BTreeSet<&str> = names(&ev.regressed)
-        .difference(&unconfirmed)
-        .copied()
-        .collect();
-    // The canary's regressions never reach the rollout (their culprits were reverted first):
-    // its counterfactuals are the truth for them.
-    let canary_tests: Vec<&ahe_rundir::evidence::CfTest> =
-        evidence.canary.iter().flat_map(|c| &c.tests).collect();
-    let canary_regressed: BTreeSet<&str> = canary_tests.iter().map(|x| x.task.as_str()).collect();
-    let tested = |t: &str| evidence.tests_of(t).next().is_some() || canary_regressed.contains(t);
-    let cf_restored = |c: &str, t: &str| evidence.tests_of(t).any(|x| x.change == c && x.restored);
-    let improved = names(&ev.improved);
-    let noisy: BTreeSet<&str> = ev
-        .fixed
-        .iter()
-        .chain(&ev.regressed)
-        .filter(|m| m.within_noise)
-        .map(|m| m.task.as_str())
-        .collect();
-    let no_files = BTreeSet::new();
-    let ex = |t: &str| exercised.get(t).unwrap_or(&no_files);
+/// The flips that count as evidence, and what the confirmation, counterfactual and canary
+/// trials say about them.
+struct Flips<'a> {
+    /// Counted fixes (F without the flips confirmation left within noise).
+    f: BTreeSet<&'a str>,
+    /// Counted regressions (G likewise).
+    g: BTreeSet<&'a str>,
+    /// Flips that confirmation trials could not make significant.
+    unconfirmed: BTreeSet<&'a str>,
+    /// Tasks that improved without flipping.
+    improved: BTreeSet<&'a str>,
+    /// Flips within noise (counted or not).
+    noisy: BTreeSet<&'a str>,
+    /// Tasks with infra on either side.
+    infra_tasks: BTreeSet<String>,
+    /// The canary's counterfactual tests.
+    canary_tests: Vec<&'a ahe_rundir::evidence::CfTest>,
+    /// Tasks the canary found regressed (their culprits reverted before the rollout).
+    canary_regressed: BTreeSet<&'a str>,
+    /// The iteration's evidence.
+    evidence: &'a Evidence,
+    /// Harness files each task's trials exercised.
+    exercised: &'a BTreeMap<String, BTreeSet<String>>,
+    /// No files (for tasks without exercised files).
+    no_files: BTreeSet<String>,
+}
 
-    let changes = prev_manifest.map(|m| m.changes.as_slice()).unwrap_or(&[]);
-    let mut all_p: BTreeSet<&str> = BTreeSet::new();
-    let mut all_q: BTreeSet<&str> = BTreeSet::new();
-    for c in changes {
-        let (pc, qc) = (
-            keep(&c.predicted_fixes, visible),
-            keep(&c.risk_tasks, visible),
-        );
-        all_p.extend(&pc);
-        all_q.extend(&qc);
-        let own = |s: &BTreeSet<&str>| -> Vec<String> { s.iter().map(|t| t.to_string()).collect() };
-        let fixed: BTreeSet<&str> = pc.intersection(&f).copied().collect();
-        let realized: BTreeSet<&str> = qc.intersection(&g).copied().collect();
-        // Where a task was re-run with changes reverted, the counterfactual is the truth.
-        fn by_evidence<'a>(
-            set: &BTreeSet<&'a str>,
-            named: &BTreeSet<&str>,
-            tested: &dyn Fn(&str) -> bool,
-            restored: &dyn Fn(&str) -> bool,
-        ) -> BTreeSet<&'a str> {
-            set.iter()
-                .filter(|t| match tested(t) {
-                    true => restored(t),
-                    false => named.contains(*t),
-                })
-                .copied()
-                .collect()
-        }
-        let mine = |t: &str| cf_restored(&c.id, t);
-        let credited = by_evidence(&f, &pc, &tested, &mine);
-        let mut blamed = by_evidence(&g, &qc, &tested, &mine);
-        blamed.extend(
-            canary_tests
-                .iter()
-                .filter(|x| x.change == c.id && x.restored)
-                .map(|x| x.task.as_str()),
-        );
-        let verdict = match (credited.is_empty(), blamed.is_empty()) {
-            (true, false) => Verdict::Harmful,
-            (false, false) => Verdict::Mixed,
-            _ if !pc.is_empty() && pc.iter().all(|t| credited.contains(t)) => Verdict::Effective,
-            _ if pc.is_empty() && !credited.is_empty() => Verdict::Effective,
-            (false, true) => Verdict::PartiallyEffective,
-            _ => Verdict::Ineffective,
+impl<'a> Flips<'a> {
+    fn of(
+        ev: &'a ChangeEvaluation,
+        evidence: &'a Evidence,
+        exercised: &'a BTreeMap<String, BTreeSet<String>>,
+        infra_tasks: BTreeSet<String>,
+    ) -> Flips<'a> {
+        // Flips that confirmation trials could not make significant are not evidence (those
+        // whose confirmation the budget cut short still count, flagged within noise).
+        let hopeless = |m: &TaskMove| {
+            let extra = evidence.confirm.get(&m.task).copied().unwrap_or_default();
+            extra.trials > 0 && crate::confirm::decided(m, extra, evidence.confirm_cap)
         };
-        let tests: Vec<_> = evidence
-            .counterfactual
-            .iter()
-            .filter(|x| x.change == c.id)
+        let flips = || ev.fixed.iter().chain(&ev.regressed);
+        let unconfirmed: BTreeSet<&str> = flips()
+            .filter(|m| m.within_noise && hopeless(m))
+            .map(|m| m.task.as_str())
             .collect();
-        let counterfactual = (!tests.is_empty()).then(|| CounterfactualSummary {
-            restored: tests
-                .iter()
-                .filter(|x| x.restored)
-                .map(|x| x.task.clone())
-                .collect(),
-            not_restored: tests
-                .iter()
-                .filter(|x| !x.restored)
-                .map(|x| x.task.clone())
-                .collect(),
-            trials: tests.iter().map(|x| x.tally.trials + x.tally.infra).sum(),
-        });
-        let all = c.predicted_fixes.iter().chain(&c.risk_tasks);
-        let ignored: BTreeSet<&String> = all.filter(|t| !visible.contains(*t)).collect();
-        ev.changes.push(ChangeVerdict {
-            id: c.id.clone(),
-            component: c.component,
-            description: c.description.clone(),
-            files: c.files.clone(),
-            predicted_fixes: own(&pc),
-            risk_tasks: own(&qc),
-            actually_fixed: own(&fixed),
-            still_failed: own(&pc.difference(&f).copied().collect()),
-            risk_realized: own(&realized),
-            verdict,
-            improved: own(&pc.intersection(&improved).copied().collect()),
-            infra_affected: own(&pc
-                .union(&qc)
-                .filter(|t| infra_tasks.contains(*t))
+        // The canary's regressions never reach the rollout (their culprits were reverted
+        // first): its counterfactuals are the truth for them.
+        let canary_tests: Vec<&ahe_rundir::evidence::CfTest> =
+            evidence.canary.iter().flat_map(|c| &c.tests).collect();
+        Flips {
+            f: names(&ev.fixed).difference(&unconfirmed).copied().collect(),
+            g: names(&ev.regressed)
+                .difference(&unconfirmed)
                 .copied()
-                .collect()),
-            flips_within_noise: own(&fixed
-                .union(&realized)
-                .filter(|t| noisy.contains(*t))
-                .copied()
-                .collect()),
-            regressions_matched: g
-                .iter()
-                .filter(|t| change_touches(&c.files, ex(t)))
-                .map(|t| t.to_string())
                 .collect(),
-            ignored_tasks: ignored.into_iter().cloned().collect(),
-            counterfactual,
-            blamed_regressions: own(&blamed),
-            credited_fixes: own(&credited),
-        });
+            improved: names(&ev.improved),
+            noisy: flips()
+                .filter(|m| m.within_noise)
+                .map(|m| m.task.as_str())
+                .collect(),
+            canary_regressed: canary_tests.iter().map(|x| x.task.as_str()).collect(),
+            canary_tests,
+            unconfirmed,
+            infra_tasks,
+            evidence,
+            exercised,
+            no_files: BTreeSet::new(),
+        }
     }
-    ev.unconfirmed = unconfirmed.iter().map(|t| t.to_string()).collect();
-    let g_all: BTreeSet<&str> = g.union(&canary_regressed).copied().collect();
-    ev.prediction_vs_truth = truth_quality(&ev.changes, &f, &g_all, &tested);
-    ev.canary = evidence.canary.clone();
-    ev.prediction_vs_truth_cumulative = ev.prediction_vs_truth.clone();
-    let cost = evidence.total_cost();
-    ev.confirm_trials = evidence.confirm_cost.trials;
-    ev.counterfactual_trials = evidence.counterfactual_cost.trials;
-    ev.extra_cost_usd = cost.cost_usd;
 
+    /// Whether counterfactual trials (or the canary's) re-ran this task.
+    fn tested(&self, t: &str) -> bool {
+        self.evidence.tests_of(t).next().is_some() || self.canary_regressed.contains(t)
+    }
+
+    /// Whether reverting change `c` restored task `t`.
+    fn restored(&self, c: &str, t: &str) -> bool {
+        self.evidence
+            .tests_of(t)
+            .any(|x| x.change == c && x.restored)
+    }
+
+    /// The harness files task `t` exercised.
+    fn exercised(&self, t: &str) -> &BTreeSet<String> {
+        self.exercised.get(t).unwrap_or(&self.no_files)
+    }
+}
+
+/// The tasks of `set` the evidence gives to a change: where a task was re-run with changes
+/// reverted the counterfactual is the truth, else the change's own prediction (`named`).
+fn by_evidence<'a>(
+    set: &BTreeSet<&'a str>,
+    named: &BTreeSet<&str>,
+    tested: &dyn Fn(&str) -> bool,
+    restored: &dyn Fn(&str) -> bool,
+) -> BTreeSet<&'a str> {
+    set.iter()
+        .filter(|t| match tested(t) {
+            true => restored(t),
+            false => named.contains(*t),
+        })
+        .copied()
+        .collect()
+}
+
+/// The verdict of a change from the fixes it is credited with and the regressions it is
+/// blamed for (DESIGN §6); `pc` are its visible predicted fixes.
+fn verdict_of(credited: &BTreeSet<&str>, blamed: &BTreeSet<&str>, pc: &BTreeSet<&str>) -> Verdict {
+    match (credited.is_empty(), blamed.is_empty()) {
+        (true, false) => Verdict::Harmful,
+        (false, false) => Verdict::Mixed,
+        _ if !pc.is_empty() && pc.iter().all(|t| credited.contains(t)) => Verdict::Effective,
+        _ if pc.is_empty() && !credited.is_empty() => Verdict::Effective,
+        (false, true) => Verdict::PartiallyEffective,
+        _ => Verdict::Ineffective,
+    }
+}
+
+/// What the counterfactual trials with change `id` reverted showed, when there were any.
+fn counterfactual_summary(evidence: &Evidence, id: &str) -> Option<CounterfactualSummary> {
+    let tests: Vec<_> = evidence
+        .counterfactual
+        .iter()
+        .filter(|x| x.change == id)
+        .collect();
+    let tasks = |restored: bool| {
+        tests
+            .iter()
+            .filter(|x| x.restored == restored)
+            .map(|x| x.task.clone())
+            .collect()
+    };
+    (!tests.is_empty()).then(|| CounterfactualSummary {
+        restored: tasks(true),
+        not_restored: tasks(false),
+        trials: tests.iter().map(|x| x.tally.trials + x.tally.infra).sum(),
+    })
+}
+
+/// The verdict on one change of the previous manifest; `pc`/`qc` are its visible predicted
+/// fixes and risks.
+fn change_verdict(
+    c: &ahe_rundir::manifest::Change,
+    pc: &BTreeSet<&str>,
+    qc: &BTreeSet<&str>,
+    flips: &Flips,
+    visible: &BTreeSet<String>,
+) -> ChangeVerdict {
+    let (f, g) = (&flips.f, &flips.g);
+    let own = |s: &BTreeSet<&str>| -> Vec<String> { s.iter().map(|t| t.to_string()).collect() };
+    let fixed: BTreeSet<&str> = pc.intersection(f).copied().collect();
+    let realized: BTreeSet<&str> = qc.intersection(g).copied().collect();
+    let tested = |t: &str| flips.tested(t);
+    let mine = |t: &str| flips.restored(&c.id, t);
+    let credited = by_evidence(f, pc, &tested, &mine);
+    let mut blamed = by_evidence(g, qc, &tested, &mine);
+    blamed.extend(
+        flips
+            .canary_tests
+            .iter()
+            .filter(|x| x.change == c.id && x.restored)
+            .map(|x| x.task.as_str()),
+    );
+    let all = c.predicted_fixes.iter().chain(&c.risk_tasks);
+    let ignored: BTreeSet<&String> = all.filter(|t| !visible.contains(*t)).collect();
+    let within = |s: &BTreeSet<&str>, keep: &dyn Fn(&str) -> bool| -> Vec<String> {
+        s.iter()
+            .filter(|t| keep(t))
+            .map(|t| t.to_string())
+            .collect()
+    };
+    ChangeVerdict {
+        id: c.id.clone(),
+        component: c.component,
+        description: c.description.clone(),
+        files: c.files.clone(),
+        predicted_fixes: own(pc),
+        risk_tasks: own(qc),
+        actually_fixed: own(&fixed),
+        still_failed: own(&pc.difference(f).copied().collect()),
+        risk_realized: own(&realized),
+        verdict: verdict_of(&credited, &blamed, pc),
+        improved: own(&pc.intersection(&flips.improved).copied().collect()),
+        infra_affected: within(&pc.union(qc).copied().collect(), &|t| {
+            flips.infra_tasks.contains(t)
+        }),
+        flips_within_noise: within(&fixed.union(&realized).copied().collect(), &|t| {
+            flips.noisy.contains(t)
+        }),
+        regressions_matched: g
+            .iter()
+            .filter(|t| change_touches(&c.files, flips.exercised(t)))
+            .map(|t| t.to_string())
+            .collect(),
+        ignored_tasks: ignored.into_iter().cloned().collect(),
+        counterfactual: counterfactual_summary(flips.evidence, &c.id),
+        blamed_regressions: own(&blamed),
+        credited_fixes: own(&credited),
+    }
+}
+
+/// Every counted regression and every unpredicted fix, matched to the changes whose files
+/// its trials exercised; regressions no change is blamed for are also unattributed.
+fn match_files(
+    ev: &mut ChangeEvaluation,
+    changes: &[ahe_rundir::manifest::Change],
+    flips: &Flips,
+    all_p: &BTreeSet<&str>,
+) {
     let file_match =
         |task: &str, named: &dyn Fn(&ahe_rundir::manifest::Change) -> bool| FileMatch {
             task: task.to_string(),
             matched_changes: changes
                 .iter()
-                .filter(|c| change_touches(&c.files, ex(task)))
+                .filter(|c| change_touches(&c.files, flips.exercised(task)))
                 .map(|c| c.id.clone())
                 .collect(),
             predicted_by: changes
@@ -329,7 +440,7 @@ pub fn attribute(
                 .map(|c| c.id.clone())
                 .collect(),
         };
-    for t in &g {
+    for t in &flips.g {
         let m = file_match(t, &|c| c.risk_tasks.iter().any(|r| r == t));
         let blamed = ev
             .changes
@@ -340,28 +451,31 @@ pub fn attribute(
         }
         ev.regressions_by_file.push(m);
     }
-    for t in f.iter().filter(|t| !all_p.contains(*t)) {
+    for t in flips.f.iter().filter(|t| !all_p.contains(*t)) {
         ev.unpredicted_fixes.push(file_match(t, &|_| false));
     }
+}
 
-    if prev_manifest.is_some() {
-        let hit_p = all_p.intersection(&f).count();
-        let hit_q = all_q.intersection(&g).count();
-        ev.prediction = PredictionQuality {
-            predicted_fixes: all_p.len(),
-            fixed: f.len(),
-            fix_precision: ratio(hit_p, all_p.len()),
-            fix_recall: ratio(hit_p, f.len()),
-            predicted_risks: all_q.len(),
-            regressed: g.len(),
-            risk_precision: ratio(hit_q, all_q.len()),
-            risk_recall: ratio(hit_q, g.len()),
-        };
-    } else {
-        ev.prediction.fixed = f.len();
-        ev.prediction.regressed = g.len();
+/// Precision and recall of the manifest's predicted fixes and risks against the counted
+/// flips.
+fn prediction_quality(
+    all_p: &BTreeSet<&str>,
+    all_q: &BTreeSet<&str>,
+    f: &BTreeSet<&str>,
+    g: &BTreeSet<&str>,
+) -> PredictionQuality {
+    let hit_p = all_p.intersection(f).count();
+    let hit_q = all_q.intersection(g).count();
+    PredictionQuality {
+        predicted_fixes: all_p.len(),
+        fixed: f.len(),
+        fix_precision: ratio(hit_p, all_p.len()),
+        fix_recall: ratio(hit_p, f.len()),
+        predicted_risks: all_q.len(),
+        regressed: g.len(),
+        risk_precision: ratio(hit_q, all_q.len()),
+        risk_recall: ratio(hit_q, g.len()),
     }
-    ev
 }
 
 fn stats(pv: &BTreeMap<String, TaskScore>, cv: &BTreeMap<String, TaskScore>) -> RunStats {
