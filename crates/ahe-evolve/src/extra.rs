@@ -29,12 +29,12 @@ pub async fn run_set(
 ) -> anyhow::Result<(BTreeMap<String, Vec<TrialResult>>, SetCost)> {
     let t = it.number();
     let dir = it.extra(set);
-    let checkout = dir.join("harness");
+    let checkout = it.extra_harness(set);
     let _ = std::fs::remove_dir_all(&checkout);
     run.repo.export(commit, &checkout)?;
     let harness = crate::run::load_harness(&checkout)?;
     let done = run.journal.extra_trials_done(t, set);
-    let prior: Vec<TrialResult> = crate::clean::load_results(&dir.join("trials"))
+    let prior: Vec<TrialResult> = crate::clean::load_results(&it.extra_eval(set).trials())
         .unwrap_or_default()
         .into_iter()
         .filter(|r| done.contains(&(r.task.clone(), r.attempt)))
@@ -98,7 +98,7 @@ pub async fn run_set(
     }
     let done = run.journal.extra_trials_done(t, set);
     let mut out: BTreeMap<String, Vec<TrialResult>> = BTreeMap::new();
-    for r in crate::clean::load_results(&dir.join("trials")).unwrap_or_default() {
+    for r in crate::clean::load_results(&it.extra_eval(set).trials()).unwrap_or_default() {
         if done.contains(&(r.task.clone(), r.attempt)) {
             out.entry(r.task.clone()).or_default().push(r);
         }

@@ -439,6 +439,16 @@ impl IterationDir {
         p
     }
 
+    /// The extra trial set `set` as an evaluation directory (its `trials/<task>/<attempt>/`).
+    pub fn extra_eval(&self, set: &str) -> EvalDir {
+        EvalDir::new(self.extra(set))
+    }
+
+    /// `extra/<set>/harness/`: the checkout of the harness commit the set runs.
+    pub fn extra_harness(&self, set: &str) -> PathBuf {
+        self.extra(set).join("harness")
+    }
+
     /// Path of `evidence.json`.
     pub fn evidence_path(&self) -> PathBuf {
         self.path().join("evidence.json")
