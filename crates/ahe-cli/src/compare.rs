@@ -1,6 +1,6 @@
 //! `ahe eval` with several harnesses (`--harness A --harness B`, `--against runs/X@best`):
 //! per-task differences and the paired delta of pass@1 with its paired-bootstrap 95%
-//! interval (`ahe_evolve::stats`), each harness against the baseline (the first one).
+//! interval (`ahe_attribution::stats`), each harness against the baseline (the first one).
 //!
 //! `--json` document:
 //! ```text
@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use ahe_attribution::stats::{excludes_zero, fisher_exact, paired_delta_ci, ALPHA};
 use ahe_bench::Scores;
-use ahe_evolve::stats::{excludes_zero, fisher_exact, paired_delta_ci, ALPHA};
 use serde_json::{json, Value};
 
 /// One evaluated harness.

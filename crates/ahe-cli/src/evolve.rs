@@ -83,7 +83,7 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
     );
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
     let cancel = crate::cancel_on_interrupt(&rt, "stopping; resume with `ahe evolve --resume`")?;
-    let res = rt.block_on(run.execute(cancel));
+    let res = rt.block_on(ahe_evolve::algorithm::execute(&run, cancel));
     bar.finish();
     res.map_err(|e| {
         CliError::failed(e.context(format!(

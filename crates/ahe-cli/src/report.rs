@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ahe_evolve::report::{self, ReportOptions};
+use ahe_report::{self as report, ReportOptions};
 use clap::Args;
 
 use crate::CliError;

@@ -1,13 +1,13 @@
 //! `ahe show runs/NAME [--iteration N] [--task T] [--trial A] [--json]`: terminal tables of
 //! a run (summary, one iteration, one task's history, one trial's turns). With `--json` it
-//! prints one document whose shape is documented in `ahe_evolve::report::json`.
+//! prints one document whose shape is documented in `ahe_report::json`.
 
 use std::path::PathBuf;
 
-use ahe_evolve::report::format::{f3, iter_label, secs, tokens, usd};
-use ahe_evolve::report::json;
-use ahe_evolve::report::model::{IterationReport, RunReport};
-use ahe_evolve::report::view::{iter_view, summary_row};
+use ahe_report::format::{f3, iter_label, secs, tokens, usd};
+use ahe_report::json;
+use ahe_report::model::{IterationReport, RunReport};
+use ahe_report::view::{iter_view, summary_row};
 use clap::Args;
 
 use crate::CliError;

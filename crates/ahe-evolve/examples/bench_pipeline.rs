@@ -14,8 +14,8 @@ use std::time::Instant;
 use ahe_bench::trial::{write_result, Timings};
 use ahe_bench::{AgentEnd, Scores, TrialResult, TrialStatus};
 use ahe_evolve::manifest::{Change, ChangeKind, Component, Manifest};
-use ahe_evolve::report::{generate, ReportOptions};
 use ahe_evolve::{attribute, clean};
+use ahe_report::{generate, ReportOptions};
 use serde_json::json;
 
 /// Deterministic xorshift generator (no dependency, same data every run).

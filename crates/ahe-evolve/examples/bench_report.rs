@@ -11,7 +11,7 @@ mod synth_run;
 
 use std::time::Instant;
 
-use ahe_evolve::report::{generate, ReportOptions, RunReport};
+use ahe_report::{generate, ReportOptions, RunReport};
 use rayon::prelude::*;
 
 fn main() {

@@ -176,7 +176,7 @@ async fn culprits(
         regressed,
         ..Default::default()
     };
-    let cleaned = crate::clean::clean_all(&it.extra(SET).join("trials"))?;
+    let cleaned = crate::clean::clean_all(&it.extra_eval(SET).trials())?;
     let budget = cfg.extra_trial_cap(run.tasks.len() * run.cfg.k as usize);
     let (plans, skipped) = plan(
         &ev,
@@ -241,7 +241,7 @@ fn reuse(
     results: &BTreeMap<String, Vec<ahe_bench::TrialResult>>,
 ) -> anyhow::Result<u32> {
     let t = it.number();
-    let from = it.extra(SET).join("trials");
+    let from = it.extra_eval(SET);
     let journaled = run.journal.trials_done(t);
     let mut n = 0;
     for r in results.values().flatten() {
@@ -249,11 +249,11 @@ fn reuse(
         if journaled.contains(&(r.task.clone(), r.attempt)) {
             continue;
         }
-        let src = from.join(&r.task).join(r.attempt.to_string());
+        let src = from.trial(&r.task, r.attempt);
         let dst = it.trial(&r.task, r.attempt);
-        if !dst.path().join("result.json").is_file() {
+        if !dst.result_path().is_file() {
             let _ = std::fs::remove_dir_all(dst.path());
-            crate::commit::copy_tree(&src, dst.path())?;
+            crate::commit::copy_tree(src.path(), dst.path())?;
         }
         run.journal.append(Entry::TrialDone {
             iter: t,

@@ -243,7 +243,7 @@ pub struct EvolveConfig {
     /// Largest total size of the harness files after an evolve write (bytes, `.git` excluded).
     pub max_harness_bytes: u64,
     /// Leak guard on the evolve agent's edits: `reject` (default), `warn` or `off`.
-    pub leak_guard: crate::leak::LeakPolicy,
+    pub leak_guard: ahe_rundir::leak::LeakPolicy,
 }
 
 impl Default for EvolveConfig {
@@ -260,7 +260,7 @@ impl Default for EvolveConfig {
             preflight: true,
             max_file_bytes: 256 * 1024,
             max_harness_bytes: 2 * 1024 * 1024,
-            leak_guard: crate::leak::LeakPolicy::Reject,
+            leak_guard: ahe_rundir::leak::LeakPolicy::Reject,
         }
     }
 }

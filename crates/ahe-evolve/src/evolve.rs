@@ -283,12 +283,10 @@ impl HostTool for DeleteFile {
     }
 }
 
-/// Runs the evolve agent and enforces the edit boundary; writes `evolve/manifest.json`.
-pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
-    let evolve_dir = inp.iter_dir.evolve();
-    std::fs::create_dir_all(&evolve_dir)?;
-    let rollbacks: Vec<crate::Change> = inp.rollbacks.iter().map(|r| r.change.clone()).collect();
-    let tools = Arc::new(Tools {
+/// The evolve agent's shared tool state: the jail, the leak guard, the reserved ids of
+/// the automatic rollbacks, the tree the agent starts from.
+fn build_tools(inp: &EvolveInputs<'_>, rollbacks: &[crate::Change]) -> anyhow::Result<Arc<Tools>> {
+    Ok(Arc::new(Tools {
         jail: build_jail(
             inp.iter_dir,
             inp.repo.dir(),
@@ -311,7 +309,15 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         },
         reserved: rollbacks.iter().map(|c| c.id.clone()).collect(),
         recorded: Mutex::new(Vec::new()),
-    });
+    }))
+}
+
+/// Renders the evolve agent's prompts and runs it with its tools (trace in `evolve/`).
+async fn run_agent(
+    inp: &EvolveInputs<'_>,
+    tools: &Arc<Tools>,
+    evolve_dir: &Path,
+) -> anyhow::Result<crate::agent::HostOutcome> {
     let host_tools: Vec<Box<dyn HostTool>> = vec![
         Box::new(ListFiles(tools.clone())),
         Box::new(ReadFile(tools.clone())),
@@ -328,13 +334,13 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     )?;
     let system = env.render_str(SYSTEM, context! { guide => guide })?;
     let user = env.render_str(USER, inp.prompt.clone())?;
-    let tw = TraceWriter::open(&evolve_dir)?;
+    let tw = TraceWriter::open(evolve_dir)?;
     let limits = HostLimits {
         max_turns: inp.max_turns,
         last_turn_note: None,
         timeout: inp.timeout,
     };
-    let out = run_host_agent(
+    Ok(run_host_agent(
         &inp.model,
         Role::Evolve,
         &system,
@@ -343,8 +349,101 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         limits,
         &tw,
     )
-    .await;
+    .await)
+}
 
+/// An agent that stopped without `submit_manifest` keeps the changes it committed
+/// (`commit_change`); edits after the last one may be half done and are reverted.
+fn salvage_committed(
+    inp: &EvolveInputs<'_>,
+    recorded: &[changes::Recorded],
+    error: Option<&str>,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Option<Manifest>> {
+    let Some(last) = recorded.last() else {
+        return Ok(None);
+    };
+    // Edits after the last commit_change may be half done: they go.
+    let after = inp
+        .repo
+        .tree_diff_files(&last.tree, &inp.repo.snapshot_worktree()?)?;
+    inp.repo.restore_files(&last.tree, &after)?;
+    notes.push(format!(
+        "the evolve agent stopped without submit_manifest ({}); its {} committed change(s) \
+         are kept{}",
+        error.unwrap_or("it stopped"),
+        recorded.len(),
+        if after.is_empty() {
+            String::new()
+        } else {
+            format!(", its later edits reverted: {}", after.join(", "))
+        }
+    ));
+    Ok(Some(Manifest {
+        iteration: inp.iteration,
+        changes: changes::merge(recorded, Vec::new()),
+        leak_guard: None,
+    }))
+}
+
+/// Writes `evolve/snapshots.json` and `evolve/manifest.json` — on every run of the phase,
+/// so a resumed one replaces a killed one's.
+fn write_records(
+    inp: &EvolveInputs<'_>,
+    recorded: &[changes::Recorded],
+    manifest: &Manifest,
+) -> anyhow::Result<()> {
+    let snapshot = |r: &changes::Recorded| ChangeSnapshot {
+        id: r.change.id.clone(),
+        tree: r.tree.clone(),
+    };
+    inp.iter_dir.write_change_snapshots(&ChangeSnapshots {
+        rollbacks: inp
+            .rollbacks
+            .iter()
+            .map(|r| ChangeSnapshot {
+                id: r.change.id.clone(),
+                tree: r.tree.clone(),
+            })
+            .collect(),
+        agent: recorded.iter().map(snapshot).collect(),
+    })?;
+    inp.iter_dir.write_manifest(manifest)
+}
+
+/// The note naming agent edits that neither the manifest nor a `commit_change` names.
+fn unlisted_note(
+    m: &Manifest,
+    recorded: &[changes::Recorded],
+    agent_edits: &[String],
+) -> Option<String> {
+    let committed = recorded.iter().flat_map(|r| &r.files);
+    let listed: BTreeSet<&String> = m
+        .changes
+        .iter()
+        .flat_map(|c| &c.files)
+        .chain(committed)
+        .collect();
+    let unlisted: Vec<&String> = agent_edits.iter().filter(|f| !listed.contains(f)).collect();
+    (!unlisted.is_empty()).then(|| {
+        format!(
+            "edited but named by no change: {}",
+            unlisted
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Runs the evolve agent and enforces the edit boundary; writes `evolve/manifest.json`.
+pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
+    let evolve_dir = inp.iter_dir.evolve();
+    std::fs::create_dir_all(&evolve_dir)?;
+    let rollbacks: Vec<crate::Change> = inp.rollbacks.iter().map(|r| r.change.clone()).collect();
+    let tools = build_tools(&inp, &rollbacks)?;
+    let out = run_agent(&inp, &tools, &evolve_dir).await?;
     // Whatever wrote the files: no git metadata, nothing over the caps.
     let mut notes = inp.repo.guard(inp.evaluated, &inp.caps)?;
     let mut submitted = tools
@@ -353,28 +452,10 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         .unwrap_or_else(|p| p.into_inner())
         .take();
     let recorded = std::mem::take(&mut *tools.recorded.lock().unwrap_or_else(|p| p.into_inner()));
-    if let (None, Some(last)) = (&submitted, recorded.last()) {
-        // Edits after the last commit_change may be half done: they go.
-        let after = inp
-            .repo
-            .tree_diff_files(&last.tree, &inp.repo.snapshot_worktree()?)?;
-        inp.repo.restore_files(&last.tree, &after)?;
-        notes.push(format!(
-            "the evolve agent stopped without submit_manifest ({}); its {} committed change(s) \
-             are kept{}",
-            out.error.as_deref().unwrap_or("it stopped"),
-            recorded.len(),
-            if after.is_empty() {
-                String::new()
-            } else {
-                format!(", its later edits reverted: {}", after.join(", "))
-            }
-        ));
-        submitted = Some(Manifest {
-            iteration: inp.iteration,
-            changes: changes::merge(&recorded, Vec::new()),
-            leak_guard: None,
-        });
+    if submitted.is_none() {
+        if let Some(m) = salvage_committed(&inp, &recorded, out.error.as_deref(), &mut notes)? {
+            submitted = Some(m);
+        }
     }
     let rollback_files: BTreeSet<String> = rollbacks.iter().flat_map(|c| c.files.clone()).collect();
     let changed = inp.repo.changed_files(inp.evaluated)?;
@@ -432,25 +513,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     let mut changes = rollbacks;
     if keep {
         if let Some(m) = submitted {
-            let committed = recorded.iter().flat_map(|r| &r.files);
-            let listed: BTreeSet<&String> = m
-                .changes
-                .iter()
-                .flat_map(|c| &c.files)
-                .chain(committed)
-                .collect();
-            let unlisted: Vec<&String> =
-                agent_edits.iter().filter(|f| !listed.contains(f)).collect();
-            if !unlisted.is_empty() {
-                notes.push(format!(
-                    "edited but named by no change: {}",
-                    unlisted
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
+            notes.extend(unlisted_note(&m, &recorded, &agent_edits));
             changes.extend(m.changes);
         }
     }
@@ -459,23 +522,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         changes,
         leak_guard,
     };
-    // Written on every run of the phase, so a resumed one replaces a killed one's.
-    let snapshot = |r: &changes::Recorded| ChangeSnapshot {
-        id: r.change.id.clone(),
-        tree: r.tree.clone(),
-    };
-    inp.iter_dir.write_change_snapshots(&ChangeSnapshots {
-        rollbacks: inp
-            .rollbacks
-            .iter()
-            .map(|r| ChangeSnapshot {
-                id: r.change.id.clone(),
-                tree: r.tree.clone(),
-            })
-            .collect(),
-        agent: recorded.iter().map(snapshot).collect(),
-    })?;
-    inp.iter_dir.write_manifest(&manifest)?;
+    write_records(&inp, &recorded, &manifest)?;
     Ok(EvolveOutcome {
         manifest,
         changed_files: inp.repo.changed_files(inp.evaluated)?,

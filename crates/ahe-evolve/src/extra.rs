@@ -6,67 +6,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ahe_bench::{Progress, TrialResult, TrialStatus};
-use serde::{Deserialize, Serialize};
+use ahe_bench::{Progress, TrialResult};
 use tokio_util::sync::CancellationToken;
 
 use crate::journal::Entry;
 use crate::run::Run;
 use crate::run_dir::IterationDir;
 
-/// Passes and trials of one task in a set (infra errors counted apart, not as trials).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tally {
-    /// Trials that passed.
-    pub passed: u32,
-    /// Trials that ran to a verdict (pass or fail).
-    pub trials: u32,
-    /// Trials lost to infra errors (no evidence either way).
-    pub infra: u32,
-}
-
-impl Tally {
-    /// Counts a set of trial results.
-    pub fn of<'a>(results: impl IntoIterator<Item = &'a TrialResult>) -> Tally {
-        let mut t = Tally::default();
-        for r in results {
-            match r.status {
-                TrialStatus::Pass if r.clean_pass() => {
-                    t.passed += 1;
-                    t.trials += 1;
-                }
-                TrialStatus::InfraError => t.infra += 1,
-                _ => t.trials += 1,
-            }
-        }
-        t
-    }
-
-    /// Whether every trial that ran passed (the DESIGN §6 task status `pass`), at least one.
-    pub fn all_pass(&self) -> bool {
-        self.trials > 0 && self.passed == self.trials
-    }
-}
-
-/// What one set of extra trials cost.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SetCost {
-    /// Trials run (infra errors included).
-    pub trials: u32,
-    /// Dollars of every model call of the set.
-    pub cost_usd: f64,
-    /// Tokens of the set's trials.
-    pub usage: ahe_model::Usage,
-}
-
-impl SetCost {
-    /// Adds another set's cost.
-    pub fn add(&mut self, o: &SetCost) {
-        self.trials += o.trials;
-        self.cost_usd += o.cost_usd;
-        self.usage.add(&o.usage);
-    }
-}
+pub use ahe_rundir::evidence::{SetCost, Tally};
 
 /// Runs attempts `1..=k` of each task in `tasks` (those the journal has as done are kept)
 /// of harness `commit` as extra trial set `set` of iteration `it`; returns every finished
@@ -82,12 +29,12 @@ pub async fn run_set(
 ) -> anyhow::Result<(BTreeMap<String, Vec<TrialResult>>, SetCost)> {
     let t = it.number();
     let dir = it.extra(set);
-    let checkout = dir.join("harness");
+    let checkout = it.extra_harness(set);
     let _ = std::fs::remove_dir_all(&checkout);
     run.repo.export(commit, &checkout)?;
     let harness = crate::run::load_harness(&checkout)?;
     let done = run.journal.extra_trials_done(t, set);
-    let prior: Vec<TrialResult> = crate::clean::load_results(&dir.join("trials"))
+    let prior: Vec<TrialResult> = crate::clean::load_results(&it.extra_eval(set).trials())
         .unwrap_or_default()
         .into_iter()
         .filter(|r| done.contains(&(r.task.clone(), r.attempt)))
@@ -151,7 +98,7 @@ pub async fn run_set(
     }
     let done = run.journal.extra_trials_done(t, set);
     let mut out: BTreeMap<String, Vec<TrialResult>> = BTreeMap::new();
-    for r in crate::clean::load_results(&dir.join("trials")).unwrap_or_default() {
+    for r in crate::clean::load_results(&it.extra_eval(set).trials()).unwrap_or_default() {
         if done.contains(&(r.task.clone(), r.attempt)) {
             out.entry(r.task.clone()).or_default().push(r);
         }

@@ -94,7 +94,7 @@ pub fn change_summary(ev: &ChangeEvaluation) -> String {
         .iter()
         .map(|c| {
             context! {
-                id => &c.id, verdict => crate::report::model::verdict_name(c.verdict),
+                id => &c.id, verdict => crate::attribute::verdict_name(c.verdict),
                 description => &c.description, predicted_fixes => &c.predicted_fixes,
                 actually_fixed => &c.actually_fixed, still_failed => &c.still_failed,
                 risk_tasks => &c.risk_tasks, risk_realized => &c.risk_realized,

@@ -21,82 +21,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
-/// Length in characters (after whitespace normalisation) of a verbatim span that is a leak.
-pub const SPAN: usize = 40;
 /// A window shared by this many different tasks is boilerplate, not task-specific.
 pub const BOILERPLATE_TASKS: usize = 3;
 /// A window with fewer distinct characters than this carries no task information.
 pub const MIN_DISTINCT: usize = 8;
-/// Longest excerpt a record keeps: shorter than [`SPAN`], so no record holds a whole span
-/// of task text (spans get less still, see [`LeakHit::excerpt`]).
-pub const EXCERPT_MAX: usize = SPAN - 1;
-/// Characters of a matched span an excerpt keeps (below [`SPAN`], so a record cannot
-/// carry a whole span to the next evolve agent).
-pub const SPAN_EXCERPT: usize = 24;
-/// What a record says instead of a held-out task's name or text.
-pub const HELD_OUT: &str = "(held-out task)";
 /// Text files larger than this are indexed by their first this-many bytes.
 const MAX_FILE_BYTES: usize = 2 << 20;
 
-/// `[evolve] leak_guard`: what happens to an edit that leaks task text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LeakPolicy {
-    /// Refuse the submission (the agent may fix and resubmit); revert what stays refused.
-    #[default]
-    Reject,
-    /// Record the hits in the manifest; keep the edits.
-    Warn,
-    /// No check.
-    Off,
-}
-
-/// Whether a hit is a task name or a verbatim span of a task's text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LeakKind {
-    /// The task's name as a token.
-    Name,
-    /// A ≥ [`SPAN`]-character verbatim span of the task's instruction, tests or solution.
-    Span,
-}
-
-/// One refused addition: where it is and which task it leaks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LeakHit {
-    /// Harness-relative file.
-    pub file: String,
-    /// 1-based line of the new file where the hit starts.
-    pub line: u32,
-    /// The task leaked ([`HELD_OUT`] for a held-out task, whose name is never recorded).
-    pub task: String,
-    /// Name or span.
-    pub kind: LeakKind,
-    /// Short context: ≤ [`EXCERPT_MAX`] characters around a name (held-out names masked),
-    /// the first [`SPAN_EXCERPT`] characters of a span, nothing of held-out text.
-    pub excerpt: String,
-}
-
-/// The manifest's `leak_guard` record of one evolve phase.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LeakRecord {
-    /// The policy in force.
-    pub policy: LeakPolicy,
-    /// Hits still present when the agent stopped.
-    #[serde(default)]
-    pub refused: Vec<LeakHit>,
-    /// Files reverted to the evaluated harness because of them (reject only).
-    #[serde(default)]
-    pub reverted: Vec<String>,
-    /// Submissions the guard refused before the agent stopped (it may have fixed them).
-    #[serde(default)]
-    pub rejected_submissions: u32,
-    /// Changes dropped from the manifest because every file they named was reverted.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dropped_changes: Vec<String>,
-}
+pub use ahe_rundir::leak::{
+    describe, LeakHit, LeakKind, LeakPolicy, LeakRecord, EXCERPT_MAX, HELD_OUT, SPAN, SPAN_EXCERPT,
+};
 
 /// The texts of one task the guard protects.
 #[derive(Debug, Clone)]
@@ -506,7 +441,7 @@ fn tokens(line: &str) -> Vec<(usize, &str)> {
 }
 
 mod guard;
-pub use guard::{describe, refusal, Guard, LeakSettings};
+pub use guard::{refusal, Guard, LeakSettings};
 
 #[cfg(test)]
 #[path = "leak_tests.rs"]

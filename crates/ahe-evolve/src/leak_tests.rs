@@ -1,6 +1,7 @@
 //! Unit tests of the leak guard's matcher, diff and guard.
 
 use super::*;
+use serde::Deserialize;
 
 fn task(name: &str, held_out: bool, texts: &[&str]) -> TaskText {
     TaskText {

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ahe_bench::scores::TaskScore;
 use ahe_bench::TrialResult;
@@ -18,8 +18,6 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::debug::{DebugSettings, TaskDebug};
-use crate::journal::Phase;
-use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::IterationDir;
 
 /// The work of one task's debugger: given the task and its scores over its k trials.
@@ -48,7 +46,7 @@ pub struct DebugOverlap {
     slots: Arc<Semaphore>,
     job: DebugJob,
     /// The real debugger's settings (its model client), shared with the debug phase.
-    settings: Option<Arc<DebugSettings>>,
+    pub(crate) settings: Option<Arc<DebugSettings>>,
 }
 
 impl DebugOverlap {
@@ -172,78 +170,6 @@ pub fn expected_with_debugger(prev: &IterationDir, weight: f64) -> BTreeMap<Stri
         *secs += weight * debugger_secs(&prev.debugger_trace(task)).unwrap_or(0.0);
     }
     out
-}
-
-impl Run {
-    /// The debuggers of iteration `it` to start during its rollout; None when its debug
-    /// phase already finished (a resumed run).
-    pub fn debugger_ahead(&self, it: &IterationDir) -> anyhow::Result<Option<DebugOverlap>> {
-        if self.journal.phase_done(it.number(), Phase::Debug) {
-            return Ok(None);
-        }
-        let visible = self.visible.clone();
-        let s = self.debug_settings()?;
-        Ok(Some(DebugOverlap::for_iteration(
-            it, self.cfg.k, visible, s,
-        )))
-    }
-
-    /// The debugger's settings from `[evolve]`, with a client of the `debugger` model.
-    fn debug_settings(&self) -> anyhow::Result<DebugSettings> {
-        let ec = &self.cfg.evolve;
-        let client =
-            ahe_model::build_client_with(&self.cfg.model("debugger"), &self.client_opts())?;
-        Ok(DebugSettings {
-            model: Some(client),
-            concurrency: ec.debugger_concurrency,
-            timeout: Duration::from_secs_f64(ec.debugger_timeout_sec),
-            max_turns: ec.debugger_max_turns,
-            show_verifier_output: ec.show_verifier_output,
-        })
-    }
-
-    /// Waits for the debuggers started during the rollout and records what they cost, for
-    /// a run that stops before its debug phase (budget spent).
-    pub async fn settle_debuggers(
-        &self,
-        it: &IterationDir,
-        ahead: Option<&DebugOverlap>,
-    ) -> anyhow::Result<()> {
-        let Some(a) = ahead else { return Ok(()) };
-        let mut usage = ahe_model::Usage::default();
-        let mut cost = 0.0;
-        for o in a.finish().await.0.iter().filter_map(|d| d.out.as_ref()) {
-            usage.add(&o.usage);
-            cost += o.cost_usd;
-        }
-        it.record_role_cost("debugger", &usage, cost)
-    }
-
-    /// The debug phase: waits for the debuggers started during the rollout, analyses every
-    /// other visible task (`analysis/`), and records the debugger's cost.
-    pub async fn debug_phase(
-        &self,
-        it: &IterationDir,
-        ahead: Option<&DebugOverlap>,
-    ) -> anyhow::Result<()> {
-        let t = it.number();
-        let (done, settings) = match ahead.and_then(|a| a.settings.clone().map(|s| (a, s))) {
-            Some((a, s)) => (a.finish().await.0, s),
-            None => (Vec::new(), Arc::new(self.debug_settings()?)),
-        };
-        let visible: Vec<String> = self.visible.iter().cloned().collect();
-        let scores = it.scores()?.scores;
-        let r = crate::debug::debug(it, &visible, &scores, &settings, done).await?;
-        it.record_role_cost("debugger", &r.usage, r.cost_usd)?;
-        stop_on_permanent(settings.model.as_ref(), "debugger")?;
-        for task in &r.llm_failures {
-            let msg = format!(
-                "debugger: no LLM analysis for {task}; the deterministic report stands alone"
-            );
-            self.note(t, msg)?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

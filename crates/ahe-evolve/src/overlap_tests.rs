@@ -2,6 +2,7 @@
 //! overlap starting a task's debugger only once its k trials are in, within its slots.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use ahe_bench::{AgentEnd, TrialStatus};
 

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::attribute::{ChangeEvaluation, Verdict};
-use crate::chain::ChangeSnapshot;
 use crate::commit::HarnessRepo;
 use crate::manifest::{Change, ChangeKind, Manifest};
 use crate::run_dir::IterationDir;
+use ahe_rundir::snapshots::ChangeSnapshot;
 
 /// Lines per harness-relative file (what `lines_removed` / `lines_added` give).
 type FileLines = Vec<(String, Vec<String>)>;

@@ -39,7 +39,7 @@ pub struct Run {
     /// each call (resumed runs start with what earlier iterations spent).
     pub budget: Option<Arc<ahe_model::Budget>>,
     /// The run directory's exclusive lock (`.lock`), held as long as this run is open.
-    pub lock: crate::start::RunLock,
+    pub lock: crate::lock::RunLock,
 }
 
 /// Per-task exercised-files map used by attribution.

@@ -6,7 +6,7 @@ mod synth_run;
 
 use std::path::Path;
 
-use ahe_evolve::report::{self, json, ReportOptions, RunReport};
+use ahe_report::{self as report, json, ReportOptions, RunReport};
 use synth_run::{synth_run, Spec, EVIL};
 
 fn small() -> Spec {

@@ -1,97 +1,15 @@
 //! The harness directory format (DESIGN §2): loading every component and naming every problem.
 
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use ahe_model::ToolProtocol;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::middleware::{Hook, MiddlewareKind};
-use crate::tools::ToolImpl;
+use crate::model::{Hook, ToolImpl};
 
-/// One problem found in a harness: file (relative to the harness), field, what is wrong.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Problem {
-    /// File, relative to the harness root.
-    pub file: String,
-    /// Field or key inside the file, when known.
-    pub field: Option<String>,
-    /// What is wrong and what to do.
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.field {
-            Some(k) => write!(f, "{}: {}: {}", self.file, k, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-/// `[limits]` of agent.toml.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Maximum model turns.
-    pub max_turns: u32,
-    /// Agent wall time in seconds (a task's own `[agent] timeout_sec` caps it further).
-    pub timeout_sec: f64,
-    /// Input + output token budget of one run.
-    pub max_total_tokens: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_turns: 100,
-            timeout_sec: 1800.0,
-            max_total_tokens: 4_000_000,
-        }
-    }
-}
-
-/// `agent.toml`: the registry of what is on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentToml {
-    /// Harness name.
-    #[serde(default)]
-    pub name: String,
-    /// `native` or `json_in_text`.
-    #[serde(default)]
-    pub tool_protocol: ToolProtocol,
-    /// Enabled tools (file stems under `tools/`).
-    pub tools: Vec<String>,
-    /// Enabled middleware, in hook order (file stems under `middleware/`).
-    #[serde(default)]
-    pub middleware: Vec<String>,
-    /// Enabled skills (directory names under `skills/`).
-    #[serde(default)]
-    pub skills: Vec<String>,
-    /// Enabled sub-agents (file stems under `subagents/`).
-    #[serde(default)]
-    pub subagents: Vec<String>,
-    /// Limits.
-    #[serde(default)]
-    pub limits: Limits,
-}
-
-/// A tool: description for the model plus its implementation.
-#[derive(Debug, Clone)]
-pub struct ToolDef {
-    /// Tool name.
-    pub name: String,
-    /// Description shown to the model.
-    pub description: String,
-    /// JSON Schema of the arguments.
-    pub input_schema: Value,
-    /// Builtin kind or script.
-    pub implementation: ToolImpl,
-    /// Implementation parameters.
-    pub params: Value,
-}
+pub use crate::model::{
+    AgentToml, Harness, Limits, MiddlewareDef, Problem, Skill, SubagentDef, ToolDef,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,19 +20,6 @@ struct RawTool {
     input_schema: toml::Value,
     #[serde(default)]
     params: Option<toml::Value>,
-}
-
-/// A middleware: hook points plus builtin kind or script.
-#[derive(Debug, Clone)]
-pub struct MiddlewareDef {
-    /// Name (file stem).
-    pub name: String,
-    /// Hook points it runs at.
-    pub hooks: Vec<Hook>,
-    /// Builtin kind or script.
-    pub kind: MiddlewareKind,
-    /// Parameters.
-    pub params: Value,
 }
 
 #[derive(Deserialize)]
@@ -128,86 +33,10 @@ struct RawMiddleware {
     params: Option<toml::Value>,
 }
 
-/// A skill: front matter (name, description) plus the body, loaded on demand.
-#[derive(Debug, Clone, Serialize)]
-pub struct Skill {
-    /// Skill name.
-    pub name: String,
-    /// One-line description shown in the skill index.
-    pub description: String,
-    /// Markdown body returned by `load_skill`.
-    pub body: String,
-}
-
-/// A sub-agent, reachable through the `delegate` tool.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SubagentDef {
-    /// Name used in `delegate`.
-    pub name: String,
-    /// What it is for (shown to the parent agent).
-    pub description: String,
-    /// Its system prompt (a minijinja template like system_prompt.md).
-    pub prompt: String,
-    /// Tools it may use (names of harness tools).
-    pub tools: Vec<String>,
-    /// Turn limit.
-    #[serde(default = "default_sub_turns")]
-    pub max_turns: u32,
-    /// Wall-time limit in seconds.
-    #[serde(default = "default_sub_timeout")]
-    pub timeout_sec: f64,
-}
-
-fn default_sub_turns() -> u32 {
-    30
-}
-fn default_sub_timeout() -> f64 {
-    600.0
-}
-
-/// A loaded, valid harness.
-#[derive(Debug, Clone)]
-pub struct Harness {
-    /// Root directory.
-    pub dir: PathBuf,
-    /// agent.toml.
-    pub agent: AgentToml,
-    /// system_prompt.md source (a minijinja template).
-    pub system_prompt: String,
-    /// Every tool file that loaded (enabled or not; sub-agents may use disabled ones).
-    pub all_tools: Vec<ToolDef>,
-    /// Enabled middleware, in order.
-    pub middleware: Vec<MiddlewareDef>,
-    /// Enabled skills.
-    pub skills: Vec<Skill>,
-    /// Enabled sub-agents.
-    pub subagents: Vec<SubagentDef>,
-    /// memory/*.md, sorted by file name: (file name, text).
-    pub memory: Vec<(String, String)>,
-    /// Non-fatal findings (e.g. a skill file not registered in agent.toml).
-    pub warnings: Vec<Problem>,
-}
-
-impl Harness {
-    /// The enabled tools, in agent.toml order.
-    pub fn tools(&self) -> Vec<&ToolDef> {
-        self.agent
-            .tools
-            .iter()
-            .filter_map(|n| self.tool(n))
-            .collect()
-    }
-    /// A tool by name (enabled or not).
-    pub fn tool(&self, name: &str) -> Option<&ToolDef> {
-        self.all_tools.iter().find(|t| t.name == name)
-    }
-}
-
 /// Appends the index of enabled skills to the builtin `load_skill` tool's description and
 /// that of enabled sub-agents to `delegate`'s (`[index]` of `templates/messages.toml`).
 fn add_indexes(tools: &mut [ToolDef], skills: &[Skill], subagents: &[SubagentDef]) {
-    use crate::tools::{BuiltinTool, ToolImpl};
+    use crate::model::BuiltinTool;
     let entry = |n: &str, d: &str| minijinja::context! { name => n, description => d };
     for t in tools.iter_mut() {
         let index = match t.implementation {

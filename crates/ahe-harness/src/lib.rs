@@ -1,8 +1,8 @@
 //! Harnesses: the directory format, its validation, and the agent runtime that runs one.
 
-pub mod builtin_mw;
 pub mod format;
 pub mod middleware;
+pub mod model;
 pub mod prompt;
 pub mod runtime;
 pub mod session;
@@ -11,7 +11,9 @@ pub mod tools;
 pub mod trace;
 pub mod wire;
 
-pub use format::{load, Harness, Problem};
+pub use format::load;
+pub use middleware::builtin_mw;
+pub use model::{Harness, Problem};
 pub use runtime::Runtime;
 pub use session::{End, RunOutcome, Session, Stop};
 pub use tools::ToolResult;

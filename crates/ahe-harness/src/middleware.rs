@@ -8,115 +8,14 @@ use ahe_sandbox::{ExecOpts, Sandbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::builtin_mw::{BuiltinState, Compiled, Kind};
 use crate::text;
 use crate::tools::{parse_script_json, script_command, ToolResult};
+use builtin_mw::{BuiltinState, Compiled, Kind};
 use minijinja::context;
 
-/// Where a middleware runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Hook {
-    /// Before each model call (may rewrite the messages).
-    BeforeModel,
-    /// After each model answer (may block it with feedback).
-    AfterModel,
-    /// Before a tool runs (may change args or block).
-    BeforeTool,
-    /// After a tool ran (may change its output).
-    AfterTool,
-    /// When the agent wants to finish (may reject).
-    OnFinish,
-}
+pub mod builtin_mw;
 
-impl Hook {
-    /// snake_case name, as written in middleware files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hook::BeforeModel => "before_model",
-            Hook::AfterModel => "after_model",
-            Hook::BeforeTool => "before_tool",
-            Hook::AfterTool => "after_tool",
-            Hook::OnFinish => "on_finish",
-        }
-    }
-}
-
-/// Builtin middleware kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuiltinMiddleware {
-    /// Cut long tool outputs (head + tail).
-    OutputTruncation,
-    /// Block the same call repeated too often in a row.
-    LoopDetection,
-    /// Block commands matching a regex list.
-    CommandGuard,
-    /// Run a check command before accepting finish.
-    FinishVerification,
-    /// Elide old tool outputs when the conversation grows too large.
-    Compaction,
-}
-
-impl BuiltinMiddleware {
-    /// Name as written after `builtin:`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::OutputTruncation => "output_truncation",
-            Self::LoopDetection => "loop_detection",
-            Self::CommandGuard => "command_guard",
-            Self::FinishVerification => "finish_verification",
-            Self::Compaction => "compaction",
-        }
-    }
-    /// Hook points this kind supports.
-    pub fn hooks(self) -> &'static [Hook] {
-        match self {
-            Self::OutputTruncation => &[Hook::AfterTool],
-            Self::LoopDetection | Self::CommandGuard => &[Hook::BeforeTool],
-            Self::FinishVerification => &[Hook::OnFinish],
-            Self::Compaction => &[Hook::BeforeModel],
-        }
-    }
-}
-
-/// How a middleware is implemented.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MiddlewareKind {
-    /// `builtin:<kind>`.
-    Builtin(BuiltinMiddleware),
-    /// `script:<path>` relative to the harness, run inside the sandbox.
-    Script(String),
-}
-
-impl MiddlewareKind {
-    /// Parses `builtin:<kind>` or `script:<path>`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        use BuiltinMiddleware::*;
-        if let Some(k) = s.strip_prefix("builtin:") {
-            let all = [
-                OutputTruncation,
-                LoopDetection,
-                CommandGuard,
-                FinishVerification,
-                Compaction,
-            ];
-            all.into_iter()
-                .find(|b| b.name() == k)
-                .map(MiddlewareKind::Builtin)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = all.iter().map(|b| b.name()).collect();
-                    format!(
-                        "unknown builtin middleware {k:?}; use one of {}",
-                        names.join(", ")
-                    )
-                })
-        } else if let Some(p) = s.strip_prefix("script:") {
-            Ok(MiddlewareKind::Script(p.into()))
-        } else {
-            Err(format!("{s:?} must be `builtin:<kind>` or `script:<path>`"))
-        }
-    }
-}
+pub use crate::model::{BuiltinMiddleware, Hook, MiddlewareKind};
 
 /// What a hook decided.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -4,7 +4,7 @@ use minijinja::{context, Environment, UndefinedBehavior};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::format::{Harness, Problem};
+use crate::model::{Harness, Problem};
 
 const JSON_PROTOCOL: &str = include_str!("../templates/json_protocol.md");
 const JSON_FORMAT_ERROR: &str = include_str!("../templates/json_format_error.md");
@@ -187,28 +187,5 @@ pub fn check_templates(h: &Harness) -> Result<(), Vec<Problem>> {
         Ok(())
     } else {
         Err(problems)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn limits_are_template_variables() {
-        let h = crate::load(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness-seed"),
-        )
-        .unwrap();
-        let mut v = sample_vars(&h);
-        assert_eq!(
-            (v.timeout_sec, v.max_turns),
-            (1800, 100),
-            "the harness's own limits"
-        );
-        v.timeout_sec = 900;
-        v.max_turns = 12;
-        let s = render("{{ timeout_sec }}s/{{ max_turns }}", &v).unwrap();
-        assert_eq!(s, "900s/12");
     }
 }

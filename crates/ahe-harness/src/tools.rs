@@ -6,60 +6,11 @@ use ahe_sandbox::{ExecOpts, Sandbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::format::{Harness, ToolDef};
+use crate::model::{Harness, ToolDef};
 use crate::text;
 use minijinja::context;
 
-/// Builtin tool kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuiltinTool {
-    /// `bash -c` in the task's working directory.
-    Shell,
-    /// Read a file (optionally a line range).
-    ReadFile,
-    /// Write a whole file.
-    WriteFile,
-    /// Exact-match replace inside a file.
-    EditFile,
-    /// End the run.
-    Finish,
-    /// Return a skill's body.
-    LoadSkill,
-    /// Run a sub-agent.
-    Delegate,
-}
-
-/// How a tool is implemented.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolImpl {
-    /// `builtin:<kind>`.
-    Builtin(BuiltinTool),
-    /// `script:<path>` relative to the harness.
-    Script(String),
-}
-
-impl ToolImpl {
-    /// Parses `builtin:<kind>` or `script:<path>`.
-    pub fn parse(s: &str) -> Result<ToolImpl, String> {
-        if let Some(k) = s.strip_prefix("builtin:") {
-            let b = match k {
-                "shell" => BuiltinTool::Shell,
-                "read_file" => BuiltinTool::ReadFile,
-                "write_file" => BuiltinTool::WriteFile,
-                "edit_file" => BuiltinTool::EditFile,
-                "finish" => BuiltinTool::Finish,
-                "load_skill" => BuiltinTool::LoadSkill,
-                "delegate" => BuiltinTool::Delegate,
-                _ => return Err(format!("unknown builtin {k:?}; use one of shell, read_file, write_file, edit_file, finish, load_skill, delegate")),
-            };
-            Ok(ToolImpl::Builtin(b))
-        } else if let Some(p) = s.strip_prefix("script:") {
-            Ok(ToolImpl::Script(p.to_string()))
-        } else {
-            Err(format!("{s:?} must be `builtin:<kind>` or `script:<path>`"))
-        }
-    }
-}
+pub use crate::model::{BuiltinTool, ToolImpl};
 
 /// What a tool answers (DESIGN §2); scripts print it as JSON on stdout.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -22,6 +22,7 @@ pub mod standin;
 #[cfg(feature = "test-server")]
 pub mod testserver;
 pub mod types;
+pub mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -11,10 +11,10 @@
 use serde_json::{json, Value};
 
 use crate::http::excerpt;
-use crate::openai::{arguments_text, merge_extra, parse_arguments, ChatSettings};
 use crate::types::{
     ChatRequest, ChatResponse, Message, ModelError, ToolCall, ToolChoice, ToolProtocol, Usage,
 };
+use crate::wire::{arguments_text, merge_extra, parse_arguments, ChatSettings};
 
 /// The JSON request body for `req`.
 pub fn request_body(s: &ChatSettings, req: &ChatRequest) -> Value {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::{added_lines, LeakHit, LeakIndex, LeakKind, LeakPolicy, LeakRecord, TaskText, SPAN};
+use super::{added_lines, describe, LeakHit, LeakIndex, LeakPolicy, LeakRecord, TaskText, SPAN};
 
 const REFUSED: &str = include_str!("../../templates/leak_refused.md");
 
@@ -190,15 +190,4 @@ pub fn refusal(hits: &[LeakHit]) -> String {
         minijinja::context! { hits => hits, files => files, span => SPAN },
     )
     .unwrap_or_else(|e| format!("leak guard: the refusal template does not render: {e}"))
-}
-
-/// One line per hit for notes and reports, e.g. `memory/x.md:3 names task fix-sum`.
-pub fn describe(h: &LeakHit) -> String {
-    match h.kind {
-        LeakKind::Name => format!("{}:{} names task {}", h.file, h.line, h.task),
-        LeakKind::Span => format!(
-            "{}:{} copies ≥ {SPAN} characters verbatim from {}",
-            h.file, h.line, h.task
-        ),
-    }
 }

@@ -1,0 +1,172 @@
+//! The loop of Algorithm 1 (DESIGN §1): for t = 1..N, rollout → clean → attribute (best) →
+//! debug → evolve (rollback, edits, pre-flight) → commit; then a final evaluation of H_N.
+//! Each task's debugger starts during the rollout, once the task's trials are done.
+//! Every phase is journaled; a resumed run skips finished phases and trials.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::attribute_phase::{judge, update_best, AttributeInputs};
+use crate::jail::WriteCaps;
+use crate::journal::{now, Entry, Phase};
+use crate::overlap::DebugOverlap;
+use crate::run::Run;
+use crate::run_dir::IterationDir;
+use crate::{
+    canary, clean, commit_phase, confirm, counterfactual, debug_phase, evolve_phase, rollout_phase,
+};
+
+/// Why the loop stopped.
+enum Stop {
+    /// Every iteration and the final evaluation ran.
+    Completed,
+    /// `budget_usd` was reached.
+    Budget,
+}
+
+/// Executes (or resumes) the whole loop, then journals the end of the run.
+pub async fn execute(run: &Run, cancel: CancellationToken) -> anyhow::Result<()> {
+    if run.journal.ended() {
+        eprintln!("{}: the run already finished", run.dir.path().display());
+        return Ok(());
+    }
+    let reason = match iterate(run, &cancel).await? {
+        Stop::Completed => "completed",
+        Stop::Budget => "budget",
+    };
+    run.journal.append(Entry::RunEnd {
+        ts: now(),
+        reason: reason.into(),
+    })
+}
+
+/// Algorithm 1: N evolve iterations, then the evaluation of H_N as iteration N+1.
+async fn iterate(run: &Run, cancel: &CancellationToken) -> anyhow::Result<Stop> {
+    let n = run.cfg.iterations;
+    for t in 1..=n {
+        let it = run.dir.iteration(t);
+        let evaluated = canary_first(run, &it, cancel).await?;
+        // A task's debugger starts as soon as its k trials are done (overlap.rs).
+        let ahead = debug_phase::debugger_ahead(run, &it)?;
+        let ahead = ahead.as_ref();
+        evaluate(run, &it, &evaluated, ahead, cancel).await?;
+        if over_budget(run, t, "", "stopping after this iteration's bookkeeping")? {
+            debug_phase::settle_debuggers(&it, ahead).await?;
+            return Ok(Stop::Budget);
+        }
+        run.phase(t, Phase::Debug, || {
+            debug_phase::debug_phase(run, &it, ahead)
+        })
+        .await?;
+        if over_budget(run, t, " during the debug phase", "no evolve step")? {
+            return Ok(Stop::Budget);
+        }
+        run.phase(t, Phase::Evolve, || {
+            evolve_phase::evolve_phase(run, &it, &evaluated, cancel)
+        })
+        .await?;
+        run.phase(t, Phase::Commit, || async {
+            let caps = WriteCaps::of(&run.cfg.evolve);
+            let note = |m: String| run.note(t, m);
+            commit_phase::commit(&run.repo, &it, &evaluated, &caps, &run.journal, &note)
+        })
+        .await?;
+        let msg = format!("iteration {t}'s harness is committed but not evaluated");
+        if over_budget(run, t, " during the evolve phase", &msg)? {
+            return Ok(Stop::Budget);
+        }
+    }
+    let it = run.dir.iteration(n + 1);
+    let evaluated = canary_first(run, &it, cancel).await?;
+    evaluate(run, &it, &evaluated, None, cancel).await?;
+    Ok(Stop::Completed)
+}
+
+/// The harness iteration `it` evaluates, after its canary (`[attribution] canary`, from
+/// iteration 2 on), which may revert a culprit first.
+async fn canary_first(
+    run: &Run,
+    it: &IterationDir,
+    cancel: &CancellationToken,
+) -> anyhow::Result<String> {
+    let t = it.number();
+    evaluated_commit(run, it)?;
+    if t > 1 && run.cfg.attribution.canary {
+        run.phase(t, Phase::Canary, || canary::canary(run, it, cancel.clone()))
+            .await?;
+    }
+    evaluated_commit(run, it)
+}
+
+/// The harness iteration `it` evaluates: recorded once (the repository's head when the
+/// iteration starts), so that a resumed iteration evaluates the same commit.
+fn evaluated_commit(run: &Run, it: &IterationDir) -> anyhow::Result<String> {
+    it.create()?;
+    match it.evaluated() {
+        Some(c) => Ok(c),
+        None => {
+            let c = run.repo.head()?;
+            it.write_evaluated(&c)?;
+            Ok(c)
+        }
+    }
+}
+
+/// Rollout, Clean and Attribute of one iteration (all an evaluation needs), then the
+/// evidence beyond the rollout (confirm, counterfactual), each followed by the verdicts it
+/// changes; `ahead` starts each task's debugger as soon as its trials are done.
+async fn evaluate(
+    run: &Run,
+    it: &IterationDir,
+    evaluated: &str,
+    ahead: Option<&DebugOverlap>,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let t = it.number();
+    let inputs = AttributeInputs {
+        dir: &run.dir,
+        k: run.cfg.k,
+        visible: &run.visible,
+    };
+    run.phase(t, Phase::Rollout, || {
+        rollout_phase::rollout_iteration(run, it, evaluated, ahead, cancel.clone())
+    })
+    .await?;
+    run.phase(t, Phase::Clean, || async {
+        let s = clean::clean_all(&it.trials())?;
+        for (p, e) in &s.failed {
+            run.note(t, format!("could not clean {}: {e}", p.display()))?;
+        }
+        Ok(())
+    })
+    .await?;
+    run.phase(t, Phase::Attribute, || async {
+        judge(&inputs, it)?;
+        if let Some(vp) = update_best(&run.dir, &run.repo, it, evaluated)? {
+            run.say(format!("[iter {t}] new best: visible pass@1 = {vp:.3}"));
+        }
+        Ok(())
+    })
+    .await?;
+    run.phase(t, Phase::Confirm, || async {
+        confirm::confirm(run, it, evaluated, cancel.clone()).await?;
+        judge(&inputs, it)
+    })
+    .await?;
+    run.phase(t, Phase::Counterfactual, || async {
+        counterfactual::counterfactual(run, it, evaluated, cancel.clone()).await?;
+        judge(&inputs, it)
+    })
+    .await?;
+    Ok(())
+}
+
+/// Notes and returns whether the budget is spent (`when`: in which phase; `then`: what the
+/// run does about it).
+fn over_budget(run: &Run, t: u32, when: &str, then: &str) -> anyhow::Result<bool> {
+    let Some((spent, limit)) = run.budget_spent(t) else {
+        return Ok(false);
+    };
+    let msg = format!("budget reached{when}: ${spent:.4} of ${limit:.4}; {then}");
+    run.note(t, msg)?;
+    Ok(true)
+}

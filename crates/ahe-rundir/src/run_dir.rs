@@ -1,0 +1,610 @@
+//! The run directory (DESIGN §8) as types: [`RunDir`] owns `runs/<name>/`, an
+//! [`IterationDir`] owns `iterations/NNN/`, and trials are `ahe_bench::TrialDir`s. Every
+//! path and every read and write of a run's files goes through here; no other module names
+//! a file of the run directory. An iteration's own facts (visible and held-out pass@1, the
+//! evaluated commit, per-role costs) are the typed [`IterationRecord`], stored in
+//! `scores.json` `meta` beside the evaluation's facts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ahe_bench::{EvalDir, Scores, TrialDir};
+use ahe_model::Usage;
+use serde::{Deserialize, Serialize};
+
+use crate::attribution::ChangeEvaluation;
+use crate::manifest::Manifest;
+use crate::snapshots::ChangeSnapshots;
+use crate::{read_json, write_json};
+
+/// `best.json`: the best evaluated harness so far.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Best {
+    /// Iteration whose evaluation was best.
+    pub iteration: u32,
+    /// Commit of the evaluated harness.
+    pub commit: String,
+    /// Its visible pass@1.
+    pub pass_at_1: f64,
+}
+
+/// Tokens and dollars of one role in one iteration (`scores.json` `meta.roles.<role>`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoleCost {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Of those, read from the provider's prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Of the prompt tokens, written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
+    /// Of the completion tokens, reasoning (thinking).
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+    /// Dollars.
+    #[serde(default)]
+    pub cost_usd: f64,
+}
+
+/// What an iteration adds to its evaluation's `scores.json` (the `meta` keys the loop
+/// writes; every field is optional so that scores of `ahe eval` and older runs load).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IterationRecord {
+    /// Iteration number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
+    /// Commit of the evaluated harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluated_commit: Option<String>,
+    /// pass@1 over the visible tasks (the headline and what `best` compares).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_pass_at_1: Option<f64>,
+    /// Its 95% bootstrap interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_pass_at_1_ci: Option<[f64; 2]>,
+    /// pass@1 over the held-out tasks, when some are held out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout_pass_at_1: Option<f64>,
+    /// Its 95% bootstrap interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout_pass_at_1_ci: Option<[f64; 2]>,
+    /// The held-out tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout_tasks: Option<BTreeSet<String>>,
+    /// Tokens and dollars per role (`code_agent`, `debugger`, `evolve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<BTreeMap<String, RoleCost>>,
+}
+
+/// `scores.json` of an iteration: the evaluation and the loop's record of it.
+#[derive(Debug, Clone)]
+pub struct IterationScores {
+    /// The evaluation (with `meta.extra` holding the record's keys as written).
+    pub scores: Scores,
+    /// The loop's typed record.
+    pub record: IterationRecord,
+}
+
+impl IterationScores {
+    /// Reads the record out of `scores.meta` (unknown or mistyped keys are ignored).
+    pub fn of(scores: Scores) -> IterationScores {
+        let map: serde_json::Map<String, serde_json::Value> = scores
+            .meta
+            .extra
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let record =
+            serde_json::from_value(serde_json::Value::Object(map.clone())).unwrap_or_else(|_| {
+                // One bad key must not hide the others: take the keys one by one.
+                let mut r = serde_json::Map::new();
+                for (k, v) in map {
+                    let one = serde_json::json!({ k.clone(): v.clone() });
+                    if serde_json::from_value::<IterationRecord>(one).is_ok() {
+                        r.insert(k, v);
+                    }
+                }
+                serde_json::from_value(serde_json::Value::Object(r)).unwrap_or_default()
+            });
+        IterationScores { scores, record }
+    }
+
+    /// Visible pass@1: the record's, else pass@1 over every task.
+    pub fn visible_pass_at_1(&self) -> f64 {
+        self.record
+            .visible_pass_at_1
+            .unwrap_or(self.scores.pass_at_1)
+    }
+
+    /// Dollars spent in this iteration by every role; the code agent's counts every paid
+    /// call (`model_cost_usd`, attempts re-run after an infra error included).
+    pub fn spent_usd(&self) -> f64 {
+        let code = self
+            .scores
+            .meta
+            .model_cost_usd
+            .unwrap_or(0.0)
+            .max(self.scores.cost_usd);
+        let others: f64 = self
+            .record
+            .roles
+            .iter()
+            .flatten()
+            .filter(|(r, _)| r.as_str() != "code_agent")
+            .map(|(_, c)| c.cost_usd)
+            .sum();
+        code + others
+    }
+
+    /// Tokens and dollars per role, the code agent's from the trial totals.
+    pub fn roles(&self) -> BTreeMap<String, RoleCost> {
+        let mut out = self.record.roles.clone().unwrap_or_default();
+        let s = &self.scores;
+        out.insert(
+            "code_agent".into(),
+            RoleCost {
+                input_tokens: s.tokens.input,
+                cached_input_tokens: s.tokens.cached_input,
+                output_tokens: s.tokens.output,
+                cache_write_input_tokens: s.tokens.cache_write_input,
+                reasoning_tokens: s.tokens.reasoning,
+                cost_usd: s.cost_usd,
+            },
+        );
+        out
+    }
+
+    fn store_record(&mut self) {
+        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&self.record) {
+            self.scores.meta.extra.extend(m);
+        }
+    }
+}
+
+/// Dollars spent per iteration, as last read or written (shared by a run's dirs).
+type Ledger = Arc<Mutex<BTreeMap<u32, f64>>>;
+
+/// `runs/<name>/`.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    root: PathBuf,
+    ledger: Ledger,
+}
+
+impl RunDir {
+    /// The run directory at `root` (nothing is created).
+    pub fn new(root: impl Into<PathBuf>) -> RunDir {
+        RunDir {
+            root: root.into(),
+            ledger: Ledger::default(),
+        }
+    }
+
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// The run's name (the directory's name).
+    pub fn name(&self) -> String {
+        self.root
+            .canonicalize()
+            .unwrap_or_else(|_| self.root.clone())
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Whether `root` holds a run (a journal, a frozen config or iterations).
+    pub fn looks_like_run(&self) -> bool {
+        self.journal_path().exists() || self.config_path().exists() || self.iterations().is_dir()
+    }
+
+    /// `run.toml`: the frozen, fully merged config.
+    pub fn config_path(&self) -> PathBuf {
+        self.root.join("run.toml")
+    }
+
+    /// `journal.jsonl`.
+    pub fn journal_path(&self) -> PathBuf {
+        self.root.join("journal.jsonl")
+    }
+
+    /// `.lock`: the run's exclusive lock.
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join(".lock")
+    }
+
+    /// `harness/`: the harness git repository.
+    pub fn harness_repo(&self) -> PathBuf {
+        self.root.join("harness")
+    }
+
+    /// `model-cache/`: the record/replay cache of every model client of the run.
+    pub fn model_cache(&self) -> PathBuf {
+        self.root.join("model-cache")
+    }
+
+    /// `report/`: where `ahe report` writes.
+    pub fn report_dir(&self) -> PathBuf {
+        self.root.join("report")
+    }
+
+    /// `baseline/`: the seed's matched-budget trials (`ahe baseline`): trials/, scores.json
+    /// and `baseline.json`.
+    pub fn baseline(&self) -> EvalDir {
+        EvalDir::new(self.root.join("baseline"))
+    }
+
+    /// `baseline/baseline.json`: the matched-budget comparison.
+    pub fn baseline_path(&self) -> PathBuf {
+        self.root.join("baseline").join("baseline.json")
+    }
+
+    /// `iterations/`.
+    pub fn iterations(&self) -> PathBuf {
+        self.root.join("iterations")
+    }
+
+    /// `iterations/NNN/`.
+    pub fn iteration(&self, t: u32) -> IterationDir {
+        IterationDir {
+            t,
+            eval: EvalDir::new(self.iterations().join(format!("{t:03}"))),
+            ledger: self.ledger.clone(),
+        }
+    }
+
+    /// The highest iteration number with a directory on disk (0 when none).
+    pub fn last_iteration_on_disk(&self) -> u32 {
+        std::fs::read_dir(self.iterations())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// `best.json`, when some iteration was evaluated.
+    pub fn best(&self) -> Option<Best> {
+        read_json(&self.root.join("best.json")).ok()
+    }
+
+    /// Writes `best.json`.
+    pub fn write_best(&self, b: &Best) -> anyhow::Result<()> {
+        write_json(&self.root.join("best.json"), b)
+    }
+
+    /// Dollars spent by every role in iterations 1..=t (each iteration read from disk once,
+    /// then kept up to date by the writes through this run's directories).
+    pub fn spent_usd(&self, t: u32) -> f64 {
+        (1..=t)
+            .map(|i| {
+                let known = self.ledger.lock().unwrap().get(&i).copied();
+                known.unwrap_or_else(|| {
+                    let s = self.iteration(i).scores().map_or(0.0, |s| s.spent_usd());
+                    self.ledger.lock().unwrap().insert(i, s);
+                    s
+                })
+            })
+            .sum()
+    }
+}
+
+/// `iterations/NNN/`: one iteration's evaluation, attribution, analysis and evolve step.
+#[derive(Debug, Clone)]
+pub struct IterationDir {
+    t: u32,
+    eval: EvalDir,
+    ledger: Ledger,
+}
+
+impl IterationDir {
+    /// The iteration directory at `path` outside a [`RunDir`] (its number from its name).
+    pub fn at(path: &Path) -> IterationDir {
+        IterationDir {
+            t: path
+                .file_name()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+            eval: EvalDir::new(path),
+            ledger: Ledger::default(),
+        }
+    }
+
+    /// The iteration number.
+    pub fn number(&self) -> u32 {
+        self.t
+    }
+
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        self.eval.path()
+    }
+
+    /// The evaluation part (`scores.json`, `trials/`).
+    pub fn eval(&self) -> &EvalDir {
+        &self.eval
+    }
+
+    /// Creates the directory.
+    pub fn create(&self) -> anyhow::Result<()> {
+        Ok(std::fs::create_dir_all(self.path())?)
+    }
+
+    /// `trials/`.
+    pub fn trials(&self) -> PathBuf {
+        self.eval.trials()
+    }
+
+    /// Every trial directory, sorted by task then attempt.
+    pub fn trial_dirs(&self) -> Vec<TrialDir> {
+        self.eval.trial_dirs()
+    }
+
+    /// `trials/<task>/<attempt>/`.
+    pub fn trial(&self, task: &str, attempt: u32) -> TrialDir {
+        self.eval.trial(task, attempt)
+    }
+
+    /// `harness/`: the export of the evaluated commit that the rollout runs.
+    pub fn harness_checkout(&self) -> PathBuf {
+        self.path().join("harness")
+    }
+
+    /// The evaluated commit (`evaluated.txt`), when recorded.
+    pub fn evaluated(&self) -> Option<String> {
+        std::fs::read_to_string(self.path().join("evaluated.txt"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Records the evaluated commit (`evaluated.txt`).
+    pub fn write_evaluated(&self, commit: &str) -> anyhow::Result<()> {
+        self.create()?;
+        Ok(std::fs::write(
+            self.path().join("evaluated.txt"),
+            format!("{commit}\n"),
+        )?)
+    }
+
+    /// `scores.json` with the loop's record.
+    pub fn scores(&self) -> anyhow::Result<IterationScores> {
+        Ok(IterationScores::of(self.eval.read_scores()?))
+    }
+
+    /// Writes `scores.json`: the evaluation with `record` in its meta.
+    pub fn write_scores(&self, mut s: IterationScores) -> anyhow::Result<IterationScores> {
+        s.store_record();
+        self.eval.write_scores(&s.scores)?;
+        self.ledger.lock().unwrap().insert(self.t, s.spent_usd());
+        Ok(s)
+    }
+
+    /// Adds a role's tokens and cost to the record (one write of `scores.json`).
+    pub fn record_role_cost(&self, role: &str, usage: &Usage, cost: f64) -> anyhow::Result<()> {
+        let mut s = self.scores()?;
+        let code = s.roles().remove("code_agent").unwrap_or_default();
+        let roles = s.record.roles.get_or_insert_with(BTreeMap::new);
+        roles.insert("code_agent".into(), code);
+        roles.insert(
+            role.into(),
+            RoleCost {
+                input_tokens: usage.input_tokens,
+                cached_input_tokens: usage.cached_input_tokens,
+                output_tokens: usage.output_tokens,
+                cache_write_input_tokens: usage.cache_write_input_tokens,
+                reasoning_tokens: usage.reasoning_tokens,
+                cost_usd: cost,
+            },
+        );
+        self.write_scores(s).map(|_| ())
+    }
+
+    /// Path of `change_evaluation.json`.
+    pub fn change_evaluation_path(&self) -> PathBuf {
+        self.path().join("change_evaluation.json")
+    }
+
+    /// `change_evaluation.json`: the previous iteration's changes judged on these scores.
+    pub fn change_evaluation(&self) -> anyhow::Result<ChangeEvaluation> {
+        read_json(&self.change_evaluation_path())
+    }
+
+    /// Writes `change_evaluation.json` atomically (temp file, then rename).
+    pub fn write_change_evaluation(&self, ev: &ChangeEvaluation) -> anyhow::Result<()> {
+        self.create()?;
+        let path = self.change_evaluation_path();
+        let mut json = serde_json::to_vec_pretty(ev)?;
+        json.push(b'\n');
+        ahe_bench::layout::write_atomic(&path, &json)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+    }
+
+    /// `extra/<set>/`: an extra trial set's harness checkout, trials and scores (each `/`
+    /// of `set` a level; other characters than `[A-Za-z0-9_.-]` become `_`, `..` too).
+    pub fn extra(&self, set: &str) -> PathBuf {
+        let mut p = self.path().join("extra");
+        for part in set.split('/') {
+            let safe: String = part
+                .chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' | '.' => c,
+                    _ => '_',
+                })
+                .collect();
+            p.push(match safe.as_str() {
+                "" | "." | ".." => "_".to_string(),
+                _ => safe,
+            });
+        }
+        p
+    }
+
+    /// The extra trial set `set` as an evaluation directory (its `trials/<task>/<attempt>/`).
+    pub fn extra_eval(&self, set: &str) -> EvalDir {
+        EvalDir::new(self.extra(set))
+    }
+
+    /// `extra/<set>/harness/`: the checkout of the harness commit the set runs.
+    pub fn extra_harness(&self, set: &str) -> PathBuf {
+        self.extra(set).join("harness")
+    }
+
+    /// Path of `evidence.json`.
+    pub fn evidence_path(&self) -> PathBuf {
+        self.path().join("evidence.json")
+    }
+
+    /// `evidence.json` (confirmation and counterfactual trials); empty when absent.
+    pub fn evidence(&self) -> crate::evidence::Evidence {
+        read_json(&self.evidence_path()).unwrap_or_default()
+    }
+
+    /// Writes `evidence.json` atomically.
+    pub fn write_evidence(&self, e: &crate::evidence::Evidence) -> anyhow::Result<()> {
+        write_json(&self.evidence_path(), e)
+    }
+
+    /// `analysis/`: the debugger's reports.
+    pub fn analysis(&self) -> PathBuf {
+        self.path().join("analysis")
+    }
+
+    /// `analysis/overview.md`.
+    pub fn overview_path(&self) -> PathBuf {
+        self.analysis().join("overview.md")
+    }
+
+    /// `analysis/overview.md`, empty when the debug phase has not written it.
+    pub fn overview(&self) -> String {
+        std::fs::read_to_string(self.overview_path()).unwrap_or_default()
+    }
+
+    /// `analysis/detail/`: one `<task>.md` per analysed task.
+    pub fn details(&self) -> PathBuf {
+        self.analysis().join("detail")
+    }
+
+    /// `analysis/detail/<task>.md`.
+    pub fn detail_path(&self, task: &str) -> PathBuf {
+        self.details().join(format!("{task}.md"))
+    }
+
+    /// `analysis/debugger/<task>/trace.jsonl`: the debugger agent's own trace.
+    pub fn debugger_trace(&self, task: &str) -> PathBuf {
+        self.analysis()
+            .join("debugger")
+            .join(task)
+            .join("trace.jsonl")
+    }
+
+    /// `evolve/`: the evolve step's files.
+    pub fn evolve(&self) -> PathBuf {
+        self.path().join("evolve")
+    }
+
+    /// `evolve/inputs/`: what the evolve agent reads besides traces and analysis.
+    pub fn evolve_inputs(&self) -> PathBuf {
+        self.evolve().join("inputs")
+    }
+
+    /// Writes `evolve/inputs/`: a copy of `change_evaluation.json`, `score_history.md`,
+    /// `stability.md` and `best.json`.
+    pub fn write_evolve_inputs(
+        &self,
+        score_history: &str,
+        stability: &str,
+        best: Option<&Best>,
+    ) -> anyhow::Result<()> {
+        let d = self.evolve_inputs();
+        std::fs::create_dir_all(&d)?;
+        std::fs::copy(
+            self.change_evaluation_path(),
+            d.join("change_evaluation.json"),
+        )?;
+        std::fs::write(d.join("score_history.md"), score_history)?;
+        std::fs::write(d.join("stability.md"), stability)?;
+        if let Some(b) = best {
+            write_json(&d.join("best.json"), b)?;
+        }
+        Ok(())
+    }
+
+    /// `evolve/preflight/`: the smoke trial of the new harness.
+    pub fn preflight(&self) -> PathBuf {
+        self.evolve().join("preflight")
+    }
+
+    /// `evolve/trace.jsonl`: the evolve agent's trace.
+    pub fn evolve_trace(&self) -> PathBuf {
+        self.evolve().join("trace.jsonl")
+    }
+
+    /// Path of `evolve/manifest.json`.
+    pub fn manifest_path(&self) -> PathBuf {
+        self.evolve().join("manifest.json")
+    }
+
+    /// `evolve/manifest.json`: the changes this iteration made.
+    pub fn manifest(&self) -> anyhow::Result<Manifest> {
+        read_json(&self.manifest_path())
+    }
+
+    /// Writes `evolve/manifest.json` atomically.
+    pub fn write_manifest(&self, m: &Manifest) -> anyhow::Result<()> {
+        write_json(&self.manifest_path(), m)
+    }
+
+    /// Path of `evolve/snapshots.json`: the working-tree snapshot after each change.
+    pub fn change_snapshots_path(&self) -> PathBuf {
+        self.evolve().join("snapshots.json")
+    }
+
+    /// `evolve/snapshots.json` (empty when the evolve phase recorded none, e.g. older runs).
+    pub fn change_snapshots(&self) -> anyhow::Result<ChangeSnapshots> {
+        let p = self.change_snapshots_path();
+        if !p.is_file() {
+            return Ok(ChangeSnapshots::default());
+        }
+        read_json(&p)
+    }
+
+    /// Writes `evolve/snapshots.json` atomically.
+    pub fn write_change_snapshots(&self, s: &ChangeSnapshots) -> anyhow::Result<()> {
+        write_json(&self.change_snapshots_path(), s)
+    }
+
+    /// Path of `evolve/diff.patch`.
+    pub fn diff_path(&self) -> PathBuf {
+        self.evolve().join("diff.patch")
+    }
+
+    /// Path of `evolve/summary.md`.
+    pub fn summary_path(&self) -> PathBuf {
+        self.evolve().join("summary.md")
+    }
+
+    /// Writes the committed step's `evolve/diff.patch` and `evolve/summary.md`.
+    pub fn write_commit_files(&self, diff: &str, summary: &str) -> anyhow::Result<()> {
+        std::fs::create_dir_all(self.evolve())?;
+        std::fs::write(self.diff_path(), diff)?;
+        std::fs::write(self.summary_path(), summary)?;
+        Ok(())
+    }
+
+    /// A path relative to the run directory (`iterations/NNN/<rel>`), for links in reports.
+    pub fn rel(&self, p: &Path) -> String {
+        let rel = p.strip_prefix(self.path()).unwrap_or(p);
+        format!("iterations/{:03}/{}", self.t, rel.display())
+    }
+}
