@@ -18,4 +18,5 @@ while True:
     s.accept()[0].close()
 EOF
 nohup python3 /tmp/srv.py >/dev/null 2>&1 &
-sleep 0.5
+# Wait until it listens, so the hand-over keeps it as a server (a slow start is no escape).
+for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8765))' 2>/dev/null && break; sleep 0.1; done
