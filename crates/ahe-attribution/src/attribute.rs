@@ -160,6 +160,7 @@ pub fn attribute(
         ev.changes
             .push(change_verdict(c, &pc, &qc, &flips, visible));
     }
+    mark_unjudged(&mut ev.changes, &flips);
     let (f, g) = (&flips.f, &flips.g);
     ev.unconfirmed = flips.unconfirmed.iter().map(|t| t.to_string()).collect();
     let g_all: BTreeSet<&str> = g.union(&flips.canary_regressed).copied().collect();
@@ -415,6 +416,59 @@ fn change_verdict(
         counterfactual: counterfactual_summary(flips.evidence, &c.id),
         blamed_regressions: own(&blamed),
         credited_fixes: own(&credited),
+        unjudged_reason: None,
+    }
+}
+
+/// Turns INEFFECTIVE into UNJUDGED for a change that may have caused a regression nobody
+/// explained: a counted regression no change is blamed for, whose trials exercised the
+/// change's files, and no counterfactual trial cleared the change (a failure with it
+/// reverted). The reason names the tasks and why they stayed untested.
+fn mark_unjudged(verdicts: &mut [ChangeVerdict], flips: &Flips) {
+    let explained: BTreeSet<String> = verdicts
+        .iter()
+        .flat_map(|v| v.blamed_regressions.iter().cloned())
+        .collect();
+    let unexplained: Vec<&str> = flips
+        .g
+        .iter()
+        .filter(|t| !explained.contains(**t))
+        .copied()
+        .collect();
+    for v in verdicts
+        .iter_mut()
+        .filter(|v| v.verdict == Verdict::Ineffective)
+    {
+        let cleared = |t: &str| {
+            let ev = flips.evidence;
+            ev.tests_of(t)
+                .any(|x| x.change == v.id && x.tally.trials > x.tally.passed)
+        };
+        let open: Vec<&str> = unexplained
+            .iter()
+            .filter(|t| change_touches(&v.files, flips.exercised(t)) && !cleared(t))
+            .copied()
+            .collect();
+        if open.is_empty() {
+            continue;
+        }
+        let why: BTreeSet<&str> = flips
+            .evidence
+            .counterfactual_skipped
+            .iter()
+            .filter(|s| open.contains(&s.task.as_str()))
+            .map(|s| s.reason.as_str())
+            .collect();
+        let why = match why.is_empty() {
+            true => "no counterfactual trial with this change reverted ran for them".to_string(),
+            false => why.into_iter().collect::<Vec<_>>().join("; "),
+        };
+        v.verdict = Verdict::Unjudged;
+        v.unjudged_reason = Some(format!(
+            "{} regressed, exercised its files and no change is blamed; not cleared by a \
+             counterfactual trial: {why}",
+            open.join(", ")
+        ));
     }
 }
 

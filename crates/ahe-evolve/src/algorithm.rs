@@ -112,8 +112,8 @@ fn evaluated_commit(run: &Run, it: &IterationDir) -> anyhow::Result<String> {
 }
 
 /// Rollout, Clean and Attribute of one iteration (all an evaluation needs), then the
-/// evidence beyond the rollout (confirm, counterfactual), each followed by the verdicts it
-/// changes; `ahead` starts each task's debugger as soon as its trials are done.
+/// evidence beyond the rollout, harm first (counterfactual, then confirm), each followed by
+/// the verdicts it changes; `ahead` starts each task's debugger as soon as its trials are done.
 async fn evaluate(
     run: &Run,
     it: &IterationDir,
@@ -147,13 +147,13 @@ async fn evaluate(
         Ok(())
     })
     .await?;
-    run.phase(t, Phase::Confirm, || async {
-        confirm::confirm(run, it, evaluated, cancel.clone()).await?;
+    run.phase(t, Phase::Counterfactual, || async {
+        counterfactual::counterfactual(run, it, evaluated, cancel.clone()).await?;
         judge(&inputs, it)
     })
     .await?;
-    run.phase(t, Phase::Counterfactual, || async {
-        counterfactual::counterfactual(run, it, evaluated, cancel.clone()).await?;
+    run.phase(t, Phase::Confirm, || async {
+        confirm::confirm(run, it, evaluated, cancel.clone()).await?;
         judge(&inputs, it)
     })
     .await?;

@@ -284,6 +284,11 @@ pub struct AttributionConfig {
     pub canary: bool,
     /// Tasks in the canary set, at most.
     pub canary_max_tasks: usize,
+    /// Counterfactual trials an iteration may always spend on regressions of tasks that
+    /// passed every earlier trial, even past `max_extra_share` (the harm floor).
+    pub harm_floor_trials: u32,
+    /// What `rollback = "auto"` does with an UNJUDGED change: `"revert"` or `"keep"`.
+    pub unjudged: String,
 }
 
 impl Default for AttributionConfig {
@@ -295,6 +300,8 @@ impl Default for AttributionConfig {
             max_extra_share: 0.25,
             canary: false,
             canary_max_tasks: 8,
+            harm_floor_trials: 12,
+            unjudged: "revert".into(),
         }
     }
 }
@@ -401,6 +408,13 @@ impl RunConfig {
             if !(0.0..1.0).contains(&f) {
                 bail!("holdout.fraction: {f} must be in [0, 1)");
             }
+        }
+        if !["revert", "keep"].contains(&self.attribution.unjudged.as_str()) {
+            bail!(
+                "attribution.unjudged: {:?} must be revert (undo a change that may have caused \
+                 an unexplained regression) or keep",
+                self.attribution.unjudged
+            );
         }
         let share = self.attribution.max_extra_share;
         if share.is_nan() || !(0.0..=1.0).contains(&share) {

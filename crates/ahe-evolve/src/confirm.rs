@@ -1,7 +1,8 @@
 //! The Confirm phase: a flip within noise (k = 2 makes every flip so) gets extra trials of
 //! the evaluated harness, one round at a time, until it is significant, can no longer
-//! become so, or `[attribution] confirm_trials` is reached — within the iteration's
-//! extra-trial budget. Verdicts then use every trial; pass@1 keeps the first k.
+//! become so, or `[attribution] confirm_trials` is reached — within what the iteration's
+//! extra-trial budget has left after the counterfactual phase (harm first: it runs before
+//! this one). Verdicts then use every trial; pass@1 keeps the first k.
 
 use std::collections::BTreeMap;
 
@@ -31,17 +32,20 @@ pub async fn confirm(
 ) -> anyhow::Result<()> {
     let cap = run.cfg.attribution.confirm_trials;
     let ev = it.change_evaluation()?;
+    let mut evidence = it.evidence();
+    let spent = evidence.counterfactual_cost.trials as usize
+        + evidence.canary.as_ref().map_or(0, |c| c.cf_trials) as usize;
     let budget = run
         .cfg
         .attribution
-        .extra_trial_cap(run.tasks.len() * run.cfg.k as usize);
+        .extra_trial_cap(run.tasks.len() * run.cfg.k as usize)
+        .saturating_sub(spent);
     let flips: Vec<&TaskMove> = ev
         .fixed
         .iter()
         .chain(&ev.regressed)
         .filter(|m| m.within_noise)
         .collect();
-    let mut evidence = it.evidence();
     let mut results: BTreeMap<String, Vec<ahe_bench::TrialResult>> = BTreeMap::new();
     for round in 1..=cap {
         let tally = |t: &str| Tally::of(results.get(t).into_iter().flatten());

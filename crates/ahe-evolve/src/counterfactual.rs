@@ -149,7 +149,10 @@ fn restored(kind: CfKind, t: &Tally) -> bool {
 }
 
 /// Runs the counterfactual trials of iteration `it` (judging the previous iteration's
-/// changes) and records them in `evidence.json`.
+/// changes) and records them in `evidence.json`. Harm first: regressions of tasks that passed
+/// every earlier trial are tested before anything else, within the iteration's extra-trial
+/// budget or `[attribution] harm_floor_trials`, whichever is larger; then the other
+/// regressions and the disputed fixes, within what the budget has left.
 pub async fn counterfactual(
     run: &Run,
     it: &IterationDir,
@@ -169,48 +172,122 @@ pub async fn counterfactual(
     // Changes the canary already reverted are not in H_eval: nothing to revert.
     let gone = evidence.canary_reverted();
     manifest.changes.retain(|c| !gone.contains(&c.id));
-    let spent_by_canary = evidence.canary.as_ref().map_or(0, |c| c.cf_trials) as usize;
     if n == 0 {
         return Ok(());
     }
     let ev = it.change_evaluation()?;
     let budget = cfg.extra_trial_cap(run.tasks.len() * run.cfg.k as usize);
-    let used = evidence
-        .confirm
-        .values()
-        .map(|x| x.trials + x.infra)
-        .sum::<u32>() as usize
-        + spent_by_canary;
+    let used = evidence.extra_trials_used() as usize;
     let exercised = crate::history::exercised(it, &run.visible);
-    let mut left = budget.saturating_sub(used);
-    let (plans, mut skipped) = plan(
-        &ev,
-        &manifest,
-        &exercised,
-        n,
-        cfg.max_counterfactual_tasks,
-        left,
-    );
-    let harness = harnesses(run, evaluated, &plans)?;
+    let (harm, rest) = split_harm(&ev, &solid_before(run, t));
+    let share_left = budget.saturating_sub(used);
+    let mut left = share_left.max(cfg.harm_floor_trials as usize);
+    let (harm_plans, mut skipped) = plan(&harm, &manifest, &exercised, n, usize::MAX, left);
     let mut cost = evidence.counterfactual_cost.clone();
-    let tests = find_culprits(
-        run,
-        it,
-        SET_PREFIX,
-        &plans,
-        &harness,
+    let mut budget = Budget {
         n,
-        &mut left,
-        &mut skipped,
-        &mut cost,
-        cancel,
-    )
-    .await?;
+        left: &mut left,
+        skipped: &mut skipped,
+        cost: &mut cost,
+    };
+    let mut tests = test_plans(run, it, evaluated, &harm_plans, &mut budget, &cancel).await?;
+    let spent: u32 = tests.iter().map(|x| x.tally.trials + x.tally.infra).sum();
+    *budget.left = share_left.saturating_sub(spent as usize);
+    let max = cfg.max_counterfactual_tasks;
+    let (rest_plans, s) = plan(&rest, &manifest, &exercised, n, max, *budget.left);
+    budget.skipped.extend(s);
+    tests.extend(test_plans(run, it, evaluated, &rest_plans, &mut budget, &cancel).await?);
     cost.trials = tests.iter().map(|x| x.tally.trials + x.tally.infra).sum();
     evidence.counterfactual = tests;
     evidence.counterfactual_cost = cost;
     evidence.counterfactual_skipped = skipped;
     it.write_evidence(&evidence)
+}
+
+/// What the tests of one phase may still spend, and what they skipped and cost.
+struct Budget<'a> {
+    /// Trials of each counterfactual harness on a task.
+    n: u32,
+    /// Trials left.
+    left: &'a mut usize,
+    /// Tasks or candidates left untested, with the reason.
+    skipped: &'a mut Vec<CfSkip>,
+    /// What the trials cost.
+    cost: &'a mut crate::extra::SetCost,
+}
+
+/// Tests the candidates of `plans` on `evaluated` minus each one, within `b`.
+async fn test_plans(
+    run: &Run,
+    it: &IterationDir,
+    evaluated: &str,
+    plans: &[TaskPlan],
+    b: &mut Budget<'_>,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Vec<CfTest>> {
+    if plans.is_empty() {
+        return Ok(Vec::new());
+    }
+    let harness = harnesses(run, evaluated, plans)?;
+    find_culprits(
+        run,
+        it,
+        SET_PREFIX,
+        plans,
+        &harness,
+        b.n,
+        b.left,
+        b.skipped,
+        b.cost,
+        cancel.clone(),
+    )
+    .await
+}
+
+/// Tasks that passed every trial of every earlier iteration that scored them (infra errors
+/// aside): a regression of one is never noise to shrug off.
+fn solid_before(run: &Run, t: u32) -> BTreeSet<String> {
+    let mut solid: Option<BTreeSet<String>> = None;
+    for i in 1..t {
+        let Ok(s) = run.dir.iteration(i).scores() else {
+            continue;
+        };
+        let all: BTreeSet<String> = s
+            .scores
+            .tasks
+            .iter()
+            .filter(|(_, x)| x.k > 0 && x.passed == x.k)
+            .map(|(t, _)| t.clone())
+            .collect();
+        solid = Some(match solid {
+            None => all,
+            Some(prev) => prev.intersection(&all).cloned().collect(),
+        });
+    }
+    solid.unwrap_or_default()
+}
+
+/// The evaluation split in two: the regressions of `solid` tasks (tested first, under the
+/// harm floor), and everything else.
+fn split_harm(
+    ev: &ChangeEvaluation,
+    solid: &BTreeSet<String>,
+) -> (ChangeEvaluation, ChangeEvaluation) {
+    let (hard, soft): (Vec<_>, Vec<_>) = ev
+        .regressed
+        .iter()
+        .cloned()
+        .partition(|m| solid.contains(&m.task));
+    let harm = ChangeEvaluation {
+        regressed: hard,
+        unconfirmed: ev.unconfirmed.clone(),
+        ..Default::default()
+    };
+    let rest = ChangeEvaluation {
+        regressed: soft,
+        ..ev.clone()
+    };
+    (harm, rest)
 }
 
 /// One counterfactual harness per candidate change: `onto` minus its commit (None: the
@@ -282,6 +359,12 @@ pub(crate) async fn find_culprits(
             break;
         }
         let done = run_wave(run, it, prefix, &wave, harness, n, cost, cancel.clone()).await?;
+        // A pair stops at its first decisive trial: what it did not use goes back.
+        let used: usize = done
+            .iter()
+            .map(|x| (x.tally.trials + x.tally.infra) as usize)
+            .sum();
+        *left += (n as usize * wave.len()).saturating_sub(used);
         let found: BTreeSet<&str> = done
             .iter()
             .filter(|x| x.restored)

@@ -63,7 +63,8 @@ pub async fn evolve_phase(
     Ok(())
 }
 
-/// The automatic rollbacks of HARMFUL changes (`rollback = "auto"`, from iteration 2 on);
+/// The automatic rollbacks of HARMFUL changes, and of UNJUDGED ones unless `[attribution]
+/// unjudged = "keep"` (`rollback = "auto"`, from iteration 2 on);
 /// none under `rollback = "agent"`.
 fn rollbacks(
     run: &Run,
@@ -79,5 +80,10 @@ fn rollbacks(
     let gone = it.evidence().canary_reverted();
     let mut ev = ev.clone();
     ev.changes.retain(|c| !gone.contains(&c.id));
-    rollback::auto_rollback(&run.dir.iteration(t - 1), &run.repo, &ev, evaluated)
+    let mut verdicts = vec![crate::attribute::Verdict::Harmful];
+    if run.cfg.attribution.unjudged == "revert" {
+        verdicts.push(crate::attribute::Verdict::Unjudged);
+    }
+    let prev = run.dir.iteration(t - 1);
+    rollback::auto_rollback_of(&prev, &run.repo, &ev, evaluated, &verdicts)
 }

@@ -83,6 +83,18 @@ pub fn auto_rollback(
     ev: &ChangeEvaluation,
     evaluated: &str,
 ) -> anyhow::Result<Rollbacks> {
+    auto_rollback_of(prev, repo, ev, evaluated, &[Verdict::Harmful])
+}
+
+/// [`auto_rollback`] of the changes whose verdict is one of `verdicts` (HARMFUL, and
+/// UNJUDGED under `[attribution] unjudged = "revert"`).
+pub fn auto_rollback_of(
+    prev: &IterationDir,
+    repo: &HarnessRepo,
+    ev: &ChangeEvaluation,
+    evaluated: &str,
+    verdicts: &[Verdict],
+) -> anyhow::Result<Rollbacks> {
     let Some(base) = prev.evaluated() else {
         anyhow::bail!("{}: no evaluated commit", prev.path().display());
     };
@@ -91,7 +103,7 @@ pub fn auto_rollback(
     };
     let mut out = Rollbacks::default();
     let mut onto = evaluated.to_string();
-    for v in ev.changes.iter().filter(|v| v.verdict == Verdict::Harmful) {
+    for v in ev.changes.iter().filter(|v| verdicts.contains(&v.verdict)) {
         let Some(c) = manifest.changes.iter().find(|c| c.id == v.id) else {
             continue;
         };
@@ -131,22 +143,33 @@ pub fn auto_rollback(
                 lost_text(&lost)
             ),
         };
+        let unjudged = v.verdict == Verdict::Unjudged;
         let change = Change {
             id: format!("rollback-{}", c.id),
             kind: ChangeKind::Rollback,
             description: format!(
-                "Automatic rollback of HARMFUL change {} (iteration {}: {}) by {how}",
+                "Automatic rollback of {} change {} (iteration {}: {}) by {how}",
+                crate::attribute::verdict_name(v.verdict),
                 c.id,
                 prev.number(),
                 c.description
             ),
             files: files.clone(),
-            failure_pattern: format!("regressions caused by {}", c.id),
+            failure_pattern: match unjudged {
+                true => format!("unexplained regressions that {} may have caused", c.id),
+                false => format!("regressions caused by {}", c.id),
+            },
             root_cause: c.root_cause.clone(),
-            predicted_fixes: v.blamed_regressions.clone(),
+            predicted_fixes: match unjudged {
+                true => v.regressions_matched.clone(),
+                false => v.blamed_regressions.clone(),
+            },
             risk_tasks: Vec::new(),
             component: c.component,
-            why_this_component: "undoes the harmful change".into(),
+            why_this_component: match unjudged {
+                true => "undoes a change the budget could not clear ([attribution] unjudged = \"revert\")".into(),
+                false => "undoes the harmful change".into(),
+            },
             commit: None,
         };
         out.notes.push(format!(

@@ -24,6 +24,10 @@ pub enum Verdict {
     PartiallyEffective,
     /// No predicted fix happened (or none was predicted), no risk regressed.
     Ineffective,
+    /// A regression of a task this change's files touched stayed unexplained: the
+    /// counterfactual trials that would blame or clear it did not run (budget, conflicting
+    /// revert, none configured). `[attribution] unjudged` decides whether it is reverted.
+    Unjudged,
 }
 
 /// How one task moved between the previous and the current iteration.
@@ -110,6 +114,9 @@ pub struct ChangeVerdict {
     /// else by its fix prediction.
     #[serde(default)]
     pub credited_fixes: Vec<String>,
+    /// Why the change is UNJUDGED: the unexplained regressions and what kept them untested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unjudged_reason: Option<String>,
 }
 
 /// What reverting one change did to the tasks it was tested on.
@@ -228,7 +235,7 @@ pub struct ChangeEvaluation {
     pub canary: Option<crate::evidence::CanaryRecord>,
 }
 
-/// Ids of the changes judged HARMFUL (what `rollback = "auto"` reverts).
+/// Ids of the changes judged HARMFUL (what `rollback = "auto"` always reverts).
 pub fn harmful_changes(ev: &ChangeEvaluation) -> Vec<String> {
     ev.changes
         .iter()
@@ -301,6 +308,7 @@ pub fn verdict_name(v: Verdict) -> &'static str {
         Verdict::Effective => "EFFECTIVE",
         Verdict::PartiallyEffective => "PARTIALLY_EFFECTIVE",
         Verdict::Ineffective => "INEFFECTIVE",
+        Verdict::Unjudged => "UNJUDGED",
     }
 }
 

@@ -103,6 +103,13 @@ pub struct CanaryRecord {
 }
 
 impl Evidence {
+    /// Extra trials spent before the counterfactual phase: confirmation trials (runs that
+    /// confirmed first) and the canary's counterfactual trials.
+    pub fn extra_trials_used(&self) -> u32 {
+        let confirm: u32 = self.confirm.values().map(|x| x.trials + x.infra).sum();
+        confirm + self.canary.as_ref().map_or(0, |c| c.cf_trials)
+    }
+
     /// The counterfactual tests of one task.
     pub fn tests_of<'a>(&'a self, task: &'a str) -> impl Iterator<Item = &'a CfTest> + 'a {
         self.counterfactual.iter().filter(move |c| c.task == task)

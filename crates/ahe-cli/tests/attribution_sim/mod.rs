@@ -38,6 +38,40 @@ pub struct SimChange {
     pub file: &'static str,
     /// At the top of the file (else at the bottom).
     pub top: bool,
+    /// Further tasks a break also breaks (empty: only `task`).
+    pub also: Vec<u32>,
+    /// The evolve iteration that makes it (1 = the first).
+    pub iteration: u32,
+}
+
+impl SimChange {
+    /// A change of iteration 1 to one task.
+    pub fn new(
+        id: &str,
+        effect: Effect,
+        task: u32,
+        predicted: bool,
+        file: &'static str,
+        top: bool,
+    ) -> SimChange {
+        SimChange {
+            id: id.into(),
+            effect,
+            task,
+            predicted,
+            file,
+            top,
+            also: Vec::new(),
+            iteration: 1,
+        }
+    }
+
+    /// Every task it affects.
+    pub fn tasks(&self) -> Vec<u32> {
+        std::iter::once(self.task)
+            .chain(self.also.iter().copied())
+            .collect()
+    }
 }
 
 /// The memory files changes go in (each seeded with neutral lines).
@@ -64,7 +98,8 @@ fn line(c: &SimChange) -> String {
         Effect::Fix => "FIX",
         Effect::Break => "BREAK",
     };
-    format!("- {tag}-K{:02}: lesson {} of the simulation.", c.task, c.id)
+    let tags: Vec<String> = c.tasks().iter().map(|t| format!("{tag}-K{t:02}")).collect();
+    format!("- {}: lesson {} of the simulation.", tags.join(" "), c.id)
 }
 
 fn neutral(file: &str, i: u32) -> String {
@@ -76,14 +111,7 @@ impl Scenario {
     /// same file (harmful first, so its revert is a real three-way merge), and a predicted
     /// harmful one in another file.
     pub fn standard() -> Scenario {
-        let c = |id: &str, effect, task, predicted, file, top| SimChange {
-            id: id.into(),
-            effect,
-            task,
-            predicted,
-            file,
-            top,
-        };
+        let c = SimChange::new;
         Scenario {
             tasks: 40,
             changes: vec![
@@ -100,6 +128,11 @@ impl Scenario {
         self.changes
             .iter()
             .any(|c| c.effect == Effect::Fix && c.task == n)
+    }
+
+    /// Evolve iterations the scenario needs (its last change's, plus one to judge it).
+    pub fn iterations(&self) -> u32 {
+        self.changes.iter().map(|c| c.iteration).max().unwrap_or(1) + 1
     }
 
     /// Writes the benchmark, seed harness, mock script and config under `dir`; returns the
@@ -149,10 +182,11 @@ impl Scenario {
         std::fs::write(
             &cfg,
             format!(
-                "k = 2\niterations = 2\nharness = {seed:?}\n[benchmark]\npath = {bench:?}\n\
+                "k = 2\niterations = {}\nharness = {seed:?}\n[benchmark]\npath = {bench:?}\n\
                  [sandbox]\nbackend = \"local\"\nconcurrency = 4\ninfra_retries = 1\n\
                  [evolve]\nrollback = \"auto\"\n[attribution]\ncanary = {}\n\
                  [models.default]\nprovider = \"mock\"\nmodel = \"script\"\nscript = {:?}\n",
+                self.iterations(),
                 self.canary,
                 dir.join("script.toml")
             ),
@@ -184,32 +218,41 @@ impl Scenario {
             );
         }
         s.push_str("[[debugger]]\ntool = \"list_trials\"\n\n[[debugger]]\ncontent = \"## Failure summary\\nThe agent did not write the word.\\n## Root cause\\nNo lesson.\"\n\n");
-        let mut text: BTreeMap<&str, Vec<String>> = FILES
-            .iter()
-            .map(|f| (*f, (1..=8).map(|i| neutral(f, i)).collect()))
-            .collect();
-        let entry = |tool: &str, args: String| {
-            format!("[[evolve]]\nwhen_task_contains = \"# Iteration 1\\n\"\ntool = {tool:?}\nargs = {args}\n\n")
+        let entry = |it: u32, tool: &str, args: String| {
+            format!("[[evolve]]\nwhen_task_contains = \"# Iteration {it}\\n\"\ntool = {tool:?}\nargs = {args}\n\n")
         };
-        for c in &self.changes {
-            let lines = text.get_mut(c.file).unwrap();
-            if c.top {
-                lines.insert(0, line(c));
-            } else {
-                lines.push(line(c));
-            }
-            let content: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let mut changes = self.changes.clone();
+        changes.sort_by_key(|c| c.iteration);
+        for (i, c) in changes.iter().enumerate() {
+            // An edit next to a neutral line (never removed), so that a later iteration's
+            // change lands on whatever the harness holds by then (rollbacks included).
+            let (old, new) = match c.top {
+                true => {
+                    let n = neutral(c.file, 1);
+                    (n.clone(), format!("{}\n{n}", line(c)))
+                }
+                false => {
+                    let n = neutral(c.file, 8);
+                    (n.clone(), format!("{n}\n{}", line(c)))
+                }
+            };
             s.push_str(&entry(
-                "write_file",
-                format!("{{ path = \"harness/{}\", content = {content:?} }}", c.file),
+                c.iteration,
+                "edit_file",
+                format!(
+                    "{{ path = \"harness/{}\", old_text = {old:?}, new_text = {new:?} }}",
+                    c.file
+                ),
             ));
-            let t = format!("[{:?}]", task(c.task));
+            let names: Vec<String> = c.tasks().into_iter().map(task).collect();
+            let t = format!("{names:?}");
             let (fixes, risks) = match (c.effect, c.predicted) {
                 (Effect::Fix, true) => (t, "[]".to_string()),
                 (Effect::Break, true) => ("[]".to_string(), t),
                 _ => ("[]".to_string(), "[]".to_string()),
             };
             s.push_str(&entry(
+                c.iteration,
                 "commit_change",
                 format!(
                     "{{ id = {:?}, type = \"new\", description = \"Lesson {} in {}\", files = [{:?}], \
@@ -217,8 +260,17 @@ impl Scenario {
                     c.id, c.id, c.file, c.file
                 ),
             ));
+            if changes
+                .get(i + 1)
+                .is_none_or(|n| n.iteration != c.iteration)
+            {
+                s.push_str(&entry(
+                    c.iteration,
+                    "submit_manifest",
+                    "{ changes = [] }".into(),
+                ));
+            }
         }
-        s.push_str(&entry("submit_manifest", "{ changes = [] }".into()));
         s
     }
 
@@ -235,63 +287,65 @@ impl Scenario {
         (o, runs.join("sim"))
     }
 
-    /// What the run did against the ground truth.
+    /// What the run did against the ground truth: each change is judged by the iteration
+    /// after the one that made it.
     pub fn outcome(&self, run: &Path) -> Outcome {
-        let it2 = run.join("iterations/002");
-        let ev: Value = read_json(&it2.join("change_evaluation.json"));
-        let manifest: Value = read_json(&it2.join("evolve/manifest.json"));
-        let verdicts: BTreeMap<String, String> = ev["changes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                (
-                    c["id"].as_str().unwrap_or("").to_string(),
-                    c["verdict"].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect();
-        let mut rolled: Vec<String> = manifest["changes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| {
-                c["id"]
-                    .as_str()?
-                    .strip_prefix("rollback-")
-                    .map(String::from)
-            })
-            .collect();
-        // Culprits the canary reverted before the rollout of iteration 2.
-        let by_canary = ev["canary"]["rolled_back"].as_array().cloned();
-        rolled.extend(
-            by_canary
+        let mut o = Outcome::default();
+        let best = git(run, &["rev-parse", "best"]);
+        for c in &self.changes {
+            let it = run.join(format!("iterations/{:03}", c.iteration + 1));
+            let ev: Value = read_json(&it.join("change_evaluation.json"));
+            let manifest: Value = read_json(&it.join("evolve/manifest.json"));
+            let verdict = ev["changes"]
+                .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|v| v.as_str().map(String::from)),
-        );
-        let next = |f: &str| git(run, &["show", &format!("iter-002:{f}")]);
-        let mut o = Outcome {
-            verdicts,
-            ..Default::default()
-        };
-        for c in &self.changes {
-            let present = next(c.file).contains(&line(c));
+                .find(|v| v["id"] == c.id.as_str())
+                .and_then(|v| v["verdict"].as_str())
+                .unwrap_or("")
+                .to_string();
+            o.verdicts.insert(c.id.clone(), verdict.clone());
+            let mut rolled: Vec<String> = manifest["changes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    c["id"]
+                        .as_str()?
+                        .strip_prefix("rollback-")
+                        .map(String::from)
+                })
+                .collect();
+            // Culprits the canary reverted before the rollout.
+            let by_canary = ev["canary"]["rolled_back"].as_array().cloned();
+            rolled.extend(
+                by_canary
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(String::from)),
+            );
+            let tag = format!("iter-{:03}:{}", c.iteration + 1, c.file);
+            let present = git(run, &["show", &tag]).contains(&line(c));
+            let in_best =
+                git(run, &["show", &format!("{}:{}", best.trim(), c.file)]).contains(&line(c));
             match c.effect {
                 Effect::Break => {
                     o.harmful += 1;
-                    let v = o.verdicts.get(&c.id).map(String::as_str);
-                    if v == Some("HARMFUL") && rolled.contains(&c.id) && !present {
+                    let judged = verdict == "HARMFUL" || verdict == "UNJUDGED";
+                    if judged && rolled.contains(&c.id) && !present {
                         o.harmful_rolled_back += 1;
                     }
+                    o.harmful_in_best += u32::from(in_best);
                 }
                 Effect::Fix => o.collateral_lines_lost += u32::from(!present),
+            }
+            if c.iteration == 1 {
+                o.prediction = ev["prediction_vs_truth"].clone();
             }
         }
         let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap_or_default();
         o.trials = journal.matches("\"ev\":\"trial_done\"").count() as u32;
         o.extra_trials = journal.matches("\"ev\":\"extra_trial_done\"").count() as u32;
-        o.prediction = ev["prediction_vs_truth"].clone();
         o
     }
 
@@ -328,10 +382,13 @@ pub struct Outcome {
     pub verdicts: BTreeMap<String, String>,
     /// Harmful changes injected.
     pub harmful: u32,
-    /// Of those: judged HARMFUL, rolled back, and their line gone from the next harness.
+    /// Of those: judged HARMFUL (or UNJUDGED), rolled back, and their line gone from the
+    /// next harness.
     pub harmful_rolled_back: u32,
     /// Lines of helpful changes missing from the next harness.
     pub collateral_lines_lost: u32,
+    /// Harmful changes whose line is in the harness tagged `best`.
+    pub harmful_in_best: u32,
     /// Rollout trials (journal trial_done).
     pub trials: u32,
     /// Confirmation + counterfactual (+ canary) trials (journal extra_trial_done).
