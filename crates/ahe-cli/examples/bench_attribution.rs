@@ -61,6 +61,7 @@ fn scenario(d: &mut Dice, tasks: u32) -> Scenario {
         tasks,
         changes,
         canary: false,
+        attribution: String::new(),
     }
 }
 

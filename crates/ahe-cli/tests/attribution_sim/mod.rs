@@ -86,6 +86,8 @@ pub struct Scenario {
     pub changes: Vec<SimChange>,
     /// Run with `[attribution] canary = true`.
     pub canary: bool,
+    /// More `[attribution]` lines (e.g. `harm_floor_trials = 0`).
+    pub attribution: String,
 }
 
 /// The task name of number `n`.
@@ -120,6 +122,7 @@ impl Scenario {
                 c("c2", Effect::Break, 5, true, FILES[1], true),
             ],
             canary: false,
+            attribution: String::new(),
         }
     }
 
@@ -184,10 +187,11 @@ impl Scenario {
             format!(
                 "k = 2\niterations = {}\nharness = {seed:?}\n[benchmark]\npath = {bench:?}\n\
                  [sandbox]\nbackend = \"local\"\nconcurrency = 4\ninfra_retries = 1\n\
-                 [evolve]\nrollback = \"auto\"\n[attribution]\ncanary = {}\n\
+                 [evolve]\nrollback = \"auto\"\n[attribution]\ncanary = {}\n{}\
                  [models.default]\nprovider = \"mock\"\nmodel = \"script\"\nscript = {:?}\n",
                 self.iterations(),
                 self.canary,
+                self.attribution,
                 dir.join("script.toml")
             ),
         )
