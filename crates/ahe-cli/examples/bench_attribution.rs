@@ -1,12 +1,12 @@
 //! Attribution against a known ground truth, over many random scenarios (the simulation of
 //! `tests/attribution_sim/`): each scenario is a real `ahe evolve` run (local sandbox,
-//! scripted mock models) whose iteration 1 makes 3–5 changes — helpful or harmful,
-//! predicted or not, several in one file. Prints the share of injected harmful changes
+//! scripted mock models) that makes 3–5 changes — helpful or harmful, predicted or not,
+//! several in one file, some breaking two tasks, some an iteration later. Prints the share of injected harmful changes
 //! detected and rolled back (target ≥ 95%; AHE's regression recall is 11.1%), the lines of
 //! helpful changes lost to rollbacks (target 0), and confirmation + counterfactual trials as
 //! a share of all trials (target ≤ 25%).
 //!
-//! Usage: bench_attribution AHE_BINARY [--scenarios 10] [--tasks 89] [--seed 1]
+//! Usage: bench_attribution AHE_BINARY [--scenarios 10] [--tasks 89] [--k 2] [--seed 1]
 
 #[path = "../tests/attribution_sim/mod.rs"]
 mod sim;
@@ -28,40 +28,47 @@ impl Dice {
     }
 }
 
-fn scenario(d: &mut Dice, tasks: u32) -> Scenario {
+/// A random scenario: 3–5 changes, each a fix or a break, predicted or not, at the top or
+/// bottom of one of the memory files; a third of the breaks break a second task, a third of
+/// the changes come in iteration 2 (judged in iteration 3).
+fn scenario(d: &mut Dice, tasks: u32, k: u32) -> Scenario {
     let n = 3 + d.next(3) as usize;
     let mut slots: Vec<(usize, bool)> = (0..FILES.len())
         .flat_map(|f| [(f, true), (f, false)])
         .collect();
     let mut used_tasks = Vec::new();
+    let mut pick = |d: &mut Dice| loop {
+        let t = 1 + d.next(tasks as u64) as u32;
+        if !used_tasks.contains(&t) {
+            used_tasks.push(t);
+            break t;
+        }
+    };
     let mut changes = Vec::new();
     for i in 0..n {
         let (f, top) = slots.remove(d.next(slots.len() as u64) as usize);
-        let task = loop {
-            let t = 1 + d.next(tasks as u64) as u32;
-            if !used_tasks.contains(&t) {
-                used_tasks.push(t);
-                break t;
-            }
+        let effect = if d.next(2) == 0 {
+            Effect::Fix
+        } else {
+            Effect::Break
         };
-        changes.push(SimChange {
-            id: format!("c{}", i + 1),
-            effect: if d.next(2) == 0 {
-                Effect::Fix
-            } else {
-                Effect::Break
-            },
-            task,
-            predicted: d.next(2) == 0,
-            file: FILES[f],
-            top,
-        });
+        let task = pick(d);
+        let mut c = SimChange::new(&format!("c{}", i + 1), effect, task, d.next(2) == 0, FILES[f], top);
+        if effect == Effect::Break && d.next(3) == 0 && tasks > 2 * n as u32 {
+            c.also = vec![pick(d)];
+        }
+        // A fix made later would find its task already failing for its own reason; keep
+        // later changes to breaks, whose task passes until then.
+        if effect == Effect::Break && d.next(3) == 0 {
+            c.iteration = 2;
+        }
+        changes.push(c);
     }
     Scenario {
         tasks,
+        k,
         changes,
-        canary: false,
-        attribution: String::new(),
+        ..Default::default()
     }
 }
 
@@ -81,12 +88,14 @@ fn main() {
     );
     let scenarios = arg(&args, "--scenarios", 10);
     let tasks = arg(&args, "--tasks", 89) as u32;
+    let k = arg(&args, "--k", 2) as u32;
     let mut dice = Dice(arg(&args, "--seed", 1));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let (mut harmful, mut caught, mut lost, mut trials, mut extra, mut wrong) = (0, 0, 0, 0, 0, 0);
+    let mut in_best = 0;
     let t0 = std::time::Instant::now();
     for i in 0..scenarios {
-        let sc = scenario(&mut dice, tasks);
+        let sc = scenario(&mut dice, tasks, k);
         let dir = tempfile::tempdir().expect("temp dir");
         let (o, run) = sc.run(dir.path(), &root, &ahe);
         if !o.status.success() {
@@ -97,7 +106,11 @@ fn main() {
             std::process::exit(1);
         }
         let out = sc.outcome(&run);
-        let right = out.verdicts == sc.expected_verdicts();
+        // UNJUDGED-and-reverted counts as caught for a harmful change.
+        let right = sc.expected_verdicts().iter().all(|(id, want)| {
+            let got = out.verdicts.get(id).map(String::as_str).unwrap_or("");
+            got == want || (want == "HARMFUL" && got == "UNJUDGED")
+        });
         println!(
             "scenario {i}: {} change(s), {} harmful, {} caught, {} helpful line(s) lost, \
              {} + {} trials, verdicts {}",
@@ -120,6 +133,7 @@ fn main() {
         harmful += out.harmful;
         caught += out.harmful_rolled_back;
         lost += out.collateral_lines_lost;
+        in_best += out.harmful_in_best;
         trials += out.trials;
         extra += out.extra_trials;
     }
@@ -131,7 +145,7 @@ fn main() {
         }
     };
     println!(
-        "--- {scenarios} scenarios, {tasks} tasks, k = 2, {:.1} s",
+        "--- {scenarios} scenarios, {tasks} tasks, k = {k}, {:.1} s",
         t0.elapsed().as_secs_f64()
     );
     println!(
@@ -139,10 +153,17 @@ fn main() {
         pct(caught, harmful)
     );
     println!("helpful lines lost to rollbacks: {lost} (target 0)");
+    println!("harmful lines in the harness tagged best: {in_best} (target 0)");
     println!(
         "confirmation + counterfactual trials: {extra} of {} = {:.1}% (target <= 25%)",
         trials + extra,
         pct(extra, trials + extra)
     );
     println!("scenarios with a verdict off the ground truth: {wrong}");
+    println!(
+        "SUMMARY tasks={tasks} k={k} scenarios={scenarios} detected={caught}/{harmful} \
+         detection={:.1}% lost={lost} in_best={in_best} extra_share={:.1}% wrong={wrong}",
+        pct(caught, harmful),
+        pct(extra, trials + extra)
+    );
 }

@@ -137,6 +137,7 @@ fn abbrev(v: &str) -> &'static str {
         "INEFFECTIVE" => "I",
         "MIXED" => "M",
         "HARMFUL" => "H",
+        "UNJUDGED" => "U",
         _ => "?",
     }
 }
@@ -170,6 +171,9 @@ fn run_text(run: &RunReport) -> String {
             b.commit.chars().take(12).collect::<String>()
         )),
         None => s.push_str("best: none yet\n"),
+    }
+    for l in run.closing() {
+        s.push_str(&format!("  {l}\n"));
     }
     let rows: Vec<Vec<String>> = run
         .iterations
@@ -219,7 +223,7 @@ fn run_text(run: &RunReport) -> String {
         &[1, 3, 4, 5, 6, 8, 9, 10],
     ));
     s.push_str(&format!(
-        "total: {} · {} wall · verdicts of the previous iteration's changes: E effective, P partially, I ineffective, M mixed, H harmful · * Δ interval excludes 0\n",
+        "total: {} · {} wall · verdicts of the previous iteration's changes: E effective, P partially, I ineffective, U unjudged, M mixed, H harmful · * Δ interval excludes 0\n",
         run.cost_text(),
         secs(run.wall_sec())
     ));

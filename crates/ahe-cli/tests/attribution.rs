@@ -188,3 +188,8 @@ fn the_canary_reverts_the_culprits_before_the_full_rollout() {
     assert_eq!(out.prediction["risk_precision"].as_f64(), rp);
     assert_eq!(out.prediction["risk_recall"].as_f64(), rr);
 }
+
+#[test]
+fn kill_9_during_the_final_re_evaluation_resumes_exactly() {
+    kill_in_phase_then_resume("final/", false);
+}

@@ -27,8 +27,7 @@ fn scenario(tasks: u32) -> Scenario {
             two,
             later,
         ],
-        canary: false,
-        attribution: String::new(),
+        ..Default::default()
     }
 }
 

@@ -1,18 +1,20 @@
 //! The loop of Algorithm 1 (DESIGN §1): for t = 1..N, rollout → clean → attribute (best) →
-//! debug → evolve (rollback, edits, pre-flight) → commit; then a final evaluation of H_N.
+//! debug → evolve (rollback, edits, pre-flight) → commit; then a final evaluation of H_N and
+//! the re-evaluation of best, seed and runner-up on fresh trials.
 //! Each task's debugger starts during the rollout, once the task's trials are done.
 //! Every phase is journaled; a resumed run skips finished phases and trials.
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute_phase::{judge, update_best, AttributeInputs};
+use crate::attribute_phase::{judge, update_best, AttributeInputs, BestUpdate};
 use crate::jail::WriteCaps;
 use crate::journal::{now, Entry, Phase};
 use crate::overlap::DebugOverlap;
 use crate::run::Run;
 use crate::run_dir::IterationDir;
 use crate::{
-    canary, clean, commit_phase, confirm, counterfactual, debug_phase, evolve_phase, rollout_phase,
+    baseline, canary, clean, commit_phase, confirm, counterfactual, debug_phase, evolve_phase,
+    final_eval, rollout_phase,
 };
 
 /// Why the loop stopped.
@@ -78,6 +80,22 @@ async fn iterate(run: &Run, cancel: &CancellationToken) -> anyhow::Result<Stop> 
     let it = run.dir.iteration(n + 1);
     let evaluated = canary_first(run, &it, cancel).await?;
     evaluate(run, &it, &evaluated, None, cancel).await?;
+    if over_budget(run, n + 1, "", "no final re-evaluation")? {
+        return Ok(Stop::Budget);
+    }
+    run.phase(n + 1, Phase::Final, || {
+        final_eval::final_eval(run, &it, cancel.clone())
+    })
+    .await?;
+    if run.cfg.evolve.baseline {
+        if over_budget(run, n + 1, "", "no baseline")? {
+            return Ok(Stop::Budget);
+        }
+        run.phase(n + 1, Phase::Baseline, || {
+            baseline::baseline_phase(run, cancel.clone())
+        })
+        .await?;
+    }
     Ok(Stop::Completed)
 }
 
@@ -141,8 +159,10 @@ async fn evaluate(
     .await?;
     run.phase(t, Phase::Attribute, || async {
         judge(&inputs, it)?;
-        if let Some(vp) = update_best(&run.dir, &run.repo, it, evaluated)? {
-            run.say(format!("[iter {t}] new best: visible pass@1 = {vp:.3}"));
+        match update_best(&run.dir, &run.repo, it, evaluated, &run.visible)? {
+            BestUpdate::New(why) => run.say(format!("[iter {t}] new best: {why}")),
+            BestUpdate::Contender(why) => run.say(format!("[iter {t}] {why}")),
+            BestUpdate::Kept => {}
         }
         Ok(())
     })

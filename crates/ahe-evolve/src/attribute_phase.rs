@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use crate::commit::HarnessRepo;
 use crate::run_dir::{Best, IterationDir, RunDir};
 use crate::{attribute, history};
+use ahe_rundir::run_dir::Contender;
 
 /// What attribution reads besides the iteration itself.
 pub struct AttributeInputs<'a> {
@@ -48,23 +49,104 @@ pub fn judge(i: &AttributeInputs, it: &IterationDir) -> anyhow::Result<()> {
     it.write_change_evaluation(&ev)
 }
 
-/// Makes `evaluated` the best harness (tag `best`, `best.json`) when its visible pass@1 is
-/// strictly higher than the best so far; returns that pass@1 when it did.
+/// What the `best` update decided for one iteration.
+pub enum BestUpdate {
+    /// The iteration is the new best (why).
+    New(String),
+    /// Its figure is higher than best's but within noise: kept as the contender.
+    Contender(String),
+    /// Nothing changed.
+    Kept,
+}
+
+/// Makes `evaluated` the best harness (tag `best`, `best.json`) when it is the first, or when
+/// it beats best beyond noise: the paired bootstrap interval of its clean per-task pass rates
+/// minus best's, over the visible tasks both ran, lies above 0. A higher figure within
+/// noise makes it the contender that the final re-evaluation weighs against best.
 pub fn update_best(
     dir: &RunDir,
     repo: &HarnessRepo,
     it: &IterationDir,
     evaluated: &str,
-) -> anyhow::Result<Option<f64>> {
-    let vp = it.scores()?.visible_pass_at_1();
-    if !dir.best().is_none_or(|b| vp > b.pass_at_1) {
-        return Ok(None);
+    visible: &BTreeSet<String>,
+) -> anyhow::Result<BestUpdate> {
+    let cur = it.scores()?;
+    let vp = cur.visible_pass_at_1();
+    let Some(mut best) = dir.best() else {
+        let why = "the first evaluated harness".to_string();
+        set_best(dir, repo, it.number(), evaluated, vp, why.clone(), None)?;
+        return Ok(BestUpdate::New(why));
+    };
+    if best.iteration == it.number() {
+        return Ok(BestUpdate::Kept);
     }
-    repo.set_tag("best", evaluated)?;
-    dir.write_best(&Best {
+    let prev = dir.iteration(best.iteration).scores()?;
+    let (p, c): (Vec<f64>, Vec<f64>) = cur
+        .scores
+        .tasks
+        .iter()
+        .filter(|(t, _)| visible.contains(*t))
+        .filter_map(|(t, x)| prev.scores.tasks.get(t).map(|y| (y.pass_at_1, x.pass_at_1)))
+        .unzip();
+    let Some((delta, ci)) = crate::stats::paired_delta_ci(&p, &c) else {
+        return Ok(BestUpdate::Kept);
+    };
+    if ci[0] > 0.0 {
+        let why = format!(
+            "beat iteration {} by {delta:+.3} (paired 95% CI {:+.3} to {:+.3}, {} tasks)",
+            best.iteration,
+            ci[0],
+            ci[1],
+            p.len()
+        );
+        let contender = best.contender.filter(|x| x.pass_at_1 > vp);
+        set_best(
+            dir,
+            repo,
+            it.number(),
+            evaluated,
+            vp,
+            why.clone(),
+            contender,
+        )?;
+        return Ok(BestUpdate::New(why));
+    }
+    let higher = vp > best.pass_at_1 && best.contender.as_ref().is_none_or(|x| vp > x.pass_at_1);
+    if !higher {
+        return Ok(BestUpdate::Kept);
+    }
+    best.contender = Some(Contender {
         iteration: it.number(),
         commit: evaluated.to_string(),
         pass_at_1: vp,
-    })?;
-    Ok(Some(vp))
+        delta,
+        delta_ci: ci,
+    });
+    dir.write_best(&best)?;
+    Ok(BestUpdate::Contender(format!(
+        "visible pass@1 = {vp:.3} is above best's {:.3} (iteration {}) but within noise \
+         (paired {delta:+.3}, 95% CI {:+.3} to {:+.3}): best stays; the final re-evaluation \
+         weighs them",
+        best.pass_at_1, best.iteration, ci[0], ci[1]
+    )))
+}
+
+/// Tags `commit` as `best` and writes `best.json`.
+pub fn set_best(
+    dir: &RunDir,
+    repo: &HarnessRepo,
+    iteration: u32,
+    commit: &str,
+    pass_at_1: f64,
+    why: String,
+    contender: Option<Contender>,
+) -> anyhow::Result<()> {
+    repo.set_tag("best", commit)?;
+    dir.write_best(&Best {
+        iteration,
+        commit: commit.to_string(),
+        pass_at_1,
+        why,
+        contender,
+    })
 }

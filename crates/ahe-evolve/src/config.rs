@@ -244,6 +244,13 @@ pub struct EvolveConfig {
     pub max_harness_bytes: u64,
     /// Leak guard on the evolve agent's edits: `reject` (default), `warn` or `off`.
     pub leak_guard: ahe_rundir::leak::LeakPolicy,
+    /// Fresh trials per task of best, the seed and the runner-up in the final
+    /// re-evaluation (unset: 2 × k; 0: no final re-evaluation).
+    pub final_trials: Option<u32>,
+    /// Run the matched-budget baseline (`ahe baseline`) as the run's last phase.
+    pub baseline: bool,
+    /// Seed trials per task the baseline runs, at most, whatever the spend buys.
+    pub baseline_trials: u32,
 }
 
 impl Default for EvolveConfig {
@@ -261,6 +268,9 @@ impl Default for EvolveConfig {
             max_file_bytes: 256 * 1024,
             max_harness_bytes: 2 * 1024 * 1024,
             leak_guard: ahe_rundir::leak::LeakPolicy::Reject,
+            final_trials: None,
+            baseline: false,
+            baseline_trials: 16,
         }
     }
 }

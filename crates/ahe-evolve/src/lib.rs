@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod algorithm;
 pub mod attribute_phase;
+pub mod baseline;
 pub mod canary;
 pub mod chain;
 pub mod commit;
@@ -15,6 +16,7 @@ pub mod debug_phase;
 pub mod evolve;
 pub mod evolve_phase;
 pub mod extra;
+pub mod final_eval;
 pub mod history;
 pub mod jail;
 pub mod leak;
@@ -31,7 +33,7 @@ pub mod text;
 pub mod trial_judge;
 
 pub use ahe_attribution::{attribute, stats};
-pub use ahe_rundir::{clean, evidence, journal, manifest, run_dir};
+pub use ahe_rundir::{clean, evidence, final_eval as final_record, journal, manifest, run_dir};
 pub use ahe_rundir::{read_json, write_json};
 pub use config::RunConfig;
 pub use manifest::{Change, Component, Manifest};

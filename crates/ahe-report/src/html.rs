@@ -129,6 +129,7 @@ pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::R
         facts => facts,
         best => best,
         best_anchor => run.best.as_ref().map(|b| format!("iter-{:03}", b.iteration)),
+        closing => run.closing(),
         pass_svg => Value::from_safe_string(charts.pass.clone()),
         heatmap_svg => Value::from_safe_string(charts.heatmap.clone()),
         tokens_svg => Value::from_safe_string(charts.tokens.clone()),

@@ -3,6 +3,7 @@
 //! `report.md`, one HTML page per trial trace, and the JSON documents of `ahe show --json`.
 
 pub mod charts;
+pub mod closing;
 pub mod format;
 pub mod html;
 pub mod json;

@@ -90,6 +90,13 @@ pub fn render(run: &RunReport, pages: bool) -> String {
         }
         None => s.push_str("- best: none yet\n"),
     }
+    let closing = run.closing();
+    if !closing.is_empty() {
+        s.push_str("\n## Is best better than the seed?\n\n");
+        for l in closing {
+            let _ = writeln!(s, "- {}", md(&l));
+        }
+    }
     s.push_str("\nHTML version with links to every trial: [report.html](report.html)\n\n");
 
     s.push_str("## pass@1 per iteration\n\n![pass@1 per iteration](report/pass_at_1.svg)\n\n");

@@ -19,7 +19,8 @@ use ahe_rundir::journal::{Entry, Journal, Phase};
 use ahe_rundir::manifest::Manifest;
 use ahe_rundir::run_dir::{Best, IterationDir, IterationRecord, RunDir};
 
-/// Phases of an evolve iteration, in order.
+/// Phases of an evolve iteration, in the order reports list them (counterfactual runs
+/// before confirm since harm-first attribution; the listing keeps the older order).
 pub const EVOLVE_PHASES: [Phase; 8] = [
     Phase::Rollout,
     Phase::Clean,
@@ -32,12 +33,13 @@ pub const EVOLVE_PHASES: [Phase; 8] = [
 ];
 
 /// Phases of the final evaluation (iteration N+1).
-pub const FINAL_PHASES: [Phase; 5] = [
+pub const FINAL_PHASES: [Phase; 6] = [
     Phase::Rollout,
     Phase::Clean,
     Phase::Attribute,
     Phase::Confirm,
     Phase::Counterfactual,
+    Phase::Final,
 ];
 
 /// The model roles, in display order (`judge`: the optional trajectory judge).
@@ -51,10 +53,11 @@ pub fn phase_name(p: Phase) -> &'static str {
 pub use ahe_rundir::attribution::verdict_name;
 
 /// Every verdict, best first.
-pub const VERDICTS: [Verdict; 5] = [
+pub const VERDICTS: [Verdict; 6] = [
     Verdict::Effective,
     Verdict::PartiallyEffective,
     Verdict::Ineffective,
+    Verdict::Unjudged,
     Verdict::Mixed,
     Verdict::Harmful,
 ];
@@ -317,6 +320,10 @@ pub struct RunReport {
     pub model: String,
     /// `best.json`.
     pub best: Option<Best>,
+    /// `final.json`: best, seed and runner-up on fresh trials.
+    pub final_eval: Option<ahe_rundir::final_eval::FinalEval>,
+    /// `baseline/baseline.json`: the matched-budget comparison.
+    pub baseline: Option<ahe_rundir::final_eval::Baseline>,
     /// Why the run ended (`completed`, `budget`...); None while running or interrupted.
     pub ended: Option<String>,
     /// The first iteration that is not complete, if any.
@@ -426,12 +433,23 @@ impl RunReport {
             info,
             model,
             best: rd.best(),
+            final_eval: rd.final_eval(),
+            baseline: rd.baseline_record(),
             ended,
             incomplete,
             iterations,
             tasks: tasks.into_iter().collect(),
             holdout,
         })
+    }
+
+    /// The closing evidence: why best is best, its re-evaluation, the baseline.
+    pub fn closing(&self) -> Vec<String> {
+        crate::closing::lines(
+            self.best.as_ref(),
+            self.final_eval.as_ref(),
+            self.baseline.as_ref(),
+        )
     }
 
     /// The iteration with number `t`.

@@ -30,6 +30,10 @@ pub enum Phase {
     Evolve,
     /// Git commit and tag.
     Commit,
+    /// best, seed and runner-up re-run on fresh trials after the last iteration.
+    Final,
+    /// The matched-budget baseline (`[evolve] baseline = true`).
+    Baseline,
 }
 
 impl Phase {
@@ -45,6 +49,8 @@ impl Phase {
             Phase::Debug => "debug",
             Phase::Evolve => "evolve",
             Phase::Commit => "commit",
+            Phase::Final => "final",
+            Phase::Baseline => "baseline",
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod attribution;
 pub mod clean;
 pub mod evidence;
+pub mod final_eval;
 pub mod journal;
 mod json;
 pub mod leak;

@@ -27,6 +27,29 @@ pub struct Best {
     pub commit: String,
     /// Its visible pass@1.
     pub pass_at_1: f64,
+    /// Why it is best: first evaluated, beat the previous best beyond noise (paired), or won
+    /// the final re-evaluation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
+    /// The iteration with the highest visible pass@1 that did not beat best beyond noise
+    /// (re-evaluated at the end beside best and the seed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contender: Option<Contender>,
+}
+
+/// A harness whose figure was higher than best's but within noise of it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Contender {
+    /// Its iteration.
+    pub iteration: u32,
+    /// Its commit.
+    pub commit: String,
+    /// Its visible pass@1.
+    pub pass_at_1: f64,
+    /// Its paired difference to best (on the tasks both ran) and that interval.
+    pub delta: f64,
+    /// The interval.
+    pub delta_ci: [f64; 2],
 }
 
 /// Tokens and dollars of one role in one iteration (`scores.json` `meta.roles.<role>`).
@@ -245,6 +268,26 @@ impl RunDir {
     /// `baseline/baseline.json`: the matched-budget comparison.
     pub fn baseline_path(&self) -> PathBuf {
         self.root.join("baseline").join("baseline.json")
+    }
+
+    /// The matched-budget comparison, when `ahe baseline` (or the baseline phase) ran.
+    pub fn baseline_record(&self) -> Option<crate::final_eval::Baseline> {
+        read_json(&self.baseline_path()).ok()
+    }
+
+    /// Writes `baseline/baseline.json`.
+    pub fn write_baseline(&self, b: &crate::final_eval::Baseline) -> anyhow::Result<()> {
+        write_json(&self.baseline_path(), b)
+    }
+
+    /// `final.json`: the final re-evaluation of best, seed and runner-up.
+    pub fn final_eval(&self) -> Option<crate::final_eval::FinalEval> {
+        read_json(&self.root.join("final.json")).ok()
+    }
+
+    /// Writes `final.json`.
+    pub fn write_final_eval(&self, f: &crate::final_eval::FinalEval) -> anyhow::Result<()> {
+        write_json(&self.root.join("final.json"), f)
     }
 
     /// `iterations/`.

@@ -21,6 +21,8 @@ pub enum Effect {
     Fix,
     /// Makes a passing task fail.
     Break,
+    /// Changes nothing (a lesson no rule reads).
+    Nothing,
 }
 
 /// One scripted change of iteration 1.
@@ -82,12 +84,18 @@ pub const FILES: [&str; 3] = ["memory/MEMORY.md", "memory/style.md", "memory/tip
 pub struct Scenario {
     /// Number of tasks.
     pub tasks: u32,
+    /// Trials per task.
+    pub k: u32,
     /// The changes, in commit order.
     pub changes: Vec<SimChange>,
     /// Run with `[attribution] canary = true`.
     pub canary: bool,
     /// More `[attribution]` lines (e.g. `harm_floor_trials = 0`).
     pub attribution: String,
+    /// More `[evolve]` lines (e.g. `baseline = true`).
+    pub evolve: String,
+    /// Tasks the code agent never solves, whatever the harness.
+    pub failing: Vec<u32>,
 }
 
 /// The task name of number `n`.
@@ -99,6 +107,7 @@ fn line(c: &SimChange) -> String {
     let tag = match c.effect {
         Effect::Fix => "FIX",
         Effect::Break => "BREAK",
+        Effect::Nothing => "NOTE",
     };
     let tags: Vec<String> = c.tasks().iter().map(|t| format!("{tag}-K{t:02}")).collect();
     format!("- {}: lesson {} of the simulation.", tags.join(" "), c.id)
@@ -108,6 +117,20 @@ fn neutral(file: &str, i: u32) -> String {
     format!("- note {i} of {file}: keep going.")
 }
 
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            tasks: 40,
+            k: 2,
+            changes: Vec::new(),
+            canary: false,
+            attribution: String::new(),
+            evolve: String::new(),
+            failing: Vec::new(),
+        }
+    }
+}
+
 impl Scenario {
     /// The fixed scenario of the test: a helpful change and an unpredicted harmful one in the
     /// same file (harmful first, so its revert is a real three-way merge), and a predicted
@@ -115,14 +138,12 @@ impl Scenario {
     pub fn standard() -> Scenario {
         let c = SimChange::new;
         Scenario {
-            tasks: 40,
             changes: vec![
                 c("c3", Effect::Break, 6, false, FILES[0], true),
                 c("c1", Effect::Fix, 1, true, FILES[0], false),
                 c("c2", Effect::Break, 5, true, FILES[1], true),
             ],
-            canary: false,
-            attribution: String::new(),
+            ..Default::default()
         }
     }
 
@@ -185,11 +206,13 @@ impl Scenario {
         std::fs::write(
             &cfg,
             format!(
-                "k = 2\niterations = {}\nharness = {seed:?}\n[benchmark]\npath = {bench:?}\n\
+                "k = {}\niterations = {}\nharness = {seed:?}\n[benchmark]\npath = {bench:?}\n\
                  [sandbox]\nbackend = \"local\"\nconcurrency = 4\ninfra_retries = 1\n\
-                 [evolve]\nrollback = \"auto\"\n[attribution]\ncanary = {}\n{}\
+                 [evolve]\nrollback = \"auto\"\n{}[attribution]\ncanary = {}\n{}\
                  [models.default]\nprovider = \"mock\"\nmodel = \"script\"\nscript = {:?}\n",
+                self.k,
                 self.iterations(),
+                self.evolve,
                 self.canary,
                 self.attribution,
                 dir.join("script.toml")
@@ -202,7 +225,7 @@ impl Scenario {
     /// The mock script: the code agent's rules, a debugger, and iteration 1's edits.
     fn script(&self) -> String {
         let mut s = String::new();
-        for n in 1..=self.tasks {
+        for n in (1..=self.tasks).filter(|n| !self.failing.contains(n)) {
             let word = format!("`out-{n:02}`");
             let (when, unless) = if self.fails_at_first(n) {
                 (
@@ -253,6 +276,7 @@ impl Scenario {
             let (fixes, risks) = match (c.effect, c.predicted) {
                 (Effect::Fix, true) => (t, "[]".to_string()),
                 (Effect::Break, true) => ("[]".to_string(), t),
+                (Effect::Nothing, true) => (t, "[]".to_string()),
                 _ => ("[]".to_string(), "[]".to_string()),
             };
             s.push_str(&entry(
@@ -342,6 +366,7 @@ impl Scenario {
                     o.harmful_in_best += u32::from(in_best);
                 }
                 Effect::Fix => o.collateral_lines_lost += u32::from(!present),
+                Effect::Nothing => {}
             }
             if c.iteration == 1 {
                 o.prediction = ev["prediction_vs_truth"].clone();
@@ -361,6 +386,7 @@ impl Scenario {
                 let v = match c.effect {
                     Effect::Break => "HARMFUL",
                     Effect::Fix => "EFFECTIVE",
+                    Effect::Nothing => "INEFFECTIVE",
                 };
                 (c.id.clone(), v.to_string())
             })

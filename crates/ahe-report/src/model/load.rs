@@ -73,6 +73,7 @@ fn phase_output(it: &IterationDir, p: Phase) -> Option<std::path::PathBuf> {
         Phase::Clean => None,
         Phase::Attribute => Some(it.change_evaluation_path()),
         Phase::Canary | Phase::Confirm | Phase::Counterfactual => None,
+        Phase::Final | Phase::Baseline => None,
         Phase::Debug => Some(it.overview_path()),
         Phase::Evolve => Some(it.manifest_path()),
         Phase::Commit => Some(it.diff_path()),
@@ -123,6 +124,15 @@ pub(super) fn load_iteration(
                     .insert(*attempt, status.clone());
             }
             _ => {}
+        }
+    }
+    // The closing phases (final re-evaluation, baseline) count where the run reached them:
+    // runs of older versions, and runs without a baseline, never had them.
+    let mut expected: Vec<Phase> = expected.to_vec();
+    if is_final {
+        expected.retain(|p| *p != Phase::Final || started.contains_key(phase_name(*p)));
+        if started.contains_key(phase_name(Phase::Baseline)) {
+            expected.push(Phase::Baseline);
         }
     }
     let phases: Vec<PhaseTime> = expected

@@ -1,0 +1,157 @@
+//! What a run says about itself at the end, beyond its iterations: the final re-evaluation
+//! of best, seed and runner-up on fresh trials (`final.json`), and the matched-budget
+//! comparison (`baseline/baseline.json`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::evidence::SetCost;
+
+/// A pass@1 over some tasks, with its 95% bootstrap interval over tasks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    /// Mean over tasks of passed/trials (clean: suspect passes and infra count as failures).
+    pub pass_at_1: f64,
+    /// Its interval.
+    pub ci: [f64; 2],
+    /// Tasks it averages.
+    pub tasks: usize,
+}
+
+/// A paired difference (a − b) over the tasks both ran, with its bootstrap interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Delta {
+    /// Mean over paired tasks of a's rate − b's rate.
+    pub delta: f64,
+    /// Paired bootstrap 95% interval.
+    pub ci: [f64; 2],
+    /// Paired tasks.
+    pub tasks: usize,
+}
+
+impl Delta {
+    /// Whether the interval holds 0: no difference shown beyond noise.
+    pub fn covers_zero(&self) -> bool {
+        self.ci[0] <= 0.0 && self.ci[1] >= 0.0
+    }
+}
+
+/// One harness of the final re-evaluation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reevaluated {
+    /// `best`, `seed` or `runner-up` (several when one harness is two of them: `best, seed`).
+    pub role: String,
+    /// The iteration that evaluated it first.
+    pub iteration: u32,
+    /// Its commit.
+    pub commit: String,
+    /// The visible pass@1 its own iteration measured (what selection saw).
+    pub selected_pass_at_1: f64,
+    /// Fresh trials: visible tasks.
+    pub visible: Figure,
+    /// Fresh trials: held-out tasks (None: the run holds none out).
+    pub held_out: Option<Figure>,
+}
+
+/// `final.json`: best, seed and (when it differs) the runner-up re-run on fresh trials.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FinalEval {
+    /// Fresh trials per task and harness (`[evolve] final_trials`).
+    pub trials_per_task: u32,
+    /// The harnesses, best first.
+    pub harnesses: Vec<Reevaluated>,
+    /// best − seed on the visible tasks' fresh trials.
+    pub best_vs_seed: Option<Delta>,
+    /// best − seed on the held-out tasks' fresh trials.
+    pub best_vs_seed_held_out: Option<Delta>,
+    /// When best is the seed: runner-up − seed on the visible tasks' fresh trials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_up_vs_seed: Option<Delta>,
+    /// How much best's own iteration overstated it: its selected figure − its fresh visible
+    /// pass@1 (the winner's curse; positive = overstated).
+    pub selection_bias: f64,
+    /// When the runner-up beat best on the fresh trials and became best: from which
+    /// iteration to which.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switched: Option<[u32; 2]>,
+    /// What the fresh trials cost.
+    pub cost: SetCost,
+}
+
+impl FinalEval {
+    /// One sentence on best against the seed, for reports.
+    pub fn verdict(&self) -> String {
+        let d = |d: &Delta| {
+            format!(
+                "{:+.3} (95% CI {:+.3} to {:+.3}, {} tasks)",
+                d.delta, d.ci[0], d.ci[1], d.tasks
+            )
+        };
+        match &self.best_vs_seed {
+            None => match &self.runner_up_vs_seed {
+                Some(r) if r.covers_zero() => format!(
+                    "best is the seed: no harness beat it beyond noise; runner-up − seed = {}: \
+                     the interval covers 0 — no improvement shown beyond noise",
+                    d(r)
+                ),
+                Some(r) => format!(
+                    "best is the seed: no harness beat it beyond noise during the run; on fresh \
+                     trials runner-up − seed = {}",
+                    d(r)
+                ),
+                None => "best is the seed: the run found no harness better than it; the interval \
+                         of an unchanged harness covers 0 — no improvement shown beyond noise"
+                    .into(),
+            },
+            Some(d) if d.covers_zero() => format!(
+                "best − seed = {:+.3} (95% CI {:+.3} to {:+.3}, {} tasks): the interval covers 0 — \
+                 no improvement shown beyond noise",
+                d.delta, d.ci[0], d.ci[1], d.tasks
+            ),
+            Some(d) => format!(
+                "best − seed = {:+.3} (95% CI {:+.3} to {:+.3}, {} tasks): {} beyond noise",
+                d.delta,
+                d.ci[0],
+                d.ci[1],
+                d.tasks,
+                if d.delta > 0.0 { "better" } else { "worse" }
+            ),
+        }
+    }
+}
+
+/// `baseline/baseline.json`: what the evolve run's spend would buy as seed trials.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// `usd`, or `tokens` when the config names no prices.
+    pub basis: String,
+    /// What the evolve run spent (all roles, all iterations), in the basis' unit.
+    pub evolve_spend: f64,
+    /// What one seed trial costs (the first iteration's rollout, its mean per trial).
+    pub per_seed_trial: f64,
+    /// Seed trials per task the spend buys (before the cap).
+    pub affordable_per_task: u32,
+    /// Seed trials per task run (N).
+    pub n: u32,
+    /// The cap (`--max-trials` or `[evolve] baseline_trials`).
+    pub cap: u32,
+    /// Tasks (visible and held-out of the first iteration).
+    pub tasks: usize,
+    /// The seed's pass@N and its 95% bootstrap interval over tasks.
+    pub seed_pass_at_n: f64,
+    /// Its interval.
+    pub seed_pass_at_n_ci: [f64; 2],
+    /// The seed's pass@1 over the same trials, and its interval.
+    pub seed_pass_at_1: f64,
+    /// Its interval.
+    pub seed_pass_at_1_ci: [f64; 2],
+    /// best's pass@1 (visible tasks), as the run recorded it.
+    pub best_pass_at_1: Option<f64>,
+    /// The iteration best comes from.
+    pub best_iteration: Option<u32>,
+    /// What pass@N means here.
+    pub label: String,
+}
+
+/// The label every display of pass@N carries.
+pub const BASELINE_LABEL: &str =
+    "the seed's pass@N: what sampling N times plus a perfect picker would reach (an upper bound, not a deployable harness)";
