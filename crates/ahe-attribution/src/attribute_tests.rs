@@ -366,3 +366,68 @@ fn json_shape_and_round_trip() {
     assert!(v["stats"]["delta_ci"].is_array());
     assert_eq!(v["schema_version"], 1);
 }
+
+#[test]
+fn unexplained_regressions_leave_untested_candidates_unjudged() {
+    use ahe_rundir::evidence::{CfKind, CfSkip, CfTest};
+    let prev = scores("a=2/2 b=2/2 f=0/2");
+    let cur = scores("a=0/2 b=2/2 f=2/2");
+    let m = Manifest {
+        iteration: 1,
+        changes: vec![
+            change("fix", &["tools/x.py"], &["f"], &[]),
+            change("cand1", &["skills/s/SKILL.md"], &[], &[]),
+            change("cand2", &["memory/tips.md"], &[], &[]),
+            change("other", &["tools/y.py"], &[], &[]),
+        ],
+        leak_guard: None,
+    };
+    let mut ex = BTreeMap::new();
+    ex.insert("a".to_string(), set("tools/x.py skills/s/SKILL.md"));
+    let test = |change: &str, passed: u32, trials: u32| CfTest {
+        task: "a".into(),
+        change: change.into(),
+        kind: CfKind::Regression,
+        commit: "c".into(),
+        tally: Tally {
+            passed,
+            trials,
+            infra: 0,
+        },
+        restored: passed == trials && trials > 0,
+    };
+    let mut evidence = Evidence {
+        counterfactual: vec![test("cand1", 0, 1)],
+        counterfactual_skipped: vec![CfSkip {
+            task: "a".into(),
+            reason: "the extra-trial budget ran out before cand2 was tested".into(),
+        }],
+        ..Default::default()
+    };
+    let vis = all_visible(&cur);
+    let ev = attribute(2, Some(&m), &prev, &cur, &vis, &ex, &evidence);
+    let v: Vec<Verdict> = ev.changes.iter().map(|c| c.verdict).collect();
+    use Verdict::*;
+    // A credited change is never unjudged; a cleared one and one the task never exercised
+    // stay ineffective; the untested global one cannot be cleared.
+    assert_eq!(v, [Effective, Ineffective, Unjudged, Ineffective]);
+    let why = ev.changes[2].unjudged_reason.as_deref().unwrap();
+    assert!(
+        why.starts_with("a regressed") && why.contains("budget ran out"),
+        "{why}"
+    );
+    assert_eq!(verdict_name(Unjudged), "UNJUDGED");
+
+    // Once its revert restores the task, the change is blamed: nothing is left unjudged.
+    evidence.counterfactual.push(test("cand2", 2, 2));
+    let ev = attribute(2, Some(&m), &prev, &cur, &vis, &ex, &evidence);
+    let v: Vec<Verdict> = ev.changes.iter().map(|c| c.verdict).collect();
+    assert_eq!(v, [Effective, Ineffective, Harmful, Ineffective]);
+
+    // Without counterfactual evidence every candidate is unjudged, said as such.
+    let ev = attribute(2, Some(&m), &prev, &cur, &vis, &ex, &Evidence::default());
+    let v: Vec<Verdict> = ev.changes.iter().map(|c| c.verdict).collect();
+    assert_eq!(v, [Effective, Unjudged, Unjudged, Ineffective]);
+    let why = ev.changes[1].unjudged_reason.as_deref().unwrap();
+    assert!(why.contains("no counterfactual trial"), "{why}");
+}

@@ -53,7 +53,14 @@ fn scenario(d: &mut Dice, tasks: u32, k: u32) -> Scenario {
             Effect::Break
         };
         let task = pick(d);
-        let mut c = SimChange::new(&format!("c{}", i + 1), effect, task, d.next(2) == 0, FILES[f], top);
+        let mut c = SimChange::new(
+            &format!("c{}", i + 1),
+            effect,
+            task,
+            d.next(2) == 0,
+            FILES[f],
+            top,
+        );
         if effect == Effect::Break && d.next(3) == 0 && tasks > 2 * n as u32 {
             c.also = vec![pick(d)];
         }

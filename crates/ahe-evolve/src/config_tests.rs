@@ -120,6 +120,17 @@ fn errors_name_file_and_key() {
     );
     let e = format!("{:#}", RunConfig::load(&p).unwrap_err());
     assert!(e.contains("cycle"), "{e}");
+
+    let p = write(
+        d.path(),
+        "g.toml",
+        "[benchmark]\npath = \"x\"\n[attribution]\nunjudged = \"ignore\"\n",
+    );
+    let e = RunConfig::load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("attribution.unjudged") && e.contains("revert") && e.contains("keep"),
+        "{e}"
+    );
 }
 
 #[test]
