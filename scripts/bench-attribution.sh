@@ -32,7 +32,8 @@ summary=()
 for n in $sizes; do
   for k in $ks; do
     echo "=== $n tasks, k = $k"
-    out=$("$bench" "$PWD/target/debug/ahe" --scenarios "$scenarios" --tasks "$n" --k "$k" --seed "$seed" | tee /dev/stderr)
+    out=$("$bench" "$PWD/target/debug/ahe" --scenarios "$scenarios" --tasks "$n" --k "$k" --seed "$seed")
+    echo "$out"
     summary+=("$(grep '^SUMMARY' <<<"$out")")
   done
 done

@@ -99,7 +99,7 @@ fn main() {
     let mut dice = Dice(arg(&args, "--seed", 1));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let (mut harmful, mut caught, mut lost, mut trials, mut extra, mut wrong) = (0, 0, 0, 0, 0, 0);
-    let mut in_best = 0;
+    let (mut in_best, mut finals) = (0, 0);
     let t0 = std::time::Instant::now();
     for i in 0..scenarios {
         let sc = scenario(&mut dice, tasks, k);
@@ -143,6 +143,7 @@ fn main() {
         in_best += out.harmful_in_best;
         trials += out.trials;
         extra += out.extra_trials;
+        finals += out.final_trials;
     }
     let pct = |a: u32, b: u32| {
         if b == 0 {
@@ -166,6 +167,7 @@ fn main() {
         trials + extra,
         pct(extra, trials + extra)
     );
+    println!("final re-evaluation trials (not attribution's): {finals}");
     println!("scenarios with a verdict off the ground truth: {wrong}");
     println!(
         "SUMMARY tasks={tasks} k={k} scenarios={scenarios} detected={caught}/{harmful} \

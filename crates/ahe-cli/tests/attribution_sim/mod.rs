@@ -374,7 +374,12 @@ impl Scenario {
         }
         let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap_or_default();
         o.trials = journal.matches("\"ev\":\"trial_done\"").count() as u32;
-        o.extra_trials = journal.matches("\"ev\":\"extra_trial_done\"").count() as u32;
+        // Attribution's extra trials (the final re-evaluation's are a cost of their own).
+        o.extra_trials = journal
+            .lines()
+            .filter(|l| l.contains("\"ev\":\"extra_trial_done\"") && !l.contains("\"set\":\"final/"))
+            .count() as u32;
+        o.final_trials = journal.matches("\"set\":\"final/").count() as u32;
         o
     }
 
@@ -423,6 +428,8 @@ pub struct Outcome {
     pub trials: u32,
     /// Confirmation + counterfactual (+ canary) trials (journal extra_trial_done).
     pub extra_trials: u32,
+    /// Trials of the final re-evaluation.
+    pub final_trials: u32,
     /// `prediction_vs_truth` of iteration 2.
     pub prediction: Value,
 }
