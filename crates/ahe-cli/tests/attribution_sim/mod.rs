@@ -377,7 +377,9 @@ impl Scenario {
         // Attribution's extra trials (the final re-evaluation's are a cost of their own).
         o.extra_trials = journal
             .lines()
-            .filter(|l| l.contains("\"ev\":\"extra_trial_done\"") && !l.contains("\"set\":\"final/"))
+            .filter(|l| {
+                l.contains("\"ev\":\"extra_trial_done\"") && !l.contains("\"set\":\"final/")
+            })
             .count() as u32;
         o.final_trials = journal.matches("\"set\":\"final/").count() as u32;
         o

@@ -199,6 +199,11 @@ fn evidence_lines(e: &ahe_rundir::attribution::ChangeEvaluation) -> Vec<String> 
             ));
         }
     }
+    for c in &e.changes {
+        if let Some(why) = &c.unjudged_reason {
+            out.push(format!("{} is UNJUDGED: {why}", c.id));
+        }
+    }
     if let Some(k) = &e.canary {
         let reverted = match k.rolled_back.is_empty() {
             true => "nothing reverted".to_string(),
