@@ -79,6 +79,10 @@ fn kill_in_phase_then_resume(set: &str, canary: bool) {
     let d = tempfile::tempdir().unwrap();
     let sc = Scenario {
         canary,
+        evolve: match set {
+            "final/" => "final_trials = 2\n".into(),
+            _ => Scenario::default().evolve,
+        },
         ..Scenario::standard()
     };
     let cfg = sc.write(d.path(), &root());

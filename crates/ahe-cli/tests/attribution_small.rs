@@ -27,6 +27,8 @@ fn scenario(tasks: u32) -> Scenario {
             two,
             later,
         ],
+        // best must be free of harm after the final re-evaluation too.
+        evolve: String::new(),
         ..Default::default()
     }
 }
