@@ -79,7 +79,12 @@ pub struct RunInfo {
     pub budget_usd: Option<f64>,
     /// No role's model names a price: dollars are unknown, not $0.
     pub cost_unknown: bool,
+    /// Every role runs the embedded local model: no API cost at all.
+    pub local_only: bool,
 }
+
+/// Said once for a run whose every role runs the embedded local model.
+pub const LOCAL_COST: &str = "local model: no API cost";
 
 /// Said instead of a dollar figure when the config names no prices.
 pub const COST_UNKNOWN: &str = "cost unknown (no prices in the config)";
@@ -357,7 +362,9 @@ impl RunReport {
 
     /// The run's total cost, or [`COST_UNKNOWN`].
     pub fn cost_text(&self) -> String {
-        if self.info.cost_unknown {
+        if self.info.local_only {
+            LOCAL_COST.into()
+        } else if self.info.cost_unknown {
             COST_UNKNOWN.into()
         } else {
             crate::numbers::usd(self.cost_usd())

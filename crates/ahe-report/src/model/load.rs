@@ -36,6 +36,15 @@ fn prices_unknown(v: &toml::Value) -> bool {
     })
 }
 
+/// Whether every agent role runs on the embedded local model (no API, so no money).
+fn local_only(v: &toml::Value) -> bool {
+    let models = v.get("models");
+    ["code_agent", "debugger", "evolve"].iter().all(|r| {
+        let m = models.and_then(|m| m.get(r).or_else(|| m.get("default")));
+        m.and_then(|m| m.get("provider")).and_then(|p| p.as_str()) == Some("local")
+    })
+}
+
 /// The facts of a frozen `run.toml` (lenient: a missing field stays empty).
 pub(super) fn read_info(path: &Path) -> RunInfo {
     let v: toml::Value = std::fs::read_to_string(path)
@@ -62,7 +71,8 @@ pub(super) fn read_info(path: &Path) -> RunInfo {
             .get("evolve")
             .and_then(|x| x.get("budget_usd"))
             .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64))),
-        cost_unknown: path.exists() && prices_unknown(&v),
+        cost_unknown: path.exists() && prices_unknown(&v) && !local_only(&v),
+        local_only: path.exists() && local_only(&v),
     }
 }
 
@@ -261,4 +271,27 @@ fn list_trials(it: &IterationDir) -> Vec<TrialRef> {
             cleaned: d.clean_path().is_file(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_model_run_costs_nothing_and_an_unpriced_api_run_is_unknown() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("run.toml");
+        let local = "[models.default]\nprovider = \"local\"\nmodel = \"smollm2\"\n";
+        std::fs::write(&p, local).unwrap();
+        let i = read_info(&p);
+        assert!(i.local_only && !i.cost_unknown);
+        let api =
+            "[models.default]\nprovider = \"local\"\n[models.evolve]\nprovider = \"openai\"\n";
+        std::fs::write(&p, api).unwrap();
+        let i = read_info(&p);
+        assert!(
+            !i.local_only && i.cost_unknown,
+            "an unpriced API role: unknown dollars"
+        );
+    }
 }
