@@ -157,16 +157,8 @@ async fn evaluate(
         Ok(())
     })
     .await?;
-    run.phase(t, Phase::Attribute, || async {
-        judge(&inputs, it)?;
-        match update_best(&run.dir, &run.repo, it, evaluated, &run.visible)? {
-            BestUpdate::New(why) => run.say(format!("[iter {t}] new best: {why}")),
-            BestUpdate::Contender(why) => run.say(format!("[iter {t}] {why}")),
-            BestUpdate::Kept => {}
-        }
-        Ok(())
-    })
-    .await?;
+    run.phase(t, Phase::Attribute, || async { judge(&inputs, it) })
+        .await?;
     run.phase(t, Phase::Counterfactual, || async {
         counterfactual::counterfactual(run, it, evaluated, cancel.clone()).await?;
         judge(&inputs, it)
@@ -177,6 +169,14 @@ async fn evaluate(
         judge(&inputs, it)
     })
     .await?;
+    // best, once the verdicts have all their evidence (idempotent: a resumed run repeats it).
+    match update_best(run, it, evaluated)? {
+        BestUpdate::New(why) => run.say(format!("[iter {t}] new best: {why}")),
+        BestUpdate::Contender(why) | BestUpdate::Refused(why) => {
+            run.say(format!("[iter {t}] {why}"))
+        }
+        BestUpdate::Kept => {}
+    }
     Ok(())
 }
 

@@ -57,6 +57,28 @@ pub enum BestUpdate {
     Contender(String),
     /// Nothing changed.
     Kept,
+    /// The harness holds a change judged HARMFUL (or UNJUDGED under `unjudged = "revert"`):
+    /// it cannot become best or contender.
+    Refused(String),
+}
+
+/// The changes of the harness `it` evaluated that attribution judged HARMFUL, or UNJUDGED
+/// when `[attribution] unjudged = "revert"` (the canary's reverted culprits are gone already).
+pub(crate) fn held_harm(run: &crate::Run, it: &IterationDir) -> Vec<String> {
+    let Ok(ev) = it.change_evaluation() else {
+        return Vec::new();
+    };
+    let gone = it.evidence().canary_reverted();
+    let revert_unjudged = run.cfg.attribution.unjudged == "revert";
+    ev.changes
+        .iter()
+        .filter(|c| !gone.contains(&c.id))
+        .filter(|c| {
+            c.verdict == crate::attribute::Verdict::Harmful
+                || (revert_unjudged && c.verdict == crate::attribute::Verdict::Unjudged)
+        })
+        .map(|c| c.id.clone())
+        .collect()
 }
 
 /// Makes `evaluated` the best harness (tag `best`, `best.json`) when it is the first, or when
@@ -64,12 +86,11 @@ pub enum BestUpdate {
 /// minus best's, over the visible tasks both ran, lies above 0. A higher figure within
 /// noise makes it the contender that the final re-evaluation weighs against best.
 pub fn update_best(
-    dir: &RunDir,
-    repo: &HarnessRepo,
+    run: &crate::Run,
     it: &IterationDir,
     evaluated: &str,
-    visible: &BTreeSet<String>,
 ) -> anyhow::Result<BestUpdate> {
+    let (dir, repo, visible) = (&run.dir, &run.repo, &run.visible);
     let cur = it.scores()?;
     let vp = cur.visible_pass_at_1();
     let Some(mut best) = dir.best() else {
@@ -79,6 +100,13 @@ pub fn update_best(
     };
     if best.iteration == it.number() {
         return Ok(BestUpdate::Kept);
+    }
+    let harm = held_harm(run, it);
+    if !harm.is_empty() {
+        return Ok(BestUpdate::Refused(format!(
+            "not a candidate for best: it holds {} (judged HARMFUL or UNJUDGED, to be rolled back)",
+            harm.join(", ")
+        )));
     }
     let prev = dir.iteration(best.iteration).scores()?;
     let (p, c): (Vec<f64>, Vec<f64>) = cur

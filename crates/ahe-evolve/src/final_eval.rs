@@ -12,7 +12,7 @@ use ahe_bench::TrialResult;
 use ahe_rundir::final_eval::{Delta, Figure, FinalEval, Reevaluated};
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute_phase::set_best;
+use crate::attribute_phase::{held_harm, set_best};
 use crate::extra;
 use crate::run::Run;
 use crate::run_dir::IterationDir;
@@ -67,9 +67,16 @@ pub async fn final_eval(
         });
     }
     // The runner-up takes best's place when the fresh visible trials rank it higher.
+    // A best that holds a change rolled back later loses ties to an untainted runner-up.
+    let reverted = reverted_changes(run, it.number());
+    out.best_tainted_by = tainted_by(&reverted, picks[0].iteration).map(String::from);
     let runner = picks.iter().position(|p| p.roles.contains(&"runner-up"));
     if let Some(r) = runner {
-        if out.harnesses[r].visible.pass_at_1 > out.harnesses[0].visible.pass_at_1 {
+        let (rv, bv) = (
+            out.harnesses[r].visible.pass_at_1,
+            out.harnesses[0].visible.pass_at_1,
+        );
+        if rv > bv || (out.best_tainted_by.is_some() && rv >= bv) {
             let (from, to) = (picks[0].iteration, picks[r].iteration);
             let why = format!(
                 "won the final re-evaluation against iteration {from}: {:.3} vs {:.3} on {n} \
@@ -147,15 +154,52 @@ fn picks(run: &Run, last: u32, best: &crate::run_dir::Best) -> anyhow::Result<Ve
     if let Some(seed) = scored.first().cloned() {
         add("seed", seed);
     }
+    // A harness that holds a change the run later rolled back, or judged HARMFUL or
+    // UNJUDGED, is no runner-up: its figure includes the harm.
+    let reverted = reverted_changes(run, last);
     let runner = scored
         .iter()
-        .filter(|x| x.1 != best.commit)
+        .filter(|x| x.1 != best.commit && tainted_by(&reverted, x.0).is_none())
+        .filter(|x| held_harm(run, &run.dir.iteration(x.0)).is_empty())
         .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))
         .cloned();
     if let Some(r) = runner {
         add("runner-up", r);
     }
     Ok(out)
+}
+
+/// The changes rolled back automatically: (id, iteration that made it, iteration whose evolve
+/// step rolled it back). The harnesses evaluated in iterations made+1 ..= rolled held it.
+fn reverted_changes(run: &Run, last: u32) -> Vec<(String, u32, u32)> {
+    let mut made: BTreeMap<String, u32> = BTreeMap::new();
+    let mut out = Vec::new();
+    for t in 1..=last {
+        let Ok(m) = run.dir.iteration(t).manifest() else {
+            continue;
+        };
+        for c in &m.changes {
+            match c.id.strip_prefix("rollback-") {
+                Some(id) if c.kind == crate::manifest::ChangeKind::Rollback => {
+                    if let Some(i) = made.get(id) {
+                        out.push((id.to_string(), *i, t));
+                    }
+                }
+                _ => {
+                    made.insert(c.id.clone(), t);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The rolled-back change the harness evaluated in iteration `t` held, if any.
+fn tainted_by(reverted: &[(String, u32, u32)], t: u32) -> Option<&str> {
+    reverted
+        .iter()
+        .find(|(_, made, rolled)| *made < t && t <= *rolled)
+        .map(|x| x.0.as_str())
 }
 
 /// Clean pass rate per task of a set's fresh trials (infra errors and suspect passes fail).

@@ -65,6 +65,11 @@ fn final_lines(f: &FinalEval) -> Vec<String> {
             f3(h.selected_pass_at_1)
         ));
     }
+    if let Some(c) = &f.best_tainted_by {
+        out.push(format!(
+            "best as chosen during the run held {c}, which a later iteration rolled back"
+        ));
+    }
     if let Some([from, to]) = f.switched {
         out.push(format!(
             "the runner-up (iteration {to}) beat best (iteration {from}) on the fresh trials and is now best"

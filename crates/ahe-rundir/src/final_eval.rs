@@ -69,6 +69,10 @@ pub struct FinalEval {
     /// How much best's own iteration overstated it: its selected figure − its fresh visible
     /// pass@1 (the winner's curse; positive = overstated).
     pub selection_bias: f64,
+    /// A change the run rolled back (HARMFUL or UNJUDGED) that the chosen best held; such a
+    /// best loses ties to the runner-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_tainted_by: Option<String>,
     /// When the runner-up beat best on the fresh trials and became best: from which
     /// iteration to which.
     #[serde(default, skip_serializing_if = "Option::is_none")]
