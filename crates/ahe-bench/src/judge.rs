@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::record::{TrialResult, TrialStatus};
 use crate::tamper::{OnSuspect, Suspect, SuspectReason};
-use crate::trial::{TrialResult, TrialStatus};
 use crate::Task;
 use ahe_model::Usage;
 

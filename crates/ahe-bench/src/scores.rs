@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::trial::{TrialResult, TrialStatus};
+use crate::record::{TrialResult, TrialStatus};
 
 /// Status of a task over its k trials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

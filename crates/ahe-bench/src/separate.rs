@@ -5,12 +5,11 @@
 
 use std::path::Path;
 
-use ahe_sandbox::{LeftoverPolicy, Sandbox, SandboxSpec};
+use ahe_sandbox::{Backend, LeftoverPolicy, Sandbox, SandboxSpec};
 
 use crate::guard::Guard;
 use crate::task::Task;
-use crate::trial::TrialEnv;
-use crate::verify::{self, Verified, VerifyError};
+use crate::verify::{self, Verified, VerifierPolicy, VerifyError};
 
 /// What a separate verifier receives: the task's declared artifacts, or — when the run forces
 /// the mode on a task that declares none — its working directory; `/logs/artifacts` always.
@@ -29,7 +28,8 @@ pub fn artifacts(task: &Task, workdir: &str) -> Vec<String> {
 /// Ends the agent's processes, copies the artifacts into a fresh sandbox, and runs the
 /// verifier there (its own change checks judge what the artifacts bring).
 pub(crate) async fn verify(
-    env: &TrialEnv,
+    backend: &dyn Backend,
+    policy: VerifierPolicy,
     task: &Task,
     agent_sb: &dyn Sandbox,
     spec: &SandboxSpec,
@@ -58,7 +58,7 @@ pub(crate) async fn verify(
     }
     let mut vspec = spec.clone();
     vspec.trial_id = format!("{}-verifier", spec.trial_id);
-    let fresh = match env.backend.create(&vspec).await {
+    let fresh = match backend.create(&vspec).await {
         Ok(s) => s,
         Err(e) => return infra(e.to_string()),
     };
@@ -84,7 +84,6 @@ pub(crate) async fn verify(
     let v = match put_err {
         Some(e) => infra(e),
         None => {
-            let policy = env.verifier;
             verify::verify(
                 task,
                 fresh.as_ref(),

@@ -200,10 +200,10 @@ fn ground_regexes() -> &'static [(Regex, &'static str)] {
     })
 }
 
-/// Scans the agent's `trace.jsonl` in `trial_dir` for tool calls touching the verifier's
+/// Scans the agent's trace (`trace.jsonl` at `trace`) for tool calls touching the verifier's
 /// ground (one reason per call, with its turn).
-pub fn scan_trace(trial_dir: &Path) -> Vec<SuspectReason> {
-    let Ok(text) = std::fs::read_to_string(crate::TrialDir::new(trial_dir).trace_path()) else {
+pub fn scan_trace(trace: &Path) -> Vec<SuspectReason> {
+    let Ok(text) = std::fs::read_to_string(trace) else {
         return Vec::new();
     };
     let mut out = Vec::new();

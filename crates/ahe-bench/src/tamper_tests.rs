@@ -98,10 +98,10 @@ fn trace_scan_flags_the_verifiers_ground_with_turns() {
         ));
     }
     std::fs::write(d.path().join("trace.jsonl"), text).unwrap();
-    let r = scan_trace(d.path());
+    let r = scan_trace(&d.path().join("trace.jsonl"));
     let turns: Vec<Option<u32>> = r.iter().map(|r| r.turn).collect();
     assert_eq!(turns, [Some(2), Some(3), Some(4), Some(6)], "{r:?}");
     assert!(r[0].reason.contains("/logs/verifier"));
     assert!(r[1].reason.contains("writes under /tests"));
-    assert!(scan_trace(&d.path().join("missing")).is_empty());
+    assert!(scan_trace(&d.path().join("missing/trace.jsonl")).is_empty());
 }

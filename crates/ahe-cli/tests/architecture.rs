@@ -325,33 +325,12 @@ fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     t.out
 }
 
-/// The one cycle still allowed (docs/architecture.md, "Known debt"): `ahe-bench`'s trial
-/// records live with the code that runs a trial. It may shrink or go, never grow.
-const KNOWN_CYCLE: (&str, &[&str]) = (
-    "ahe-bench",
-    &[
-        "guard",
-        "integrity",
-        "judge",
-        "layout",
-        "scores",
-        "separate",
-        "tamper",
-        "trial",
-        "verify",
-    ],
-);
-
 #[test]
 fn no_module_import_cycle_in_any_crate() {
     let mut bad = Vec::new();
     for k in crates() {
-        let name = k.file_name().unwrap().to_string_lossy().into_owned();
         let edges = module_edges(&k);
         for c in cycles(&edges) {
-            if name == KNOWN_CYCLE.0 && c.iter().all(|m| KNOWN_CYCLE.1.contains(&m.as_str())) {
-                continue;
-            }
             let arrows: Vec<String> = c
                 .iter()
                 .flat_map(|a| {
