@@ -308,10 +308,9 @@ pub fn trial_doc(run: &RunReport, t: u32, task: &str, attempt: u32) -> anyhow::R
         m.insert("kind".into(), "trial".into());
         m.insert("run".into(), run.name.clone().into());
         m.insert("iteration".into(), t.into());
-        m.insert(
-            "dir".into(),
-            format!("iterations/{t:03}/trials/{task}/{attempt}").into(),
-        );
+        let it = ahe_rundir::RunDir::new(&run.dir).iteration(t);
+        let dir = it.rel(it.trial(task, attempt).path());
+        m.insert("dir".into(), dir.into());
     }
     Ok(v)
 }

@@ -203,16 +203,11 @@ pub fn write_trial_pages(run: &RunReport) -> TrialPages {
                 .map(move |t| (it.iteration, t.task.as_str(), t.attempt))
         })
         .collect();
-    let root = ahe_rundir::RunDir::new(&run.dir)
-        .report_dir()
-        .join("trials");
+    let rd = ahe_rundir::RunDir::new(&run.dir);
     let results: Vec<Result<bool, (PathBuf, String)>> = jobs
         .par_iter()
         .map(|(iter, task, attempt)| {
-            let out = root
-                .join(format!("{iter:03}"))
-                .join(task)
-                .join(format!("{attempt}.html"));
+            let out = rd.trial_page(*iter, task, *attempt);
             let trial = ahe_rundir::RunDir::new(&run.dir)
                 .iteration(*iter)
                 .trial(task, *attempt);

@@ -259,6 +259,15 @@ impl RunDir {
         self.root.join("report")
     }
 
+    /// `report/trials/NNN/<task>/<attempt>.html`: a trial's trace page.
+    pub fn trial_page(&self, t: u32, task: &str, attempt: u32) -> PathBuf {
+        self.report_dir()
+            .join("trials")
+            .join(format!("{t:03}"))
+            .join(task)
+            .join(format!("{attempt}.html"))
+    }
+
     /// `baseline/`: the seed's matched-budget trials (`ahe baseline`): trials/, scores.json
     /// and `baseline.json`.
     pub fn baseline(&self) -> EvalDir {
