@@ -76,6 +76,12 @@ pub struct Estimate {
     pub judge_per_iteration_usd: Option<[f64; 2]>,
     /// `[evolve] budget_usd`: the run stops gracefully once this much is spent.
     pub budget_usd: Option<f64>,
+    /// Trials of the final re-evaluation at most: best, seed and runner-up, `[evolve]
+    /// final_trials` each per task (0 when off).
+    pub final_trials: usize,
+    /// Seed trials of the matched-budget baseline at most (`[evolve] baseline = true`: up to
+    /// `baseline_trials` per task, the first iteration's k reused; 0 when off).
+    pub baseline_trials: usize,
 }
 
 /// The input tokens one judge call reads at most in the estimate (a long passing trace;
@@ -178,6 +184,18 @@ pub fn text(r: &Report, config: &Path) -> String {
             s.push_str(&format!(
                 "; trajectory judge ${lo:.2}–${hi:.2} per iteration (no trial passes to every trial passes, ~{}k tokens a call)",
                 JUDGE_INPUT_TOKENS as u64 / 1000
+            ));
+        }
+        if e.final_trials > 0 {
+            s.push_str(&format!(
+                "; then up to {} trials re-evaluating best, seed and runner-up ([evolve] final_trials; 0 turns it off)",
+                e.final_trials
+            ));
+        }
+        if e.baseline_trials > 0 {
+            s.push_str(&format!(
+                "; and up to {} seed trials for the matched-budget baseline",
+                e.baseline_trials
             ));
         }
         match e.budget_usd {
@@ -317,6 +335,11 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
         cost_per_iteration_usd: cost,
         judge_per_iteration_usd: judge,
         budget_usd: cfg.evolve.budget_usd,
+        final_trials: 3 * tasks.len() * cfg.evolve.final_trials.unwrap_or(2 * cfg.k) as usize,
+        baseline_trials: match cfg.evolve.baseline {
+            true => tasks.len() * cfg.evolve.baseline_trials.saturating_sub(cfg.k) as usize,
+            false => 0,
+        },
     })
 }
 

@@ -338,6 +338,8 @@ fn all_89_terminal_bench_tasks_are_checked_in_one_run_under_10_s() {
         }
     }
     assert_eq!(doc["estimate"]["trials_per_iteration"], 178);
+    // best, seed and runner-up re-evaluated on 2 × k fresh trials per task at the end.
+    assert_eq!(doc["estimate"]["final_trials"], 3 * 89 * 4);
     eprintln!(
         "ahe check over 89 TB2 tasks: {secs:.2}s, {} image problems",
         names.len()
