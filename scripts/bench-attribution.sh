@@ -8,6 +8,7 @@
 # counterfactual trials. Needs bubblewrap (scripts/setup.sh), no model, no internet.
 # Usage: scripts/bench-attribution.sh [--scenarios 4] [--sizes "8 20 89"] [--ks "2 3"] [--seed 1]
 #        scripts/bench-attribution.sh --tasks 89 [--k 2] [--scenarios 10]   (one size)
+#        ... --tasks 8 --no-floor   (the control: no harm floor, UNJUDGED changes kept)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenarios=4 sizes="8 20 89" ks="2 3" seed=1 single=()
@@ -18,6 +19,7 @@ while [ $# -gt 0 ]; do
     --ks) ks=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --tasks|--k) single+=("$1" "$2"); shift 2 ;;
+    --no-floor) single+=("$1"); shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done

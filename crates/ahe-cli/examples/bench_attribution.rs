@@ -7,6 +7,7 @@
 //! a share of all trials (target ≤ 25%).
 //!
 //! Usage: bench_attribution AHE_BINARY [--scenarios 10] [--tasks 89] [--k 2] [--seed 1]
+//!        [--no-floor]   (the control: harm_floor_trials = 0, unjudged = "keep")
 
 #[path = "../tests/attribution_sim/mod.rs"]
 mod sim;
@@ -102,7 +103,11 @@ fn main() {
     let (mut in_best, mut finals) = (0, 0);
     let t0 = std::time::Instant::now();
     for i in 0..scenarios {
-        let sc = scenario(&mut dice, tasks, k);
+        let mut sc = scenario(&mut dice, tasks, k);
+        if args.iter().any(|a| a == "--no-floor") {
+            // The control: no harm floor, unjudged changes kept (the share alone decides).
+            sc.attribution = "harm_floor_trials = 0\nunjudged = \"keep\"\n".into();
+        }
         let dir = tempfile::tempdir().expect("temp dir");
         let (o, run) = sc.run(dir.path(), &root, &ahe);
         if !o.status.success() {
