@@ -244,6 +244,12 @@ pub struct EvolveConfig {
     pub max_harness_bytes: u64,
     /// Leak guard on the evolve agent's edits: `reject` (default), `warn` or `off`.
     pub leak_guard: ahe_rundir::leak::LeakPolicy,
+    /// Characters of task reports one overview call reads (more: map–reduce); 0 = from the
+    /// debugger model (a local model's context, else 200000).
+    pub overview_context_chars: usize,
+    /// Iterations shown in full in the evolve agent's `inputs/history.md` (older ones are
+    /// summarised, one line per change).
+    pub history_full_iterations: u32,
 }
 
 impl Default for EvolveConfig {
@@ -261,6 +267,8 @@ impl Default for EvolveConfig {
             max_file_bytes: 256 * 1024,
             max_harness_bytes: 2 * 1024 * 1024,
             leak_guard: ahe_rundir::leak::LeakPolicy::Reject,
+            overview_context_chars: 0,
+            history_full_iterations: 3,
         }
     }
 }

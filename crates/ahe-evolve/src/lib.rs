@@ -20,6 +20,7 @@ pub mod jail;
 pub mod leak;
 pub mod lock;
 pub mod overlap;
+pub mod overview;
 pub mod preflight;
 pub mod revert;
 pub mod rollback;
