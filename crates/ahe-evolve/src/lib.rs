@@ -18,6 +18,7 @@ pub mod extra;
 pub mod history;
 pub mod jail;
 pub mod leak;
+pub mod lineage;
 pub mod lock;
 pub mod overlap;
 pub mod overview;
