@@ -10,6 +10,8 @@ mod render;
 use std::collections::BTreeSet;
 
 use ahe_bench::{Scores, TaskStatus, TrialStatus};
+use ahe_harness::trace::Event;
+use ahe_harness::TraceWriter;
 use ahe_model::{ChatRequest, Message, ModelClient, Role, ToolChoice, Usage};
 use ahe_rundir::analysis::{Pattern, Patterns, Trend};
 use minijinja::context;
@@ -77,12 +79,12 @@ struct Report {
     text: String,
 }
 
-/// The calls' accounting, summed.
-#[derive(Default)]
+/// The calls' accounting, summed, and their trace (`analysis/overview/trace.jsonl`).
 struct Spend {
     calls: u32,
     usage: Usage,
     cost: f64,
+    trace: TraceWriter,
 }
 
 /// The JSON object in a model answer (the outermost `{…}`), parsed.
@@ -113,7 +115,34 @@ async fn ask(
         tool_choice: ToolChoice::None,
     };
     spend.calls += 1;
-    match model.chat(&req).await {
+    let agent = "overview";
+    for (role, content) in [("system", system), ("user", user)] {
+        spend.trace.emit(&Event::Message {
+            agent,
+            role,
+            content,
+        });
+    }
+    let started = std::time::Instant::now();
+    let answer = model.chat(&req).await;
+    match &answer {
+        Ok(r) => spend.trace.emit(&Event::Assistant {
+            agent,
+            turn: spend.calls,
+            content: r.content.as_deref(),
+            tool_calls: &r.tool_calls,
+            usage: r.usage,
+            cost_usd: r.cost_usd,
+            duration_ms: started.elapsed().as_millis() as u64,
+        }),
+        Err(e) => spend.trace.emit(&Event::Error {
+            agent,
+            turn: spend.calls,
+            kind: e.class(),
+            message: &e.to_string(),
+        }),
+    }
+    match answer {
         Ok(r) => {
             spend.usage.add(&r.usage);
             spend.cost += r.cost_usd;
@@ -315,7 +344,15 @@ pub async fn write_overview(
     let iteration = it.number();
     let reports = reports(it, visible, scores);
     let failing: BTreeSet<String> = reports.iter().map(|r| r.task.clone()).collect();
-    let mut spend = Spend::default();
+    let mut spend = Spend {
+        calls: 0,
+        usage: Usage::default(),
+        cost: 0.0,
+        trace: TraceWriter::sink(),
+    };
+    if model.is_some() && !reports.is_empty() {
+        spend.trace = TraceWriter::open(&it.overview_trace_dir())?;
+    }
     let mut patterns = Patterns {
         iteration,
         ..Patterns::default()

@@ -163,6 +163,11 @@ async fn tasks_sharing_a_cause_become_one_pattern_with_count_and_trend() {
         o1.patterns,
         "patterns.json is written"
     );
+    let trace = std::fs::read_to_string(it1.overview_trace_dir().join("trace.jsonl")).unwrap();
+    assert!(
+        trace.contains("\"event\":\"assistant\"") && trace.contains("detail/a.md"),
+        "{trace}"
+    );
 
     // Iteration 2: b now fails both trials, so the heredoc pattern grew from 3 to 4.
     let plan2: Plan = &[("a", "FF"), ("b", "FF"), ("c", "FF"), ("d", "PP")];

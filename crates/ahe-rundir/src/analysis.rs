@@ -93,6 +93,11 @@ impl IterationDir {
         write_json(&self.patterns_path(), p)
     }
 
+    /// `analysis/overview/`: the trace (`trace.jsonl`) of the overview's model calls.
+    pub fn overview_trace_dir(&self) -> PathBuf {
+        self.analysis().join("overview")
+    }
+
     /// Path of `evolve/proposed.json`.
     pub fn proposed_path(&self) -> PathBuf {
         self.evolve().join("proposed.json")
