@@ -34,6 +34,7 @@ const USER: &str = include_str!("../templates/evolve_user.md");
 pub const GUIDE: &str = include_str!("../templates/harness_guide.md");
 
 /// Everything the evolve phase needs.
+#[derive(Clone)]
 pub struct EvolveInputs<'a> {
     /// Iteration number (the manifest's `iteration`).
     pub iteration: u32,

@@ -10,7 +10,7 @@ use crate::commit::iter_tag;
 use crate::jail::WriteCaps;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::IterationDir;
-use crate::{evolve, history, lineage, preflight, rollback};
+use crate::{evolve, history, lineage, preflight, rollback, variants};
 
 /// Rolls back what the policy reverts, runs the evolve agent from the evaluated harness, and
 /// pre-flights its edits.
@@ -38,7 +38,7 @@ pub async fn evolve_phase(
     let prompt = minijinja::context! { reverted => lineage::undone(&past), ..prompt };
     let ec = &run.cfg.evolve;
     let model = ahe_model::build_client_with(&run.cfg.model("evolve"), &run.client_opts())?;
-    let out = evolve::evolve(evolve::EvolveInputs {
+    let inputs = evolve::EvolveInputs {
         iteration: t,
         iter_dir: it,
         repo: &run.repo,
@@ -53,8 +53,14 @@ pub async fn evolve_phase(
         caps: WriteCaps::of(ec),
         leak: crate::leak::LeakSettings::build(ec.leak_guard, &run.tasks, &run.holdout),
         history: past,
-    })
-    .await?;
+    };
+    let out = match ec.variants {
+        0 | 1 => evolve::evolve(inputs).await?,
+        _ => {
+            let start = rollbacks.start_tree(&run.repo, evaluated)?;
+            variants::evolve_variants(run, it, inputs, &start, cancel.clone()).await?
+        }
+    };
     it.record_role_cost("evolve", &out.usage, out.cost_usd)?;
     for n in &out.notes {
         run.note(t, n.clone())?;

@@ -31,6 +31,7 @@ pub mod run;
 pub mod start;
 pub mod text;
 pub mod trial_judge;
+pub mod variants;
 
 pub use ahe_attribution::{attribute, stats};
 pub use ahe_rundir::{clean, evidence, journal, manifest, run_dir};

@@ -98,6 +98,27 @@ impl IterationDir {
         self.analysis().join("overview")
     }
 
+    /// `evolve/variants/v<N>/`: variant N's trace, manifest, snapshots and `result.json`.
+    pub fn variant_dir(&self, n: u32) -> PathBuf {
+        self.evolve().join("variants").join(format!("v{n}"))
+    }
+
+    /// Path of `evolve/variants.json`: every variant's screen figures and which was chosen.
+    pub fn variants_path(&self) -> PathBuf {
+        self.evolve().join("variants.json")
+    }
+
+    /// The files one evolve agent writes into `evolve/` (moved per variant).
+    pub fn evolve_agent_files(&self) -> Vec<PathBuf> {
+        vec![
+            self.evolve_trace(),
+            self.evolve().join("agent.log"),
+            self.manifest_path(),
+            self.change_snapshots_path(),
+            self.proposed_path(),
+        ]
+    }
+
     /// Path of `evolve/proposed.json`.
     pub fn proposed_path(&self) -> PathBuf {
         self.evolve().join("proposed.json")
