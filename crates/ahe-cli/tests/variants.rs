@@ -1,5 +1,5 @@
 //! `[evolve] variants = 2` end to end on the smoke benchmark (local sandbox, scripted mock
-//! models): the structural variant's change set harms (hello-file breaks), the guidance
+//! models; two iterations): the structural variant's change set harms (hello-file breaks), the guidance
 //! variant's helps (count-errors passes); the screen picks the helpful one, which is
 //! committed, and the other stays as a tag. A run killed (-9) during the screen resumes to the
 //! same choice without redoing the finished variants.
@@ -16,7 +16,7 @@ use serde_json::Value;
 fn config(dir: &Path) -> PathBuf {
     let p = dir.join("variants.toml");
     let body = format!(
-        "extends = \"{}\"\niterations = 1\n[evolve]\nvariants = 2\n\
+        "extends = \"{}\"\niterations = 2\n[evolve]\nvariants = 2\n\
          variant_focus = [\"structural\", \"guidance\"]\nscreen_tasks = 3\npreflight = false\n\
          [models.default]\nscript = \"{}\"\n",
         root().join("configs/smoke-mock.toml").display(),
@@ -96,6 +96,13 @@ fn the_helpful_variant_is_chosen_on_the_screen_and_the_other_kept_as_a_tag() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = d.path().join("clean");
     check_choice(&run);
+    // The next evolve step's history shows the variant the screen did not choose.
+    let h = std::fs::read_to_string(run.join("iterations/002/evolve/inputs/history.md")).unwrap();
+    assert!(
+        h.contains("**iter-001-v1/c1** (memory; files memory/style.md)")
+            && h.contains("NOT CHOSEN: another variant of the iteration passed more of the screen (0/3 against 2); kept as tag iter-001-v1"),
+        "{h}"
+    );
     let notes = std::fs::read_to_string(run.join("iterations/001/evolve/summary.md")).unwrap();
     assert!(
         notes.contains("v2 [guidance] 2/3 (1 change(s)) chosen"),

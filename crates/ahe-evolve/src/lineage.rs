@@ -49,12 +49,26 @@ pub enum Fate {
     },
     /// In the manifest but without a commit of its own (or the commit never happened).
     NeverCommitted,
+    /// Proposed by a variant the screen did not choose (`[evolve] variants`).
+    NotChosen {
+        /// The variant's tag, `iter-NNN-v<i>`.
+        tag: String,
+        /// Its clean passes on the screen.
+        passed: u32,
+        /// Its screen trials.
+        trials: u32,
+        /// The chosen variant's clean passes.
+        chosen_passed: u32,
+    },
 }
 
 impl Fate {
     /// Whether the change is out of the harness because it was reverted or refused.
     pub fn undone(&self) -> bool {
-        !matches!(self, Fate::Kept | Fate::NeverCommitted)
+        !matches!(
+            self,
+            Fate::Kept | Fate::NeverCommitted | Fate::NotChosen { .. }
+        )
     }
 }
 
@@ -165,6 +179,47 @@ pub fn past_changes(run: &RunDir, t: u32, applied: &[Change]) -> Vec<PastChange>
                 counterfactual: v.and_then(|v| v.counterfactual.clone()),
                 change: c,
                 fate,
+            });
+        }
+        out.extend(not_chosen(&it, i));
+    }
+    out
+}
+
+/// The changes of iteration `i`'s variants that the screen did not choose.
+fn not_chosen(it: &crate::run_dir::IterationDir, i: u32) -> Vec<PastChange> {
+    let Ok(rec) = crate::read_json::<crate::variants::VariantsRecord>(&it.variants_path()) else {
+        return Vec::new();
+    };
+    let chosen_passed = rec
+        .variants
+        .iter()
+        .find(|v| v.chosen)
+        .map_or(0, |v| v.passed);
+    let mut out = Vec::new();
+    for v in rec.variants.iter().filter(|v| !v.chosen) {
+        for c in v
+            .result
+            .manifest
+            .changes
+            .iter()
+            .filter(|c| !is_auto_rollback(c))
+        {
+            out.push(PastChange {
+                iteration: i,
+                reference: format!("{}/{}", v.result.tag, c.id),
+                change: c.clone(),
+                verdict: None,
+                actually_fixed: Vec::new(),
+                still_failed: Vec::new(),
+                risk_realized: Vec::new(),
+                counterfactual: None,
+                fate: Fate::NotChosen {
+                    tag: v.result.tag.clone(),
+                    passed: v.passed,
+                    trials: v.trials,
+                    chosen_passed,
+                },
             });
         }
     }
