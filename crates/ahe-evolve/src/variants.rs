@@ -199,7 +199,6 @@ pub async fn evolve_variants(
     start_tree: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<EvolveOutcome> {
-    let t = it.number();
     let n = run.cfg.evolve.variants;
     let start = match run.repo.tree_of(base.evaluated)? == start_tree {
         true => base.evaluated.to_string(),
@@ -288,7 +287,6 @@ pub async fn evolve_variants(
         screen_cost_usd: cost,
     };
     write_json(&it.variants_path(), &record)?;
-    let _ = t;
     Ok(EvolveOutcome {
         manifest: chosen.manifest,
         changed_files: chosen.changed_files,
