@@ -265,9 +265,8 @@ pub async fn evolve_variants(
         .collect();
     let mut notes = chosen.notes.clone();
     notes.push(format!(
-        "variants: screen on {} ({} trial(s) each): {}; the others stay as tags {}",
+        "variants: screen on {} (one trial per task and variant): {}; the others stay as tags {}",
         tasks.join(", "),
-        tasks.len(),
         figures.join(", "),
         screened
             .iter()
