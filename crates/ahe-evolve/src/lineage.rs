@@ -3,8 +3,8 @@
 //! counterfactual evidence and fate (kept; reverted by the automatic rollback, the canary or
 //! the agent; refused by the leak guard or the harness validation; never committed) — the
 //! last iterations in full, older ones one line per change. A new change that repeats a
-//! reverted or refused one (same component, same files) must say why in
-//! `why_this_component` ([`repeat_problem`]).
+//! reverted or refused one (same component, same files, same failure pattern or a predicted
+//! fix in common) must say why in `why_this_component` ([`repeat_problem`]).
 
 use std::collections::BTreeSet;
 
@@ -264,14 +264,26 @@ fn fate_text(f: &Fate) -> String {
         .unwrap_or_else(|_| "reverted".into())
 }
 
+/// Whether two changes address the same failure pattern: the same `failure_pattern` text
+/// (ignoring case), or a predicted fix in common.
+fn same_pattern(a: &Change, b: &Change) -> bool {
+    let (x, y) = (a.failure_pattern.trim(), b.failure_pattern.trim());
+    (!x.is_empty() && x.eq_ignore_ascii_case(y))
+        || a.predicted_fixes
+            .iter()
+            .any(|t| b.predicted_fixes.contains(t))
+}
+
 /// The refusal of a change that repeats a reverted or refused one (same component, same
-/// files) without naming it in `why_this_component`; None when it does not repeat one.
+/// files, same failure pattern) without naming it in `why_this_component`; None when it
+/// does not repeat one.
 pub fn repeat_problem(c: &Change, past: &[PastChange]) -> Option<String> {
     let files: BTreeSet<&String> = c.files.iter().collect();
     let p = past.iter().find(|p| {
         p.fate.undone()
             && p.change.component == c.component
             && p.change.files.iter().collect::<BTreeSet<_>>() == files
+            && same_pattern(&p.change, c)
             && !c.why_this_component.contains(&p.reference)
     })?;
     Some(crate::text::render(

@@ -40,7 +40,7 @@ fn commit_with_why(id: &str, why: &str) -> String {
     format!(
         "[[evolve]]\ntool = \"commit_change\"\nargs = {{ id = \"{id}\", type = \"improvement\", \
          description = \"again\", files = [\"memory/MEMORY.md\"], component = \"memory\", \
-         why_this_component = {why:?} }}\n\n"
+         predicted_fixes = [\"fix-sum\"], why_this_component = {why:?} }}\n\n"
     )
 }
 
@@ -129,6 +129,11 @@ async fn history_shows_the_reverted_and_the_leak_refused_change_and_guards_repea
         "{short}"
     );
 
+    // The same file and component for another failure pattern is no repeat.
+    let mut other = past[0].change.clone();
+    other.predicted_fixes = vec!["count-errors".into()];
+    assert!(lineage::repeat_problem(&other, &past).is_none());
+
     // The evolve agent repeats c1 without naming it: refused; then naming it: committed.
     let mut s = write(
         "memory/MEMORY.md",
@@ -140,7 +145,7 @@ async fn history_shows_the_reverted_and_the_leak_refused_change_and_guards_repea
     let out = f.evolve_with(&it2, &h1, &s, &rb.applied, None, past).await;
     let answers = f.tool_answers(&it2);
     assert!(
-        answers.contains("Change c1 repeats iter-001/c1 (same component `memory`, same files memory/MEMORY.md), which was REVERTED by the automatic rollback in iteration 2"),
+        answers.contains("Change c1 repeats iter-001/c1 (same component `memory`, same files memory/MEMORY.md, same failure pattern or predicted fix), which was REVERTED by the automatic rollback in iteration 2"),
         "{answers}"
     );
     let ids: Vec<&str> = out.manifest.changes.iter().map(|c| c.id.as_str()).collect();
