@@ -251,6 +251,19 @@ pub struct EvolveConfig {
     pub baseline: bool,
     /// Seed trials per task the baseline runs, at most, whatever the spend buys.
     pub baseline_trials: u32,
+    /// Characters of task reports one overview call reads (more: map–reduce); 0 = from the
+    /// debugger model (a local model's context, else 200000).
+    pub overview_context_chars: usize,
+    /// Iterations shown in full in the evolve agent's `inputs/history.md` (older ones are
+    /// summarised, one line per change).
+    pub history_full_iterations: u32,
+    /// Evolve agents per iteration, each from the same evidence on its own branch; the
+    /// best on the screen is committed (1 = one agent, no screen).
+    pub variants: u32,
+    /// Steering of variant i (cycled): `structural`, `guidance`, or free text.
+    pub variant_focus: Vec<String>,
+    /// Tasks of the screen minibatch that picks among the variants.
+    pub screen_tasks: usize,
 }
 
 impl Default for EvolveConfig {
@@ -271,6 +284,11 @@ impl Default for EvolveConfig {
             final_trials: None,
             baseline: false,
             baseline_trials: 16,
+            overview_context_chars: 0,
+            history_full_iterations: 3,
+            variants: 1,
+            variant_focus: Vec::new(),
+            screen_tasks: 4,
         }
     }
 }
@@ -398,6 +416,12 @@ impl RunConfig {
             }
             ahe_sandbox::docker::pool::validate_hosts(&self.sandbox.hosts)
                 .map_err(|e| anyhow!("sandbox.{e}"))?;
+        }
+        if self.evolve.variants == 0 {
+            bail!("evolve.variants: must be at least 1 (1 = one evolve agent, no screen)");
+        }
+        if self.evolve.variants > 1 && self.evolve.screen_tasks == 0 {
+            bail!("evolve.screen_tasks: must be at least 1 when evolve.variants > 1");
         }
         if self.evolve.debugger_concurrency == 0 {
             bail!("evolve.debugger_concurrency: must be at least 1");

@@ -48,6 +48,9 @@ pub struct DebugReport {
     pub usage: ahe_model::Usage,
     /// Debugger cost.
     pub cost_usd: f64,
+    /// The deterministic per-task list (`overview.md` until the overview step rewrites it).
+    #[serde(skip)]
+    pub list: String,
 }
 
 /// Facts of one trial for the pre-analysis.
@@ -421,7 +424,8 @@ pub async fn debug(
         lines.push((d.task, d.status, d.marks, d.line));
     }
     lines.sort_by(|a, b| a.0.cmp(&b.0));
-    std::fs::write(iter_dir.overview_path(), overview(iteration, &lines))?;
+    report.list = overview(iteration, &lines);
+    std::fs::write(iter_dir.overview_path(), &report.list)?;
     Ok(report)
 }
 

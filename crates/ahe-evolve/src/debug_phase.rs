@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::debug::DebugSettings;
 use crate::journal::Phase;
 use crate::overlap::DebugOverlap;
+use crate::overview;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::IterationDir;
 
@@ -32,6 +33,21 @@ fn debug_settings(run: &Run) -> anyhow::Result<DebugSettings> {
         max_turns: ec.debugger_max_turns,
         show_verifier_output: ec.show_verifier_output,
     })
+}
+
+/// Characters of reports one overview call reads: `[evolve] overview_context_chars`, else
+/// twice a local debugger model's context in tokens (room left for the answer), else 200000.
+fn overview_chars(run: &Run) -> usize {
+    match run.cfg.evolve.overview_context_chars {
+        0 => {
+            let m = run.cfg.model("debugger");
+            match m.runs_locally() {
+                true => 2 * m.context_tokens.unwrap_or(8192) as usize,
+                false => 200_000,
+            }
+        }
+        n => n,
+    }
 }
 
 /// Waits for the debuggers started during the rollout and records what they cost, for
@@ -67,6 +83,18 @@ pub async fn debug_phase(
     let r = crate::debug::debug(it, &visible, &scores, &settings, done).await?;
     it.record_role_cost("debugger", &r.usage, r.cost_usd)?;
     stop_on_permanent(settings.model.as_ref(), "debugger")?;
+    let prev = (t > 1)
+        .then(|| run.dir.iteration(t - 1).patterns())
+        .flatten();
+    let model = settings.model.as_ref();
+    let chars = overview_chars(run);
+    let o = overview::write_overview(it, prev.as_ref(), &visible, &scores, model, chars, &r.list);
+    let o = o.await?;
+    it.record_role_cost("overview", &o.usage, o.cost_usd)?;
+    if let Some(why) = &o.patterns.fallback {
+        let msg = format!("overview: no failure patterns ({why}); the per-task list stands alone");
+        run.note(t, msg)?;
+    }
     for task in &r.llm_failures {
         let msg =
             format!("debugger: no LLM analysis for {task}; the deterministic report stands alone");

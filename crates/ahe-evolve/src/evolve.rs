@@ -25,6 +25,7 @@ use crate::manifest::{is_editable, Manifest};
 use crate::rollback::Rollback;
 use crate::run_dir::IterationDir;
 use crate::text;
+use ahe_rundir::analysis::Proposed;
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
 const USER: &str = include_str!("../templates/evolve_user.md");
@@ -33,6 +34,7 @@ const USER: &str = include_str!("../templates/evolve_user.md");
 pub const GUIDE: &str = include_str!("../templates/harness_guide.md");
 
 /// Everything the evolve phase needs.
+#[derive(Clone)]
 pub struct EvolveInputs<'a> {
     /// Iteration number (the manifest's `iteration`).
     pub iteration: u32,
@@ -61,6 +63,9 @@ pub struct EvolveInputs<'a> {
     pub caps: WriteCaps,
     /// The leak guard (`None` = `leak_guard = "off"`).
     pub leak: Option<crate::leak::LeakSettings>,
+    /// Earlier changes with their fates: a change repeating a reverted or refused one must
+    /// say why (`lineage::repeat_problem`).
+    pub history: Vec<crate::lineage::PastChange>,
 }
 
 /// What the evolve phase produced.
@@ -128,6 +133,8 @@ struct Tools {
     reserved: BTreeSet<String>,
     /// The `commit_change` calls, in order.
     recorded: Mutex<Vec<changes::Recorded>>,
+    /// Earlier changes with their fates (for the repeat check).
+    past: Vec<crate::lineage::PastChange>,
 }
 
 struct ListFiles(Arc<Tools>);
@@ -309,6 +316,7 @@ fn build_tools(inp: &EvolveInputs<'_>, rollbacks: &[crate::Change]) -> anyhow::R
         },
         reserved: rollbacks.iter().map(|c| c.id.clone()).collect(),
         recorded: Mutex::new(Vec::new()),
+        past: inp.history.clone(),
     }))
 }
 
@@ -457,6 +465,13 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
             submitted = Some(m);
         }
     }
+    let mut proposed = Proposed {
+        changes: submitted
+            .as_ref()
+            .map(|m| m.changes.clone())
+            .unwrap_or_default(),
+        validation_refused: Vec::new(),
+    };
     let rollback_files: BTreeSet<String> = rollbacks.iter().flat_map(|c| c.files.clone()).collect();
     let changed = inp.repo.changed_files(inp.evaluated)?;
     // Defence in depth: the jail already refuses these.
@@ -504,6 +519,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
                 "the edited harness does not validate, edits reverted:\n  {}",
                 list.join("\n  ")
             ));
+            proposed.validation_refused = list;
             keep = false;
         }
     }
@@ -523,6 +539,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         leak_guard,
     };
     write_records(&inp, &recorded, &manifest)?;
+    inp.iter_dir.write_proposed(&proposed)?;
     Ok(EvolveOutcome {
         manifest,
         changed_files: inp.repo.changed_files(inp.evaluated)?,

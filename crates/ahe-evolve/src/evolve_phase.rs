@@ -10,7 +10,7 @@ use crate::commit::iter_tag;
 use crate::jail::WriteCaps;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::IterationDir;
-use crate::{evolve, history, preflight, rollback};
+use crate::{evolve, history, lineage, preflight, rollback, variants};
 
 /// Rolls back what the policy reverts, runs the evolve agent from the evaluated harness, and
 /// pre-flights its edits.
@@ -29,12 +29,16 @@ pub async fn evolve_phase(
         run.note(t, n.clone())?;
     }
     history::write_inputs(&run.dir, t, &run.visible)?;
+    let past = lineage::past_changes(&run.dir, t, &rollbacks.changes());
+    let full = run.cfg.evolve.history_full_iterations;
+    it.write_history_input(&lineage::history_md(&run.dir, &past, t, full))?;
     // The prompt names the evaluated harness by its tag (iter-NNN), not its commit id:
     // ids hash the commit time, and a replayed run must send byte-identical requests.
     let prompt = history::prompt_vars(&run.dir, t, &iter_tag(t - 1), &ev, &rollbacks.applied)?;
+    let prompt = minijinja::context! { reverted => lineage::undone(&past), ..prompt };
     let ec = &run.cfg.evolve;
     let model = ahe_model::build_client_with(&run.cfg.model("evolve"), &run.client_opts())?;
-    let out = evolve::evolve(evolve::EvolveInputs {
+    let inputs = evolve::EvolveInputs {
         iteration: t,
         iter_dir: it,
         repo: &run.repo,
@@ -48,8 +52,15 @@ pub async fn evolve_phase(
         show_verifier_output: ec.show_verifier_output,
         caps: WriteCaps::of(ec),
         leak: crate::leak::LeakSettings::build(ec.leak_guard, &run.tasks, &run.holdout),
-    })
-    .await?;
+        history: past,
+    };
+    let out = match ec.variants {
+        0 | 1 => evolve::evolve(inputs).await?,
+        _ => {
+            let start = rollbacks.start_tree(&run.repo, evaluated)?;
+            variants::evolve_variants(run, it, inputs, &start, cancel.clone()).await?
+        }
+    };
     it.record_role_cost("evolve", &out.usage, out.cost_usd)?;
     for n in &out.notes {
         run.note(t, n.clone())?;

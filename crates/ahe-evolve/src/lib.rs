@@ -20,8 +20,10 @@ pub mod final_eval;
 pub mod history;
 pub mod jail;
 pub mod leak;
+pub mod lineage;
 pub mod lock;
 pub mod overlap;
+pub mod overview;
 pub mod preflight;
 pub mod revert;
 pub mod rollback;
@@ -31,6 +33,7 @@ pub mod run;
 pub mod start;
 pub mod text;
 pub mod trial_judge;
+pub mod variants;
 
 pub use ahe_attribution::{attribute, stats};
 pub use ahe_rundir::{clean, evidence, final_eval as final_record, journal, manifest, run_dir};

@@ -42,8 +42,19 @@ pub const FINAL_PHASES: [Phase; 6] = [
     Phase::Final,
 ];
 
-/// The model roles, in display order (`judge`: the optional trajectory judge).
-pub const ROLES: [&str; 4] = ["code_agent", "debugger", "evolve", "judge"];
+/// The model roles, in display order (`judge`: the optional trajectory judge; `overview`:
+/// the benchmark overview's calls; `screen`: the trials that screen `[evolve] variants`).
+pub const ROLES: [&str; 6] = [
+    "code_agent",
+    "debugger",
+    "overview",
+    "evolve",
+    "screen",
+    "judge",
+];
+
+/// Roles shown only when some iteration has them.
+const OPTIONAL_ROLES: [&str; 3] = ["overview", "screen", "judge"];
 
 /// snake_case name of a phase.
 pub fn phase_name(p: Phase) -> &'static str {
@@ -347,7 +358,10 @@ impl RunReport {
     pub fn roles(&self) -> Vec<&'static str> {
         ROLES
             .into_iter()
-            .filter(|r| *r != "judge" || self.iterations.iter().any(|i| i.roles.contains_key(*r)))
+            .filter(|r| {
+                !OPTIONAL_ROLES.contains(r)
+                    || self.iterations.iter().any(|i| i.roles.contains_key(*r))
+            })
             .collect()
     }
 

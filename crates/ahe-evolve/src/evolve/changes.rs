@@ -93,6 +93,7 @@ impl HostTool for CommitChange {
             leak_guard: None,
         };
         let mut errors = one.validate(&t.visible).err().unwrap_or_default();
+        errors.extend(crate::lineage::repeat_problem(&c, &t.past));
         let mut rec = t.recorded.lock().unwrap_or_else(|p| p.into_inner());
         if t.reserved.contains(&c.id) || rec.iter().any(|r| r.change.id == c.id) {
             errors.push(say("commit_change", "id_taken", context! { id => &c.id }));
@@ -168,7 +169,17 @@ impl HostTool for Submit {
             changes,
             leak_guard: None,
         };
+        let repeats = m
+            .changes
+            .iter()
+            .filter_map(|c| crate::lineage::repeat_problem(c, &t.past));
+        let repeats: Vec<String> = repeats.collect();
         match m.validate(&t.visible) {
+            Ok(()) if !repeats.is_empty() => ToolReply::Error(say(
+                "submit_manifest",
+                "rejected",
+                context! { errors => repeats },
+            )),
             Ok(()) => {
                 *t.manifest.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
                 // Kept even when refused: if the agent stops, only the leaking files go.

@@ -114,6 +114,20 @@ impl Fixture {
         rollbacks: &[Rollback],
         leak: Option<LeakSettings>,
     ) -> EvolveOutcome {
+        self.evolve_with(it, evaluated, script, rollbacks, leak, Vec::new())
+            .await
+    }
+
+    /// [`Fixture::evolve`] with the earlier changes' history (for the repeat check).
+    pub async fn evolve_with(
+        &self,
+        it: &IterationDir,
+        evaluated: &str,
+        script: &str,
+        rollbacks: &[Rollback],
+        leak: Option<LeakSettings>,
+        history: Vec<ahe_evolve::lineage::PastChange>,
+    ) -> EvolveOutcome {
         let path = self
             .dir
             .path()
@@ -142,6 +156,7 @@ impl Fixture {
                 max_total_bytes: 1 << 22,
             },
             leak,
+            history,
         })
         .await
         .unwrap()
