@@ -13,6 +13,7 @@ pub mod journal;
 mod json;
 pub mod leak;
 pub mod manifest;
+pub mod records;
 pub mod run_dir;
 pub mod snapshots;
 
