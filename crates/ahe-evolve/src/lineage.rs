@@ -188,7 +188,8 @@ pub fn past_changes(run: &RunDir, t: u32, applied: &[Change]) -> Vec<PastChange>
 
 /// The changes of iteration `i`'s variants that the screen did not choose.
 fn not_chosen(it: &crate::run_dir::IterationDir, i: u32) -> Vec<PastChange> {
-    let Ok(rec) = crate::read_json::<crate::variants::VariantsRecord>(&it.variants_path()) else {
+    let Ok(rec) = crate::read_json::<ahe_rundir::variants::VariantsRecord>(&it.variants_path())
+    else {
         return Vec::new();
     };
     let chosen_passed = rec

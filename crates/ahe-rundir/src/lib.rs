@@ -16,6 +16,7 @@ pub mod manifest;
 pub mod records;
 pub mod run_dir;
 pub mod snapshots;
+pub mod variants;
 
 pub use json::{read_json, write_json};
 pub use manifest::{Change, Component, Manifest};

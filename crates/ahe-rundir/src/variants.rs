@@ -1,0 +1,65 @@
+//! `evolve/variants.json` and `evolve/variants/v<i>/result.json` as types: the variants of one
+//! iteration's evolve step (`[evolve] variants`), each with its harness, manifest and screen
+//! figures. Run by `ahe_evolve::variants`; read back by the next iteration's history.
+
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::{ChangeKind, Manifest};
+
+/// One variant's evolve step, as recorded in `evolve/variants/v<i>/result.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VariantResult {
+    /// 1-based number.
+    pub variant: u32,
+    /// Its steering (empty: none).
+    pub focus: String,
+    /// Commit of its harness (start + its changes).
+    pub commit: String,
+    /// Its tag, `iter-NNN-v<i>`.
+    pub tag: String,
+    /// Its manifest (the automatic rollbacks first, then the agent's changes).
+    pub manifest: Manifest,
+    /// Files it changed relative to the evaluated harness.
+    pub changed_files: Vec<String>,
+    /// What the orchestrator reverted and why.
+    pub notes: Vec<String>,
+    /// Its evolve tokens.
+    pub usage: ahe_model::Usage,
+    /// Its evolve cost.
+    pub cost_usd: f64,
+}
+
+impl VariantResult {
+    /// The agent's changes (rollbacks not counted).
+    pub fn changes(&self) -> usize {
+        let agent = |c: &&crate::manifest::Change| {
+            c.kind != ChangeKind::Rollback || !c.id.starts_with("rollback-")
+        };
+        self.manifest.changes.iter().filter(agent).count()
+    }
+}
+
+/// One variant on the screen.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Screened {
+    /// The variant.
+    #[serde(flatten)]
+    pub result: VariantResult,
+    /// Screen trials that passed cleanly (not suspect).
+    pub passed: u32,
+    /// Screen trials run.
+    pub trials: u32,
+    /// Whether it became the iteration's evolve step.
+    pub chosen: bool,
+}
+
+/// `evolve/variants.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VariantsRecord {
+    /// The screen minibatch.
+    pub screen_tasks: Vec<String>,
+    /// Every variant with its screen figures.
+    pub variants: Vec<Screened>,
+    /// Dollars the screen trials cost (counted apart from the rollout, as role `screen`).
+    pub screen_cost_usd: f64,
+}
