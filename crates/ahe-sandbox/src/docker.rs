@@ -39,7 +39,7 @@
 pub mod auth;
 mod context;
 mod exec;
-mod files;
+pub(crate) mod files;
 mod image;
 mod keeper;
 mod layer;
