@@ -32,8 +32,8 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
 A failure answers {"ok": false, "kind": "setup"|"backend"|"protocol", "error": MESSAGE}, the
 message being Harbor's or the provider's. Every exec carries AHE_EXEC_ID=<uuid> in its
 environment; a timed-out or cancelled exec kills every process of the environment that
-carries its id. On end of input, SIGTERM or SIGINT the bridge stops (and deletes) every
-environment it started, then exits.
+carries its id. On end of input or SIGTERM the bridge stops (and deletes) every environment
+it started, then exits; SIGINT is ignored (Ctrl-C is ahe's to handle).
 """
 
 from __future__ import annotations
@@ -316,8 +316,9 @@ class Bridge:
         reader = asyncio.StreamReader(limit=256 * 1024 * 1024)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        # Ctrl-C is ahe's to handle (it ends its trials, then closes our input).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
         read = asyncio.ensure_future(reader.readline())
         halt = asyncio.ensure_future(stop.wait())
         while True:

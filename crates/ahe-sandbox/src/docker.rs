@@ -42,7 +42,7 @@ mod exec;
 pub(crate) mod files;
 mod image;
 mod keeper;
-mod layer;
+pub(crate) mod layer;
 mod lifecycle;
 pub mod pool;
 pub mod pull;

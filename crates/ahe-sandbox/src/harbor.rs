@@ -10,10 +10,13 @@
 //! environments it left are deleted through a new bridge. Each environment is recorded under
 //! the state dir while it lives, so `ahe sandbox reap` deletes what a killed `ahe` left.
 //!
-//! What a Harbor environment cannot give: the writable layer ([`Sandbox::layer`] is `None`:
-//! no layer-based change checks or storage metering, as on a remote engine); on environments
-//! other than `docker`, no hand-over (processes the agent left running are not ended before
-//! the verifier); stderr comes merged into stdout (Harbor's exec returns one stream).
+//! On `docker` the compose project's `main` container is found on the local engine by its
+//! labels, and its overlay2 layer read as the docker backend does (so the change checks and
+//! storage metering work when this host can read the engine's data root). What other Harbor
+//! environments cannot give: the writable layer ([`Sandbox::layer`] is `None`: no layer-based
+//! change checks or storage metering, as on a remote engine) and the hand-over (processes the
+//! agent left running are not ended before the verifier). On every environment stderr comes
+//! merged into stdout (Harbor's exec returns one stream).
 
 mod bridge;
 mod records;
@@ -321,14 +324,14 @@ impl Backend for HarborBackend {
             }
         };
         let mut notes = vec![format!(
-            "sandbox: Harbor {} environment {:?} (session {session}); no writable-layer checks \
-             or storage metering (Harbor does not expose the layer)",
+            "sandbox: Harbor {} environment {:?} (session {session})",
             inner.version, inner.cfg.environment
         )];
         if inner.cfg.environment != "docker" {
             notes.push(
                 "no hand-over: processes the agent left running are not ended before the \
-                 verifier (no pid namespace to sweep in this environment)"
+                 verifier (no pid namespace to sweep in this environment); no writable-layer \
+                 checks or storage metering (its file system is not on this host)"
                     .into(),
             );
         }
@@ -354,6 +357,7 @@ impl Backend for HarborBackend {
             start,
             record,
             destroyed: AtomicBool::new(false),
+            layer: tokio::sync::OnceCell::new(),
             _trial_dir: trial_dir,
         }))
     }
@@ -371,6 +375,27 @@ impl Backend for HarborBackend {
     }
 }
 
+/// The writable layer of the `main` service of compose project `project` on the engine of
+/// `DOCKER_HOST` (the one Harbor's docker environment drives), when this host can read it.
+async fn compose_layer(project: &str) -> Option<crate::Layer> {
+    use bollard::query_parameters::ListContainersOptionsBuilder;
+    let docker = bollard::Docker::connect_with_defaults().ok()?;
+    let filters = std::collections::HashMap::from([(
+        "label".to_string(),
+        vec![
+            format!("com.docker.compose.project={project}"),
+            "com.docker.compose.service=main".to_string(),
+        ],
+    )]);
+    let opts = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker.list_containers(Some(opts)).await.ok()?;
+    let id = list.first()?.id.clone()?;
+    crate::docker::layer::inspect(&docker, &id).await
+}
+
 /// One trial's Harbor environment.
 pub struct HarborSandbox {
     inner: Arc<Inner>,
@@ -382,6 +407,7 @@ pub struct HarborSandbox {
     start: Value,
     record: PathBuf,
     destroyed: AtomicBool,
+    layer: tokio::sync::OnceCell<Option<crate::Layer>>,
     _trial_dir: tempfile::TempDir,
 }
 
@@ -456,6 +482,16 @@ impl Sandbox for HarborSandbox {
 
     fn workdir(&self) -> &str {
         &self.workdir
+    }
+
+    async fn layer(&self) -> Option<crate::Layer> {
+        if self.inner.cfg.environment != "docker" {
+            return None;
+        }
+        self.layer
+            .get_or_init(|| compose_layer(&self.session))
+            .await
+            .clone()
     }
 
     fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {

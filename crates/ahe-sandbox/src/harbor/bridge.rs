@@ -67,6 +67,8 @@ impl Bridge {
             // Harbor's LiteLLM import must not fetch its price list (no network here).
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .env("PYTHONUNBUFFERED", "1")
+            // Its own process group: a terminal's Ctrl-C reaches ahe, which ends the trials.
+            .process_group(0)
             .spawn()?;
         let pid = child.id();
         let mut stdin = child.stdin.take().expect("piped stdin");
