@@ -15,7 +15,7 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
   {"op": "start", "session": S, "environment": "docker",
    "options": {...}, "environment_dir": DIR|null, "docker_image": IMG|null,
    "cpus": N|null, "memory_mb": N|null, "storage_mb": N|null, "allow_internet": bool,
-   "env": {...}, "build_timeout_sec": N|null, "trial_dir": DIR}
+   "env": {...}, "build_timeout_sec": N|null, "trial_dir": DIR, "record": FILE|null}
                                                         {"workdir": "/app", "notes": [...]}
   {"op": "exec", "session": S, "command": "...", "cwd": DIR|null, "env": {...},
    "timeout_sec": N|null, "stdin_b64": B64|null}      {"exit_code": N|null, "output": "...",
@@ -29,7 +29,8 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
   {"op": "cancel", "target": ID}                        (no answer: cancels request ID, which
                                                          then answers {"cancelled": true})
 
-A failure answers {"ok": false, "kind": "setup"|"backend"|"protocol", "error": MESSAGE}, the
+`record` names ahe's record of the live environment: the bridge removes it once the
+environment is deleted. A failure answers {"ok": false, "kind": "setup"|"backend"|"protocol", "error": MESSAGE}, the
 message being Harbor's or the provider's. Every exec carries AHE_EXEC_ID=<uuid> in its
 environment; a timed-out or cancelled exec kills every process of the environment that
 carries its id. On end of input or SIGTERM the bridge stops (and deletes) every environment
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -81,13 +83,18 @@ class Failure(Exception):
 class Bridge:
     def __init__(self) -> None:
         self.envs: dict = {}
+        self.stopping: dict = {}
+        self.records: dict = {}
         self.tasks: dict = {}
         self.write_lock = asyncio.Lock()
 
     async def answer(self, msg: dict) -> None:
         async with self.write_lock:
-            _PROTO.write(json.dumps(msg) + "\n")
-            _PROTO.flush()
+            try:
+                _PROTO.write(json.dumps(msg) + "\n")
+                _PROTO.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # ahe is gone: the shutdown still deletes every environment
 
     def env(self, session: str):
         e = self.envs.get(session)
@@ -165,6 +172,8 @@ class Bridge:
         name = req.get("environment") or "docker"
         env, notes, cfg = self.make(req)
         self.envs[session] = env
+        if req.get("record"):
+            self.records[session] = req["record"]
         timeout = float(cfg.build_timeout_sec) + 300.0
         try:
             await asyncio.wait_for(env.start(force_build=False), timeout)
@@ -264,18 +273,37 @@ class Bridge:
         return {}
 
     async def stop(self, session: str, delete: bool) -> None:
-        env = self.envs.pop(session, None)
-        if env is None:
-            return
+        """Stops `session` once: a second stop (ahe's, or the shutdown's) waits for the first,
+        and cancelling a caller never cancels the stop itself."""
+        fut = self.stopping.get(session)
+        if fut is None:
+            env = self.envs.get(session)
+            if env is None:
+                return
+            fut = asyncio.ensure_future(self._stop(session, env, delete))
+            self.stopping[session] = fut
+        await asyncio.shield(fut)
+
+    async def _stop(self, session: str, env, delete: bool) -> None:
         try:
-            await asyncio.shield(env.stop(delete=delete))
+            await env.stop(delete=delete)
         except Exception as e:
             raise Failure("backend", f"stop: {type(e).__name__}: {e}")
+        finally:
+            self.envs.pop(session, None)
+            self.stopping.pop(session, None)
+        # ahe's record of the live environment goes once it is deleted (also when ahe is gone).
+        record = self.records.pop(session, None)
+        if record and delete:
+            with contextlib.suppress(OSError):
+                os.unlink(record)
 
     async def op_delete(self, req: dict) -> dict:
         """Deletes an environment an earlier bridge started (same fields as start)."""
         env, _, _ = self.make(req)
         self.envs[req["session"]] = env
+        if req.get("record"):
+            self.records[req["session"]] = req["record"]
         await self.stop(req["session"], True)
         return {}
 
@@ -307,6 +335,7 @@ class Bridge:
     async def shutdown(self) -> None:
         for t in list(self.tasks.values()):
             t.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         await asyncio.gather(
             *(self.stop(s, True) for s in list(self.envs)), return_exceptions=True
         )

@@ -341,3 +341,45 @@ fn an_environment_harbor_does_not_offer_is_a_clear_error() {
     );
     assert!(text(&o).contains("docker"), "{}", text(&o));
 }
+
+#[test]
+fn ctrl_c_deletes_every_environment() {
+    if !harbor_ready() {
+        return;
+    }
+    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let (out, state) = (d.path().join("out"), d.path().join("state"));
+    let script = d.path().join("sleep.toml");
+    std::fs::write(
+        &script,
+        "[[code_agent]]\ntool = \"$shell\"\nargs = { command = \"sleep 300\" }\n",
+    )
+    .unwrap();
+    let model = format!("mock:script={}", script.display());
+    let child = eval_cmd(&model, &out, &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for_container(&child);
+    let s = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(s.success());
+    let o = finish(child);
+    assert!(text(&o).contains("interrupted"), "{}", text(&o));
+    // The bridge deletes what it holds once ahe's pipe closes, and removes the records.
+    let end = Instant::now() + Duration::from_secs(120);
+    while !(projects_of(pid).is_empty() && records(&state).is_empty()) {
+        assert!(
+            Instant::now() < end,
+            "left after Ctrl-C: {:?} {:?}",
+            projects_of(pid),
+            records(&state)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

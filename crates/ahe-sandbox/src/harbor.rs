@@ -303,12 +303,14 @@ impl Backend for HarborBackend {
             "trial_dir": trial_dir.path(),
         });
         let bridge = inner.bridge().await?;
-        let rec = records::Record {
+        let mut rec = records::Record {
             pid: std::process::id(),
             python: inner.python.clone(),
-            start: start.clone(),
+            start,
         };
+        rec.start["record"] = json!(records::path(&inner.state, &session));
         let record = records::write(&inner.state, &session, &rec)?;
+        let start = rec.start;
         let answer = match bridge.call(start.clone()).await {
             Ok(a) => a,
             Err(Refusal { kind, message }) => {
@@ -409,6 +411,18 @@ pub struct HarborSandbox {
     destroyed: AtomicBool,
     layer: tokio::sync::OnceCell<Option<crate::Layer>>,
     _trial_dir: tempfile::TempDir,
+}
+
+impl Drop for HarborSandbox {
+    /// Deletes the environment unless `destroy` did (an interrupted run drops its trials):
+    /// the stop goes to the bridge without waiting, and a bridge whose input then closes
+    /// deletes what it still holds anyway; the bridge removes the record once deleted.
+    fn drop(&mut self) {
+        if !self.destroyed.swap(true, Ordering::SeqCst) {
+            self.bridge
+                .notify(json!({"op": "stop", "session": self.session, "delete": true}));
+        }
+    }
 }
 
 impl HarborSandbox {

@@ -194,6 +194,12 @@ impl Bridge {
         })
     }
 
+    /// Sends `req` without waiting for its answer (it is dropped when it comes).
+    pub(crate) fn notify(&self, mut req: Value) {
+        req["id"] = json!(self.next.fetch_add(1, Ordering::Relaxed));
+        self.send(format!("{req}\n"));
+    }
+
     /// Queues one line for the bridge's input; false once it is closed or the bridge died.
     fn send(&self, line: String) -> bool {
         self.tx

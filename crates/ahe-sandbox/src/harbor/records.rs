@@ -27,11 +27,16 @@ pub(crate) fn live_dir(state: &Path) -> PathBuf {
     state.join("live")
 }
 
+/// The record file of `session`.
+pub(crate) fn path(state: &Path, session: &str) -> PathBuf {
+    live_dir(state).join(format!("{session}.json"))
+}
+
 /// Writes the record of `session` and returns its path.
 pub(crate) fn write(state: &Path, session: &str, rec: &Record) -> std::io::Result<PathBuf> {
     let dir = live_dir(state);
     std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("{session}.json"));
+    let path = path(state, session);
     let tmp = dir.join(format!(".{session}.tmp"));
     std::fs::write(&tmp, serde_json::to_vec_pretty(rec).unwrap_or_default())?;
     std::fs::rename(&tmp, &path)?;
