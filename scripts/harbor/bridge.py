@@ -12,6 +12,8 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
 
   request                                               answer (besides "id" and "ok": true)
   {"op": "hello"}                                       {"harbor": VERSION, "environments": [...]}
+  {"op": "check", "environment": "docker", "options": {...}}           {} (Harbor's preflight:
+                                                         the SDK, options, credentials)
   {"op": "start", "session": S, "environment": "docker",
    "options": {...}, "environment_dir": DIR|null, "docker_image": IMG|null,
    "cpus": N|null, "memory_mb": N|null, "storage_mb": N|null, "allow_internet": bool,
@@ -109,6 +111,18 @@ class Bridge:
             "harbor": md.version("harbor"),
             "environments": EnvironmentFactory.registered_names(),
         }
+
+    async def op_check(self, req: dict) -> dict:
+        """Loads the environment class (its SDK) and runs Harbor's preflight for it (options,
+        credentials, the docker daemon), without creating anything."""
+        name = req.get("environment") or "docker"
+        try:
+            etype = EnvironmentType(name)
+            cls = EnvironmentFactory.get_environment_class(etype)
+            cls.preflight(kwargs=dict(req.get("options") or {}))
+        except BaseException as e:  # ImportError (no extra), ValueError, SystemExit
+            raise Failure("setup", f"harbor {name}: {type(e).__name__}: {e}")
+        return {}
 
     def make(self, req: dict):
         """The Harbor environment object a start request describes (nothing started)."""

@@ -383,3 +383,41 @@ fn ctrl_c_deletes_every_environment() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+#[test]
+fn check_runs_harbors_preflight() {
+    if !harbor_ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let check = |env: &str| {
+        let cfg = d.path().join(format!("{env}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"harbor\"\n\
+                 [sandbox.harbor]\nenvironment = \"{env}\"\n\
+                 [models.code_agent]\nprovider = \"mock\"\nmodel = \"oracle\"\n"
+            ),
+        )
+        .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_ahe"))
+            .args(["check", "--config", cfg.to_str().unwrap()])
+            .env_remove("E2B_API_KEY")
+            .current_dir(root())
+            .output()
+            .unwrap()
+    };
+    let o = check("docker");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("offers environment \"docker\""),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("Compose v2 answers"), "{}", text(&o));
+    // A cloud environment without its credentials: Harbor's own preflight message, exit 2.
+    let o = check("e2b");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("E2B_API_KEY"), "{}", text(&o));
+}

@@ -181,7 +181,7 @@ impl HarborBackend {
             .map_err(|e| anyhow::anyhow!("harbor state dir {}: {e}", state.display()))?;
         let script = bridge::script_in(&state)
             .map_err(|e| anyhow::anyhow!("harbor state dir {}: {e}", state.display()))?;
-        let hello = hello(&python, &script)?;
+        let (hello, check) = hello(&python, &script, &cfg)?;
         let version = hello["harbor"].as_str().unwrap_or("?").to_string();
         let offered: Vec<&str> = hello["environments"]
             .as_array()
@@ -193,6 +193,15 @@ impl HarborBackend {
                  (one of: {})",
                 cfg.environment,
                 offered.join(", ")
+            );
+        }
+        if check["ok"] != json!(true) {
+            anyhow::bail!(
+                "sandbox.harbor: {} (Harbor's preflight; cloud environments need their extra in \
+                 the venv, e.g. pip install 'harbor[{}]', and their credentials in the \
+                 environment)",
+                check["error"].as_str().unwrap_or("failed"),
+                cfg.environment
             );
         }
         Ok(HarborBackend {
@@ -225,38 +234,56 @@ impl HarborBackend {
     }
 }
 
-/// Runs a bridge for one `hello` (blocking; before any runtime is needed).
-fn hello(python: &Path, script: &Path) -> anyhow::Result<Value> {
-    use std::io::Write;
+/// Runs a bridge for one `hello` and one `check` of `cfg`'s environment (blocking; before
+/// any runtime is needed); their answers.
+fn hello(python: &Path, script: &Path, cfg: &HarborConfig) -> anyhow::Result<(Value, Value)> {
+    use std::io::{BufRead, Read, Seek, Write};
+    let mut err = tempfile::tempfile()?;
     let mut child = std::process::Command::new(python)
         .arg(script)
         .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(err.try_clone()?))
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", python.display()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(b"{\"id\": 0, \"op\": \"hello\"}\n");
+    let mut stdin = child.stdin.take();
+    if let Some(stdin) = stdin.as_mut() {
+        let check = json!({"id": 1, "op": "check", "environment": cfg.environment,
+                           "options": cfg.options});
+        let _ = stdin.write_all(format!("{{\"id\": 0, \"op\": \"hello\"}}\n{check}\n").as_bytes());
+        let _ = stdin.flush();
     }
-    let out = child.wait_with_output()?;
-    let line = String::from_utf8_lossy(&out.stdout);
-    let v: Value = line
-        .lines()
-        .next()
-        .and_then(|l| serde_json::from_str(l).ok())
+    // Both answers before the input closes (a closing input cancels what is in flight).
+    let mut answers: Vec<Value> = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                answers.push(v);
+            }
+            if answers.len() == 2 {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let status = child.wait()?;
+    let by_id = |id: u64| answers.iter().find(|v| v["id"] == json!(id)).cloned();
+    let check = by_id(1).unwrap_or_else(|| json!({"ok": false, "error": "no answer"}));
+    let v: Value = by_id(0)
         .filter(|v: &Value| v["ok"] == json!(true))
         .ok_or_else(|| {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let tail: Vec<&str> = err.lines().rev().take(3).collect();
+            let mut text = String::new();
+            let _ = err.rewind().and_then(|_| err.read_to_string(&mut text));
+            let tail: Vec<&str> = text.lines().rev().take(3).collect();
             anyhow::anyhow!(
-                "the Harbor bridge did not answer hello with {} ({}): {}",
+                "the Harbor bridge did not answer hello with {} ({status}): {}",
                 python.display(),
-                out.status,
                 tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
             )
         })?;
-    Ok(v)
+    Ok((v, check))
 }
 
 /// A Docker Compose project name Harbor accepts (lower-case letters, digits, `-`).
