@@ -4,10 +4,11 @@
 #   sandbox overhead per trial and per exec (docker, local), trace writing, the post-rollout
 #   pipeline on a synthetic 89 × 2 × 300-turn iteration (clean, scores, attribute, report),
 #   a scale run (1,000 trivial tasks × k=10 on the local backend at concurrency 16: trials/s
-#   and peak RSS), and Harbor side by side (scripts/bench-harbor.sh).
+#   and peak RSS), Harbor side by side (scripts/bench-harbor.sh), and the per-trial overhead
+#   of `--sandbox harbor` against ahe's docker backend (scripts/bench-harbor-backend.sh).
 # Each section's full output is kept under target/bench/<time>/ (BENCH_OUT to change).
 # Env: BENCH_SKIP="docker harbor scale ..." skips sections (local docker trace pipeline
-#      scale harbor); SCALE="TASKS K CONCURRENCY" (default "1000 10 16");
+#      scale harbor harbor_backend); SCALE="TASKS K CONCURRENCY" (default "1000 10 16");
 #      HARBOR="K CONCURRENCY" (default "2 4"). Target: ≤ 10 minutes on 2 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +64,9 @@ if docker info >/dev/null 2>&1; then
   section docker env TRIALS=30 EXECS=200 $EX/bench_docker
 else
   NOTE[docker]="no Docker engine answers (scripts/start-dockerd.sh)"
-  SKIP+=" harbor "
+  SKIP+=" harbor harbor_backend "
   NOTE[harbor]="no Docker engine"
+  NOTE[harbor_backend]="no Docker engine"
 fi
 section handover env TRIALS=30 $EX/bench_handover
 section trace $EX/bench_trace
@@ -73,6 +75,7 @@ section pipeline $EX/bench_pipeline 89 2 300
 section scale env AHE=target/release/ahe bash scripts/bench-scale.sh "$S_TASKS" "$S_K" "$S_CONC"
 section harbor env AHE=target/release/ahe bash scripts/bench-harbor.sh "$H_K" "$H_CONC"
 [ -n "${NOTE[harbor]:-}" ] || NOTE[harbor]=$(grep -h 'HARBOR NOT RUN' "$OUT/harbor.log" 2>/dev/null | head -1)
+section harbor_backend env AHE=target/release/ahe bash scripts/bench-harbor-backend.sh "$H_K" "$H_CONC"
 
 # One table row: label, figure key, unit, then optionally a comparison (le|lt|ge) and target.
 row() {
@@ -137,7 +140,13 @@ fi
   row "smoke: Harbor mean trial latency" harbor_trial_latency_s s
   row "smoke: Harbor / ahe wall per trial" harbor_ratio x ge 5
   row "Harbor per trial / ahe docker overhead" harbor_vs_docker_overhead x ge 5
-  for s in local docker trace pipeline scale harbor; do
+  row "smoke --sandbox docker: wall per trial" docker_backend_wall_per_trial_s s
+  row "smoke --sandbox harbor: wall per trial" harbor_backend_wall_per_trial_s s
+  row "--sandbox harbor overhead per trial" harbor_backend_overhead_per_trial_s s
+  row "--sandbox harbor / docker, wall per trial" harbor_backend_ratio x
+  row "--sandbox harbor: mean setup (build + up)" harbor_backend_setup_s s
+  row "--sandbox docker: mean setup" docker_backend_setup_s s
+  for s in local docker trace pipeline scale harbor harbor_backend; do
     [ -z "${NOTE[$s]:-}" ] || echo "note: $s: ${NOTE[$s]}"
   done
   echo "total time: $(($(date +%s) - T0)) s (of which building: $BUILD_S s); load at end $(cut -d' ' -f1-3 /proc/loadavg)"

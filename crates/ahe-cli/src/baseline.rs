@@ -123,6 +123,7 @@ fn baseline(dir: &std::path::Path, a: &BaselineArgs) -> anyhow::Result<Baseline>
         &cfg.sandbox.backend,
         cfg.sandbox.pull,
         &cfg.sandbox.hosts,
+        cfg.sandbox.harbor.as_ref(),
     )?;
     let spec = RolloutSpec {
         harness: Arc::new(harness),

@@ -48,7 +48,7 @@ pub struct CheckArgs {
     /// Run each task with no agent at all; the verifier must give reward 0.
     #[arg(long)]
     nop: bool,
-    /// Sandbox backend for --oracle/--nop: auto, docker or local.
+    /// Sandbox backend for --oracle/--nop: auto, docker, local or harbor (Harbor's docker environment).
     #[arg(long, default_value = "auto")]
     sandbox: String,
     /// When the docker backend pulls images: missing (default), always or never.

@@ -15,6 +15,8 @@ use serde::Serialize;
 
 use crate::CliError;
 
+mod harbor;
+
 /// The one-token request each role's model is sent.
 const PROBE_PROMPT: &str = include_str!("../templates/check_probe.md");
 
@@ -413,6 +415,9 @@ async fn check_sandbox(cfg: &RunConfig, tasks: &[ahe_bench::Task], acc: &mut Acc
     if name == "local" {
         acc.good("docker", "sandbox", "backend local: no images needed");
         return;
+    }
+    if name == "harbor" {
+        return harbor::check_harbor(cfg, acc).await;
     }
     if !cfg.sandbox.hosts.is_empty() {
         return check_hosts(cfg, tasks, acc).await;

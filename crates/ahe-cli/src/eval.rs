@@ -37,7 +37,7 @@ pub struct EvalArgs {
     /// Model spec: mock:oracle, mock:nop, mock:script=FILE, openai:MODEL, anthropic:MODEL, local[:PATH].
     #[arg(long)]
     model: Option<String>,
-    /// Sandbox backend: auto, docker or local.
+    /// Sandbox backend: auto, docker, local or harbor (`[sandbox.harbor]` of --config).
     #[arg(long)]
     sandbox: Option<String>,
     /// When the docker backend pulls images: missing (default), always or never.
@@ -130,7 +130,8 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         .as_ref()
         .map(|c| c.sandbox.hosts.clone())
         .unwrap_or_default();
-    let backend = ahe_evolve::rollout::select_backend_on(&sandbox_name, pull, &hosts)
+    let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
+    let backend = ahe_evolve::rollout::select_backend_on(&sandbox_name, pull, &hosts, harbor)
         .map_err(CliError::usage)?;
     let k = a.k.or(cfg.as_ref().map(|c| c.k)).unwrap_or(1);
     if k == 0 {

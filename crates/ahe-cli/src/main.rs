@@ -158,7 +158,7 @@ fn main() -> ExitCode {
 }
 
 /// `ahe sandbox reap`: local sandboxes of dead processes first (they need no engine), then
-/// docker: connecting reaps dead processes' containers; `--all` removes the rest. With a
+/// Harbor environments of dead processes (see `ahe_sandbox::harbor`), then docker: connecting reaps dead processes' containers; `--all` removes the rest. With a
 /// config naming `[sandbox] hosts`, every one of those engines.
 fn reap(all: bool, config: Option<&std::path::Path>) -> Result<(), CliError> {
     use ahe_sandbox::docker::{self, DockerBackend};
@@ -183,6 +183,21 @@ fn reap(all: bool, config: Option<&std::path::Path>) -> Result<(), CliError> {
         if local.cgroups == 1 { "" } else { "s" },
         local.live
     );
+    // Harbor environments recorded by dead ahe processes (all with --all), before docker:
+    // deleting them through Harbor also removes their compose projects and images.
+    if ahe_sandbox::harbor::state_dir().join("live").is_dir() {
+        let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+        let h = rt.block_on(ahe_sandbox::harbor::reap(all));
+        for f in &h.failed {
+            eprintln!("warning: harbor environment not deleted: {f}");
+        }
+        println!(
+            "ahe sandbox reap: deleted {} Harbor environment{} ({} of running ahe processes kept)",
+            h.removed,
+            if h.removed == 1 { "" } else { "s" },
+            h.live
+        );
+    }
     let engines: Vec<(String, ahe_sandbox::Result<DockerBackend>)> = if hosts.is_empty() {
         vec![(String::new(), DockerBackend::connect())]
     } else {

@@ -55,7 +55,7 @@ pub struct MatrixArgs {
     /// Trials running at once over all cells.
     #[arg(long, value_parser = crate::concurrency_parser())]
     concurrency: Option<usize>,
-    /// Sandbox backend: auto, docker or local.
+    /// Sandbox backend: auto, docker, local or harbor (`[sandbox.harbor]` of --config).
     #[arg(long)]
     sandbox: Option<String>,
     /// Print matrix.json on stdout instead of the table.
@@ -148,7 +148,8 @@ pub fn run(a: MatrixArgs) -> Result<(), CliError> {
                 .as_ref()
                 .map(|c| c.sandbox.hosts.clone())
                 .unwrap_or_default();
-            ahe_evolve::rollout::select_backend_on(&sandbox, pull, &hosts)
+            let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
+            ahe_evolve::rollout::select_backend_on(&sandbox, pull, &hosts, harbor)
                 .map_err(CliError::usage)?
         },
         concurrency,

@@ -15,7 +15,8 @@ use crate::CliError;
 /// Arguments of `ahe show`.
 #[derive(Args)]
 pub struct ShowArgs {
-    /// Run directory (runs/NAME).
+    /// Run directory (runs/NAME), or an evaluation directory (`ahe eval --out`, `ahe import
+    /// harbor --out`: its per-task table, or one task's trials with --task).
     run: PathBuf,
     /// One iteration: its tasks, attribution and changes.
     #[arg(long)]
@@ -37,6 +38,15 @@ pub fn run(a: ShowArgs) -> Result<(), CliError> {
         return Err(CliError::usage(anyhow::anyhow!(
             "--trial needs --iteration N and --task T"
         )));
+    }
+    if eval::is_eval_dir(&a.run) {
+        if a.iteration.is_some() || a.trial.is_some() {
+            return Err(CliError::usage(anyhow::anyhow!(
+                "{}: an evaluation directory has no iterations: use --task T (and --json)",
+                a.run.display()
+            )));
+        }
+        return eval::show(&a.run, a.task.as_deref(), a.json);
     }
     let run = RunReport::load(&a.run).map_err(CliError::usage)?;
     let missing_iter = |t: u32| {
@@ -87,6 +97,7 @@ pub fn run(a: ShowArgs) -> Result<(), CliError> {
 }
 
 mod detail;
+mod eval;
 use detail::{task_text, trial_text};
 
 /// Shows control characters (terminal escapes in model output) as visible escapes.

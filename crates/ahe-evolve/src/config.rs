@@ -82,7 +82,7 @@ pub struct BenchmarkConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxConfig {
-    /// `auto`, `docker` or `local`.
+    /// `auto`, `docker`, `local` or `harbor`.
     #[serde(default = "default_backend")]
     pub backend: String,
     /// Trials running at once; `"auto"` sizes it from this machine (see [`auto_concurrency`]).
@@ -108,6 +108,10 @@ pub struct SandboxConfig {
     /// largest running one is stopped (re-run later).
     #[serde(default = "default_min_free_disk", deserialize_with = "size_or_bytes")]
     pub min_free_disk: u64,
+    /// `[sandbox.harbor]` of `backend = "harbor"`: the Harbor environment (`environment =
+    /// "docker"`, ...), its `options` (passed through) and the `venv` running the bridge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harbor: Option<ahe_sandbox::harbor::HarborConfig>,
 }
 
 impl Default for SandboxConfig {
@@ -119,6 +123,7 @@ impl Default for SandboxConfig {
             pull: Default::default(),
             hosts: Vec::new(),
             min_free_disk: default_min_free_disk(),
+            harbor: None,
         }
     }
 }
@@ -401,9 +406,16 @@ impl RunConfig {
         if self.k == 0 {
             bail!("k: must be at least 1");
         }
-        if !["auto", "docker", "local"].contains(&self.sandbox.backend.as_str()) {
+        if !["auto", "docker", "local", "harbor"].contains(&self.sandbox.backend.as_str()) {
             bail!(
-                "sandbox.backend: {:?} must be one of auto, docker, local",
+                "sandbox.backend: {:?} must be one of auto, docker, local, harbor",
+                self.sandbox.backend
+            );
+        }
+        if self.sandbox.harbor.is_some() && self.sandbox.backend != "harbor" {
+            bail!(
+                "sandbox.harbor: configures the harbor backend, but sandbox.backend = {:?}; set \
+                 backend = \"harbor\", or drop [sandbox.harbor]",
                 self.sandbox.backend
             );
         }
@@ -411,10 +423,11 @@ impl RunConfig {
             bail!("sandbox.concurrency: must be at least 1");
         }
         if !self.sandbox.hosts.is_empty() {
-            if self.sandbox.backend == "local" {
+            if matches!(self.sandbox.backend.as_str(), "local" | "harbor") {
                 bail!(
-                    "sandbox.hosts: lists Docker engines, but sandbox.backend = \"local\"; set \
-                     backend = \"docker\" (or \"auto\"), or drop hosts"
+                    "sandbox.hosts: lists Docker engines, but sandbox.backend = {:?}; set \
+                     backend = \"docker\" (or \"auto\"), or drop hosts",
+                    self.sandbox.backend
                 );
             }
             ahe_sandbox::docker::pool::validate_hosts(&self.sandbox.hosts)

@@ -186,3 +186,41 @@ fn sandbox_hosts_parse_validate_and_size_the_concurrency() {
         "sandbox.hosts: lists Docker engines, but sandbox.backend = \"local\"",
     );
 }
+
+#[test]
+fn sandbox_harbor_parses_and_misuse_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let base = "[benchmark]\npath = \"benchmarks/smoke\"\n";
+    let p = write(
+        d.path(),
+        "h.toml",
+        &format!(
+            "{base}[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\nenvironment = \"daytona\"\n\
+             venv = \"/opt/hv\"\noptions = {{ snapshot = \"x\", auto_stop_interval_mins = 5 }}\n"
+        ),
+    );
+    let c = RunConfig::load(&p).unwrap();
+    let h = c.sandbox.harbor.unwrap();
+    assert_eq!(h.environment, "daytona");
+    assert_eq!(h.venv.as_deref(), Some(Path::new("/opt/hv")));
+    assert_eq!(h.options["auto_stop_interval_mins"], serde_json::json!(5));
+    // [sandbox.harbor] under another backend, an unknown key, hosts with harbor.
+    for (text, needle) in [
+        (
+            "[sandbox]\nbackend = \"docker\"\n[sandbox.harbor]\n",
+            "sandbox.harbor: configures",
+        ),
+        (
+            "[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\nenv = \"docker\"\n",
+            "env",
+        ),
+        (
+            "[sandbox]\nbackend = \"harbor\"\nhosts = [{url = \"unix:///x.sock\"}]\n",
+            "sandbox.hosts",
+        ),
+    ] {
+        let p = write(d.path(), "bad.toml", &format!("{base}{text}"));
+        let e = format!("{:#}", RunConfig::load(&p).unwrap_err());
+        assert!(e.contains(needle), "{text}: {e}");
+    }
+}

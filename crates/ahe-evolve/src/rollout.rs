@@ -87,15 +87,18 @@ pub fn select_backend_with(
     name: &str,
     pull: ahe_sandbox::PullPolicy,
 ) -> anyhow::Result<Arc<dyn Backend>> {
-    select_backend_on(name, pull, &[])
+    select_backend_on(name, pull, &[], None)
 }
 
 /// [`select_backend_with`] over the engines of `[sandbox] hosts` when `hosts` is not empty:
 /// `docker` and `auto` then mean those engines (no fallback to local), `local` ignores them.
+/// `harbor` runs each trial in a Harbor environment as `harbor` (`[sandbox.harbor]`; its
+/// defaults when `None`) says.
 pub fn select_backend_on(
     name: &str,
     pull: ahe_sandbox::PullPolicy,
     hosts: &[ahe_sandbox::docker::HostSpec],
+    harbor: Option<&ahe_sandbox::harbor::HarborConfig>,
 ) -> anyhow::Result<Arc<dyn Backend>> {
     use ahe_sandbox::docker::{engine_address, DockerBackend, PoolBackend};
     use ahe_sandbox::local::LocalBackend;
@@ -120,6 +123,16 @@ pub fn select_backend_on(
         return Ok(Arc::new(pool));
     }
     match name {
+        "harbor" => {
+            let cfg = harbor.cloned().unwrap_or_default();
+            let b = ahe_sandbox::harbor::HarborBackend::connect(cfg.clone())?;
+            eprintln!(
+                "ahe: sandbox: Harbor {} environment {:?}",
+                b.harbor_version(),
+                cfg.environment
+            );
+            Ok(Arc::new(b))
+        }
         "local" => Ok(Arc::new(LocalBackend::detect())),
         "docker" => Ok(Arc::new(DockerBackend::connect()?.with_pull(pull))),
         "auto" => {
@@ -137,7 +150,7 @@ pub fn select_backend_on(
             }
             Ok(Arc::new(LocalBackend::detect()))
         }
-        other => anyhow::bail!("--sandbox {other:?}: use auto, docker or local"),
+        other => anyhow::bail!("--sandbox {other:?}: use auto, docker, local or harbor"),
     }
 }
 

@@ -57,6 +57,7 @@ fn prepare(cfg: &RunConfig) -> anyhow::Result<Prepared> {
         &cfg.sandbox.backend,
         cfg.sandbox.pull,
         &cfg.sandbox.hosts,
+        cfg.sandbox.harbor.as_ref(),
     )?;
     Ok(Prepared {
         tasks,

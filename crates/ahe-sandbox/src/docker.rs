@@ -39,10 +39,10 @@
 pub mod auth;
 mod context;
 mod exec;
-mod files;
+pub(crate) mod files;
 mod image;
 mod keeper;
-mod layer;
+pub(crate) mod layer;
 mod lifecycle;
 pub mod pool;
 pub mod pull;

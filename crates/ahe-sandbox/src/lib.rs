@@ -3,6 +3,7 @@
 pub mod docker;
 pub mod dockerfile;
 mod handover;
+pub mod harbor;
 mod layer;
 pub mod local;
 pub mod storage;

@@ -1,0 +1,568 @@
+//! The `harbor` backend: each trial's sandbox is a Harbor environment (`docker`, `daytona`,
+//! `modal`, `e2b`, ... — whatever the installed Harbor offers), created, built or pulled,
+//! run and deleted by Harbor's own environment classes. `ahe` drives them through one bridge
+//! process per backend (`scripts/harbor/bridge.py`, shipped inside `ahe` and run with the
+//! Harbor venv's python) speaking JSON lines (the protocol is documented in the script).
+//!
+//! Failures are infra: an environment that fails to start makes `create` fail (the trial is an
+//! `infra_error` with the provider's message, and retried); a bridge that dies makes every
+//! sandbox on it [`Sandbox::lost`] (the trial is re-run, as on a lost docker engine), and the
+//! environments it left are deleted through a new bridge. Each environment is recorded under
+//! the state dir while it lives, so `ahe sandbox reap` deletes what a killed `ahe` left.
+//!
+//! On `docker` the compose project's `main` container is found on the local engine by its
+//! labels, and its overlay2 layer read as the docker backend does (so the change checks and
+//! storage metering work when this host can read the engine's data root). What other Harbor
+//! environments cannot give: the writable layer ([`Sandbox::layer`] is `None`: no layer-based
+//! change checks or storage metering, as on a remote engine) and the hand-over (processes the
+//! agent left running are not ended before the verifier). On every environment stderr comes
+//! merged into stdout (Harbor's exec returns one stream).
+
+mod bridge;
+mod records;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::{
+    Backend, CopyOut, ExecOpts, ExecOutput, LeftoverPolicy, Result, Sandbox, SandboxError,
+    SandboxSpec,
+};
+use bridge::{Bridge, Refusal};
+pub use records::{reap_in, HarborReap};
+
+/// `[sandbox.harbor]`: which Harbor environment runs the trials and with what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarborConfig {
+    /// Harbor's environment type (`docker`, `daytona`, `modal`, `e2b`, `runloop`, `gke`, ...).
+    #[serde(default = "default_environment")]
+    pub environment: String,
+    /// The Harbor venv (default `$HARBOR_VENV` or `~/.cache/ahe/harbor-venv`, which
+    /// `scripts/setup-harbor.sh` makes); its `bin/python` runs the bridge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub venv: Option<PathBuf>,
+    /// Passed through to the environment class as keyword arguments (Harbor's `--ek`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, Value>,
+}
+
+impl Default for HarborConfig {
+    fn default() -> Self {
+        HarborConfig {
+            environment: default_environment(),
+            venv: None,
+            options: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_environment() -> String {
+    "docker".into()
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+}
+
+/// The venv `venv` or the default one (`$HARBOR_VENV`, else `~/.cache/ahe/harbor-venv`).
+pub fn venv_or_default(venv: Option<&Path>) -> PathBuf {
+    venv.map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("HARBOR_VENV").map(PathBuf::from))
+        .unwrap_or_else(|| home().join(".cache/ahe/harbor-venv"))
+}
+
+/// Where live-environment records and bridge logs go (`$AHE_HARBOR_STATE`, else
+/// `~/.cache/ahe/harbor`).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("AHE_HARBOR_STATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/ahe/harbor"))
+}
+
+/// Deletes the environments left by dead `ahe` processes (`all`: every recorded one).
+pub async fn reap(all: bool) -> HarborReap {
+    reap_in(&state_dir(), all).await
+}
+
+/// State shared by the backend and its sandboxes.
+struct Inner {
+    cfg: HarborConfig,
+    python: PathBuf,
+    script: PathBuf,
+    state: PathBuf,
+    version: String,
+    bridge: tokio::sync::Mutex<Option<Arc<Bridge>>>,
+    stops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    seq: AtomicU64,
+}
+
+impl Inner {
+    /// The live bridge, started (again) when there is none or it died.
+    async fn bridge(&self) -> Result<Arc<Bridge>> {
+        let mut slot = self.bridge.lock().await;
+        if let Some(b) = slot.as_ref().filter(|b| b.dead().is_none()) {
+            return Ok(b.clone());
+        }
+        let log = self
+            .state
+            .join(format!("bridge-{}.log", std::process::id()));
+        let b = Bridge::start(&self.python, &self.script, log).map_err(|e| {
+            SandboxError::Backend(format!(
+                "cannot start the Harbor bridge ({}): {e}",
+                self.python.display()
+            ))
+        })?;
+        *slot = Some(b.clone());
+        Ok(b)
+    }
+
+    /// Deletes (in the background; `drain` waits) the environment a start request describes:
+    /// through `own` when it still lives, else through the current bridge; its record goes
+    /// once that succeeded.
+    fn delete_later(self: &Arc<Self>, own: Arc<Bridge>, start: Value, record: PathBuf) {
+        let inner = self.clone();
+        let task = tokio::spawn(async move {
+            let session = start["session"].as_str().unwrap_or("?").to_string();
+            let stop = json!({"op": "stop", "session": session, "delete": true});
+            let mut result = match own.dead() {
+                None => own.call(stop).await.map(|_| ()).map_err(|r| r.message),
+                Some(_) => Err("bridge lost".into()),
+            };
+            if result.is_err() {
+                // The bridge that started it died: a new one deletes it (a start the dead
+                // bridge left running may still finish, so wait a little first).
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                result = match inner.bridge().await {
+                    Ok(b) => records::delete(&b, &start).await,
+                    Err(e) => Err(e.to_string()),
+                };
+            }
+            match result {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&record);
+                }
+                Err(e) => tracing::warn!(
+                    "harbor: environment {session} not deleted ({e}); `ahe sandbox reap` deletes it"
+                ),
+            }
+        });
+        self.stops.lock().unwrap().push(task);
+    }
+}
+
+/// The `harbor` backend.
+pub struct HarborBackend {
+    inner: Arc<Inner>,
+}
+
+impl HarborBackend {
+    /// Checks the venv and that its Harbor offers `cfg.environment` (a short-lived bridge
+    /// answers `hello`); the bridge that serves trials starts with the first sandbox.
+    pub fn connect(cfg: HarborConfig) -> anyhow::Result<HarborBackend> {
+        let venv = venv_or_default(cfg.venv.as_deref());
+        let python = venv.join("bin/python");
+        if !python.is_file() {
+            anyhow::bail!(
+                "sandbox.harbor.venv: {} has no bin/python; run scripts/setup-harbor.sh (it makes \
+                 ~/.cache/ahe/harbor-venv) or set [sandbox.harbor] venv = \"PATH\"",
+                venv.display()
+            );
+        }
+        let state = state_dir();
+        std::fs::create_dir_all(&state)
+            .map_err(|e| anyhow::anyhow!("harbor state dir {}: {e}", state.display()))?;
+        let script = bridge::script_in(&state)
+            .map_err(|e| anyhow::anyhow!("harbor state dir {}: {e}", state.display()))?;
+        let (hello, check) = hello(&python, &script, &cfg)?;
+        let version = hello["harbor"].as_str().unwrap_or("?").to_string();
+        let offered: Vec<&str> = hello["environments"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !offered.contains(&cfg.environment.as_str()) {
+            anyhow::bail!(
+                "sandbox.harbor.environment: {:?} is not an environment Harbor {version} offers \
+                 (one of: {})",
+                cfg.environment,
+                offered.join(", ")
+            );
+        }
+        if check["ok"] != json!(true) {
+            anyhow::bail!(
+                "sandbox.harbor: {} (Harbor's preflight; cloud environments need their extra in \
+                 the venv, e.g. pip install 'harbor[{}]', and their credentials in the \
+                 environment)",
+                check["error"].as_str().unwrap_or("failed"),
+                cfg.environment
+            );
+        }
+        Ok(HarborBackend {
+            inner: Arc::new(Inner {
+                cfg,
+                python,
+                script,
+                state,
+                version,
+                bridge: tokio::sync::Mutex::new(None),
+                stops: Mutex::new(Vec::new()),
+                seq: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The installed Harbor's version.
+    pub fn harbor_version(&self) -> &str {
+        &self.inner.version
+    }
+
+    /// The pid of the bridge serving sandboxes now (`None` before the first sandbox).
+    pub async fn bridge_pid(&self) -> Option<u32> {
+        self.inner
+            .bridge
+            .lock()
+            .await
+            .as_ref()
+            .and_then(|b| b.pid())
+    }
+}
+
+/// Runs a bridge for one `hello` and one `check` of `cfg`'s environment (blocking; before
+/// any runtime is needed); their answers.
+fn hello(python: &Path, script: &Path, cfg: &HarborConfig) -> anyhow::Result<(Value, Value)> {
+    use std::io::{BufRead, Read, Seek, Write};
+    let mut err = tempfile::tempfile()?;
+    let mut child = std::process::Command::new(python)
+        .arg(script)
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(err.try_clone()?))
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", python.display()))?;
+    let mut stdin = child.stdin.take();
+    if let Some(stdin) = stdin.as_mut() {
+        let check = json!({"id": 1, "op": "check", "environment": cfg.environment,
+                           "options": cfg.options});
+        let _ = stdin.write_all(format!("{{\"id\": 0, \"op\": \"hello\"}}\n{check}\n").as_bytes());
+        let _ = stdin.flush();
+    }
+    // Both answers before the input closes (a closing input cancels what is in flight).
+    let mut answers: Vec<Value> = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                answers.push(v);
+            }
+            if answers.len() == 2 {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let status = child.wait()?;
+    let by_id = |id: u64| answers.iter().find(|v| v["id"] == json!(id)).cloned();
+    let check = by_id(1).unwrap_or_else(|| json!({"ok": false, "error": "no answer"}));
+    let v: Value = by_id(0)
+        .filter(|v: &Value| v["ok"] == json!(true))
+        .ok_or_else(|| {
+            let mut text = String::new();
+            let _ = err.rewind().and_then(|_| err.read_to_string(&mut text));
+            let tail: Vec<&str> = text.lines().rev().take(3).collect();
+            anyhow::anyhow!(
+                "the Harbor bridge did not answer hello with {} ({status}): {}",
+                python.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            )
+        })?;
+    Ok((v, check))
+}
+
+/// A Docker Compose project name Harbor accepts (lower-case letters, digits, `-`).
+fn session_name(spec: &SandboxSpec, seq: u64) -> String {
+    let raw = format!("ahe-{}-{}-{seq}", std::process::id(), spec.trial_id);
+    let mut s: String = raw
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9') => c,
+            _ => '-',
+        })
+        .collect();
+    s.truncate(60);
+    s.trim_end_matches('-').to_string()
+}
+
+#[async_trait::async_trait]
+impl Backend for HarborBackend {
+    fn name(&self) -> &'static str {
+        "harbor"
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>> {
+        let inner = &self.inner;
+        let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
+        let session = session_name(spec, seq);
+        let trial_dir = tempfile::Builder::new()
+            .prefix("ahe-harbor-trial-")
+            .tempdir()?;
+        let start = json!({
+            "op": "start",
+            "session": session,
+            "task": spec.task,
+            "environment": inner.cfg.environment,
+            "options": inner.cfg.options,
+            "environment_dir": spec.context_dir,
+            "docker_image": spec.docker_image,
+            "cpus": spec.cpus,
+            "memory_mb": spec.memory_mb,
+            "storage_mb": spec.storage_mb,
+            "allow_internet": spec.allow_internet,
+            "env": spec.env,
+            "build_timeout_sec": spec.build_timeout_sec,
+            "trial_dir": trial_dir.path(),
+        });
+        let bridge = inner.bridge().await?;
+        let mut rec = records::Record {
+            pid: std::process::id(),
+            python: inner.python.clone(),
+            start,
+        };
+        rec.start["record"] = json!(records::path(&inner.state, &session));
+        let record = records::write(&inner.state, &session, &rec)?;
+        let start = rec.start;
+        let answer = match bridge.call(start.clone()).await {
+            Ok(a) => a,
+            Err(Refusal { kind, message }) => {
+                if kind == "lost" {
+                    // The half-made environment is deleted through the next bridge.
+                    inner.delete_later(bridge, start, record);
+                } else {
+                    // The bridge deleted it already when its start failed.
+                    let _ = std::fs::remove_file(&record);
+                }
+                let env = &inner.cfg.environment;
+                return Err(SandboxError::Backend(format!("harbor {env}: {message}")));
+            }
+        };
+        let mut notes = vec![format!(
+            "sandbox: Harbor {} environment {:?} (session {session})",
+            inner.version, inner.cfg.environment
+        )];
+        if inner.cfg.environment != "docker" {
+            notes.push(
+                "no hand-over: processes the agent left running are not ended before the \
+                 verifier (no pid namespace to sweep in this environment); no writable-layer \
+                 checks or storage metering (its file system is not on this host)"
+                    .into(),
+            );
+        }
+        notes.extend(
+            answer["notes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|n| format!("harbor: {n}")),
+        );
+        Ok(Box::new(HarborSandbox {
+            inner: inner.clone(),
+            host: format!(
+                "harbor:{} (bridge {})",
+                inner.cfg.environment,
+                bridge.pid().unwrap_or(0)
+            ),
+            bridge,
+            session,
+            workdir: answer["workdir"].as_str().unwrap_or("/").to_string(),
+            notes,
+            start,
+            record,
+            destroyed: AtomicBool::new(false),
+            layer: tokio::sync::OnceCell::new(),
+            _trial_dir: trial_dir,
+        }))
+    }
+
+    async fn drain(&self) {
+        loop {
+            let tasks: Vec<_> = std::mem::take(&mut *self.inner.stops.lock().unwrap());
+            if tasks.is_empty() {
+                return;
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+        }
+    }
+}
+
+/// The writable layer of the `main` service of compose project `project` on the engine of
+/// `DOCKER_HOST` (the one Harbor's docker environment drives), when this host can read it.
+async fn compose_layer(project: &str) -> Option<crate::Layer> {
+    use bollard::query_parameters::ListContainersOptionsBuilder;
+    let docker = bollard::Docker::connect_with_defaults().ok()?;
+    let filters = std::collections::HashMap::from([(
+        "label".to_string(),
+        vec![
+            format!("com.docker.compose.project={project}"),
+            "com.docker.compose.service=main".to_string(),
+        ],
+    )]);
+    let opts = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker.list_containers(Some(opts)).await.ok()?;
+    let id = list.first()?.id.clone()?;
+    crate::docker::layer::inspect(&docker, &id).await
+}
+
+/// One trial's Harbor environment.
+pub struct HarborSandbox {
+    inner: Arc<Inner>,
+    bridge: Arc<Bridge>,
+    host: String,
+    session: String,
+    workdir: String,
+    notes: Vec<String>,
+    start: Value,
+    record: PathBuf,
+    destroyed: AtomicBool,
+    layer: tokio::sync::OnceCell<Option<crate::Layer>>,
+    _trial_dir: tempfile::TempDir,
+}
+
+impl Drop for HarborSandbox {
+    /// Deletes the environment unless `destroy` did (an interrupted run drops its trials):
+    /// the stop goes to the bridge without waiting, and a bridge whose input then closes
+    /// deletes what it still holds anyway; the bridge removes the record once deleted.
+    fn drop(&mut self) {
+        if !self.destroyed.swap(true, Ordering::SeqCst) {
+            self.bridge
+                .notify(json!({"op": "stop", "session": self.session, "delete": true}));
+        }
+    }
+}
+
+impl HarborSandbox {
+    async fn call(&self, mut req: Value) -> Result<Value> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(SandboxError::Backend("sandbox already destroyed".into()));
+        }
+        req["session"] = json!(self.session);
+        self.bridge
+            .call(req)
+            .await
+            .map_err(|r| SandboxError::Backend(r.message))
+    }
+
+    fn abs(&self, path: &str) -> String {
+        crate::dockerfile::resolve(&self.workdir, path)
+    }
+}
+
+#[async_trait::async_trait]
+impl Sandbox for HarborSandbox {
+    async fn exec(&self, command: &str, opts: ExecOpts) -> Result<ExecOutput> {
+        let t0 = Instant::now();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let a = self
+            .call(json!({
+                "op": "exec",
+                "command": command,
+                "cwd": opts.cwd,
+                "env": opts.env,
+                "timeout_sec": opts.timeout.map(|d| d.as_secs_f64()),
+                "stdin_b64": opts.stdin.as_ref().map(|s| b64.encode(s)),
+            }))
+            .await?;
+        Ok(ExecOutput {
+            exit_code: a["exit_code"].as_i64().map(|c| c as i32),
+            stdout: a["output"].as_str().unwrap_or_default().to_string(),
+            stderr: String::new(),
+            timed_out: a["timed_out"].as_bool().unwrap_or(false),
+            duration_ms: t0.elapsed().as_millis() as u64,
+        })
+    }
+
+    async fn put(&self, src: &Path, dest: &str) -> Result<()> {
+        let src = std::path::absolute(src)?;
+        if !src.exists() {
+            return Err(SandboxError::Backend(format!(
+                "put: {}: no such file or directory",
+                src.display()
+            )));
+        }
+        self.call(json!({"op": "put", "src": src, "dest": self.abs(dest)}))
+            .await
+            .map(|_| ())
+    }
+
+    async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut> {
+        let src_abs = self.abs(src);
+        let tmp = tempfile::tempdir()?;
+        let tar = tmp.path().join("get.tar");
+        self.call(json!({"op": "get", "src": src_abs, "tar": tar}))
+            .await?;
+        let dest = dest.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let data = std::fs::read(&tar)?;
+            crate::docker::files::unpack(&data, &src_abs, &dest)
+        })
+        .await
+        .map_err(|e| SandboxError::Backend(format!("get: {e}")))?
+    }
+
+    fn workdir(&self) -> &str {
+        &self.workdir
+    }
+
+    async fn layer(&self) -> Option<crate::Layer> {
+        if self.inner.cfg.environment != "docker" {
+            return None;
+        }
+        self.layer
+            .get_or_init(|| compose_layer(&self.session))
+            .await
+            .clone()
+    }
+
+    fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {
+        // Harbor's docker environment: PID 1 is `sh -c "sleep infinity"`, its oldest child
+        // the `sleep` (spared: ending it ends the container); execs enter from outside.
+        (self.inner.cfg.environment == "docker").then(|| crate::handover::command(policy, 0))
+    }
+
+    async fn destroy(&self) -> Result<()> {
+        if self.destroyed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.inner
+            .delete_later(self.bridge.clone(), self.start.clone(), self.record.clone());
+        Ok(())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+
+    fn host(&self) -> Option<String> {
+        Some(self.host.clone())
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.bridge.dead()
+    }
+
+    async fn wait_lost(&self) -> String {
+        self.bridge.wait_dead().await
+    }
+}

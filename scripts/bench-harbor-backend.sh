@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Per-trial overhead of `--sandbox harbor` (Harbor's docker environment through the bridge)
+# against ahe's own docker backend: the same tasks (benchmarks/smoke), the mock oracle, the
+# same k and concurrency, one run each, one after the other. Prints wall time per trial, mean
+# trial latency and mean setup/verifier/teardown of both, the difference and the ratio (also
+# as `FIGURE name value` lines for scripts/bench.sh).
+# Usage: scripts/bench-harbor-backend.sh [K [CONCURRENCY]]   (defaults 2 and 4)
+# Env: AHE (default target/release/ahe), TASKS (default benchmarks/smoke),
+#      WORK (default target/bench-harbor-backend).
+# Needs: a Docker engine, ahe-base:bookworm, the Harbor venv and Compose v2
+# (scripts/setup-harbor.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+K=${1:-2}
+CONC=${2:-4}
+AHE=${AHE:-target/release/ahe}
+TASKS=${TASKS:-benchmarks/smoke}
+WORK=${WORK:-target/bench-harbor-backend}
+mkdir -p "$WORK"
+say() { echo "bench-harbor-backend: $*"; }
+now() { date +%s.%N; }
+
+[ -x "$AHE" ] || cargo build --release -q -p ahe-cli
+if ! bash scripts/setup-harbor.sh >"$WORK/setup.log" 2>&1; then
+  say "HARBOR NOT RUN: scripts/setup-harbor.sh failed: $(tail -2 "$WORK/setup.log" | tr '\n' ' ')"
+  exit 1
+fi
+
+# One eval; prints "WALL TRIALS PASSED LATENCY SETUP VERIFIER TEARDOWN" (seconds).
+measure() {
+  local sandbox=$1 out="$WORK/$1"
+  rm -rf "$out"
+  local t
+  t=$(now)
+  if ! "$AHE" eval --harness harness-seed --benchmark "$TASKS" --model mock:oracle \
+    --sandbox "$sandbox" -k "$K" --concurrency "$CONC" --out "$out" >"$WORK/$sandbox.log" 2>&1; then
+    say "$sandbox: ahe eval failed: $(tail -2 "$WORK/$sandbox.log" | tr '\n' ' ')" >&2
+    return 1
+  fi
+  local wall
+  wall=$(awk "BEGIN {printf \"%.2f\", $(now) - $t}")
+  find "$out/trials" -name result.json -print0 | xargs -0 cat | jq -s --arg wall "$wall" -r '
+    def mean(f): (map(f) | add) / length / 1000;
+    [$wall, length, (map(select(.status == "pass")) | length),
+     mean(.timings.total_ms), mean(.timings.setup_ms), mean(.timings.verifier_ms),
+     mean(.timings.teardown_ms)] | map(tostring) | join(" ")'
+}
+
+n=$(ls -d "$TASKS"/*/task.toml | wc -l)
+say "$n tasks × k=$K, concurrency $CONC, mock:oracle; load $(cut -d' ' -f1-3 /proc/loadavg)"
+read -r d_wall d_n d_pass d_lat d_setup d_ver d_down < <(measure docker) || exit 1
+say "docker: $d_pass/$d_n passed; wall $d_wall s; latency $d_lat s (setup $d_setup, verifier $d_ver, teardown $d_down)"
+say "load before harbor: $(cut -d' ' -f1-3 /proc/loadavg)"
+read -r h_wall h_n h_pass h_lat h_setup h_ver h_down < <(measure harbor) || exit 1
+say "harbor: $h_pass/$h_n passed; wall $h_wall s; latency $h_lat s (setup $h_setup, verifier $h_ver, teardown $h_down)"
+f() { awk "BEGIN {printf \"%.3f\", $1}"; }
+d_per=$(f "$d_wall / $d_n")
+h_per=$(f "$h_wall / $h_n")
+say "wall per trial: harbor $h_per s vs docker $d_per s: +$(f "$h_per - $d_per") s per trial ($(f "$h_per / $d_per")×)"
+say "trial latency: harbor $(f "$h_lat") s vs docker $(f "$d_lat") s: +$(f "$h_lat - $d_lat") s (setup +$(f "$h_setup - $d_setup") s, verifier +$(f "$h_ver - $d_ver") s)"
+echo "FIGURE harbor_backend_wall_per_trial_s $h_per"
+echo "FIGURE docker_backend_wall_per_trial_s $d_per"
+echo "FIGURE harbor_backend_overhead_per_trial_s $(f "$h_per - $d_per")"
+echo "FIGURE harbor_backend_ratio $(f "$h_per / $d_per")"
+echo "FIGURE harbor_backend_trial_latency_s $(f "$h_lat")"
+echo "FIGURE harbor_backend_setup_s $(f "$h_setup")"
+echo "FIGURE docker_backend_setup_s $(f "$d_setup")"
+[ "$h_pass" = "$h_n" ] && [ "$d_pass" = "$d_n" ] || { say "not every oracle trial passed"; exit 1; }
