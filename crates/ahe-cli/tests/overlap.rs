@@ -59,7 +59,7 @@ fn config(dir: &Path, base_url: &str) -> String {
             "extends = \"{}\"\nk = 1\niterations = 1\n[benchmark]\npath = \"benchmarks/smoke\"\n\
              include = [\"hello-file\", \"fix-sum\"]\n[sandbox]\nbackend = \"local\"\n\
              concurrency = 2\ninfra_retries = 0\n[evolve]\npreflight = false\n\
-             debugger_concurrency = 2\n[models.default]\nprovider = \"openai\"\n\
+             final_trials = 0\ndebugger_concurrency = 2\n[models.default]\nprovider = \"openai\"\n\
              model = \"overlap-model\"\nbase_url = \"{base_url}\"\n\
              api_key_env = \"AHE_OVERLAP_KEY\"\nbackoff_base_ms = 1\n",
             root().join("configs/base.toml").display()

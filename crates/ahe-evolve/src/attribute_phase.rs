@@ -93,7 +93,13 @@ pub fn update_best(
     let (dir, repo, visible) = (&run.dir, &run.repo, &run.visible);
     let cur = it.scores()?;
     let vp = cur.visible_pass_at_1();
-    let Some(mut best) = dir.best() else {
+    // A best.json whose harness this repository does not hold (a run directory rebuilt after
+    // a kill before its seed commit) is no best.
+    let stored = dir.best().filter(|b| {
+        repo.resolve(&b.commit).is_ok()
+            && dir.iteration(b.iteration).evaluated().as_deref() == Some(b.commit.as_str())
+    });
+    let Some(mut best) = stored else {
         let why = "the first evaluated harness".to_string();
         set_best(dir, repo, it.number(), evaluated, vp, why.clone(), None)?;
         return Ok(BestUpdate::New(why));

@@ -35,7 +35,15 @@ pub async fn final_eval(
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     let n = run.cfg.evolve.final_trials.unwrap_or(2 * run.cfg.k);
-    let Some(best) = run.dir.best() else {
+    let Some(best) = run
+        .dir
+        .best()
+        .filter(|b| run.repo.resolve(&b.commit).is_ok())
+    else {
+        run.note(
+            it.number(),
+            "no final re-evaluation: best.json names no harness of this run",
+        )?;
         return Ok(());
     };
     if n == 0 {
