@@ -33,7 +33,9 @@
 //! writable; otherwise they are not enforced (a warning is logged).
 
 mod cgroup;
+mod env;
 mod fsmap;
+use env::{base_env, limit_file_size};
 mod owner;
 mod process;
 mod reap;
@@ -296,19 +298,6 @@ impl LocalBackend {
     }
 }
 
-/// The environment every exec starts from.
-fn base_env() -> BTreeMap<String, String> {
-    [
-        ("PATH", DEFAULT_PATH),
-        ("HOME", "/root"),
-        ("LANG", "C.UTF-8"),
-        ("TERM", "dumb"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
-
 /// One local sandbox (a temp dir plus, with bubblewrap, one long-lived `bwrap`).
 #[derive(Debug)]
 pub struct LocalSandbox {
@@ -502,25 +491,6 @@ impl LocalSandbox {
         } else {
             Ok(())
         }
-    }
-}
-
-/// Sets `RLIMIT_FSIZE` of the command (and so of everything it starts) to `bytes`: no file
-/// it writes grows past the task's storage limit.
-fn limit_file_size(cmd: &mut Command, bytes: Option<u64>) {
-    let Some(b) = bytes else { return };
-    let lim = libc::rlimit {
-        rlim_cur: b as libc::rlim_t,
-        rlim_max: b as libc::rlim_t,
-    };
-    // SAFETY: setrlimit is async-signal-safe; `lim` is copied into the closure.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
     }
 }
 

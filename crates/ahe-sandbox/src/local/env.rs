@@ -1,0 +1,36 @@
+//! What every local sandbox process starts with: a clean base environment and the per-file
+//! size limit (RLIMIT_FSIZE) of the task's storage.
+
+use super::*;
+
+/// The environment every exec starts from.
+pub(super) fn base_env() -> BTreeMap<String, String> {
+    [
+        ("PATH", DEFAULT_PATH),
+        ("HOME", "/root"),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "dumb"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Sets `RLIMIT_FSIZE` of the command (and so of everything it starts) to `bytes`: no file
+/// it writes grows past the task's storage limit.
+pub(super) fn limit_file_size(cmd: &mut Command, bytes: Option<u64>) {
+    let Some(b) = bytes else { return };
+    let lim = libc::rlimit {
+        rlim_cur: b as libc::rlim_t,
+        rlim_max: b as libc::rlim_t,
+    };
+    // SAFETY: setrlimit is async-signal-safe; `lim` is copied into the closure.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
