@@ -8,6 +8,9 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+mod common;
+use common::dump_dom;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -85,49 +88,6 @@ fn demo_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
     let run = d.path().join(name);
     copy_dir(&demo().run, &run);
     (d, run)
-}
-
-/// `chromium --headless --dump-dom` of a file; None (skip) when chromium is missing, unless
-/// CI=true, where a missing chromium fails the test.
-fn dump_dom(file: &Path) -> Option<String> {
-    let bin = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    let Some(bin) = bin else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("chromium is not installed (scripts/setup.sh installs it); CI=true requires it");
-        }
-        eprintln!("note: chromium is not installed; skipping the headless rendering check");
-        return None;
-    };
-    let profile = tempfile::tempdir().unwrap();
-    let o = Command::new("timeout")
-        .args([
-            "120",
-            bin,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", file.canonicalize().unwrap().display()))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "chromium failed: {}", text(&o));
-    let dom = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        dom.contains("</html>"),
-        "no DOM from chromium: {}",
-        text(&o)
-    );
-    Some(dom)
 }
 
 /// The attribute values of `attr` on elements whose opening tag starts with `prefix`.
