@@ -1,14 +1,14 @@
-//! The host-side agent loop of the debugger and evolve agents: fixed prompts, jailed tools
-//! implemented in Rust, the same model client and trace format as the code agent.
+//! The debugger's and evolve agent's ways in the one agent loop body (`ahe_harness::agent_loop`):
+//! fixed prompts, jailed tools implemented in Rust, a last turn that may be forced to an answer;
+//! the same limits, trace, compaction and stop reasons as the code agent.
 
 use std::time::{Duration, Instant};
 
-use std::convert::Infallible;
-
+use ahe_harness::agent_loop::{self, Agent, Reply, Request};
 use ahe_harness::session::{End, Limits, Session, Stop, ToolEvent};
 use ahe_harness::TraceWriter;
 use ahe_model::{
-    ChatRequest, Message, ModelClient, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec, Usage,
+    ChatResponse, ModelClient, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec, Usage,
 };
 use minijinja::context;
 use serde_json::Value;
@@ -64,7 +64,8 @@ pub struct HostLimits {
     pub last_turn_note: Option<&'static str>,
 }
 
-/// Runs a host agent until it answers without a tool call, a tool stops it, or a limit hits.
+/// Runs a host agent until it answers without a tool call, a tool stops it, or a limit hits;
+/// the turns are the shared loop body's ([`agent_loop::run`]), the role's ways are [`Host`].
 pub async fn run_host_agent(
     model: &ModelClient,
     role: Role,
@@ -74,29 +75,29 @@ pub async fn run_host_agent(
     limits: HostLimits,
     trace: &TraceWriter,
 ) -> HostOutcome {
-    let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
+    let req = Request {
+        role,
+        tools: tools.iter().map(|t| t.spec()).collect(),
+        protocol: ToolProtocol::Native,
+    };
     let lim = Limits {
         max_turns: limits.max_turns,
         deadline: Instant::now() + limits.timeout,
         max_tokens: None,
     };
-    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let names: Vec<&str> = req.tools.iter().map(|s| s.name.as_str()).collect();
     let model_name = model.describe();
-    let mut s = Session::start(
+    let s = Session::start(
         role.as_str(),
         trace,
         &model_name,
-        ToolProtocol::Native,
+        req.protocol,
         names,
         lim,
         system,
         user,
     );
-    let stop = match turns(&mut s, model, role, &specs, tools, limits).await {
-        Err(stop) => stop,
-        Ok(never) => match never {},
-    };
-    let out = s.end(stop);
+    let out = agent_loop::run(s, model, &req, &mut Host { tools, limits }).await;
     HostOutcome {
         stopped_by_tool: out.end == End::StoppedByTool,
         final_text: out.final_message,
@@ -107,62 +108,59 @@ pub async fn run_host_agent(
     }
 }
 
-/// The turns of a host agent; leaves only by `?` with the [`Stop`].
-async fn turns(
-    s: &mut Session<'_>,
-    model: &ModelClient,
-    role: Role,
-    specs: &[ToolSpec],
-    tools: &[Box<dyn HostTool>],
+/// A host agent's hooks into the shared loop: its last turn may be forced to an answer, an
+/// answer ends the run, and a tool may end it too.
+struct Host<'a> {
+    tools: &'a [Box<dyn HostTool>],
     limits: HostLimits,
-) -> Result<Infallible, Stop> {
-    loop {
-        let turn = s.next_turn()?;
-        let last = limits.last_turn_note.filter(|_| turn == limits.max_turns);
+}
+
+#[async_trait::async_trait]
+impl Agent for Host<'_> {
+    async fn before_model(&mut self, s: &mut Session<'_>, turn: u32) -> ToolChoice {
+        let last = self
+            .limits
+            .last_turn_note
+            .filter(|_| turn == self.limits.max_turns);
         if let Some(note) = last.filter(|_| turn > 1) {
             s.note(note);
         }
-        let req = ChatRequest {
-            role,
-            messages: s.messages.clone(),
-            tools: specs.to_vec(),
-            protocol: ToolProtocol::Native,
-            temperature: None,
-            max_tokens: None,
-            tool_choice: if last.is_some() {
-                ToolChoice::None
-            } else {
-                ToolChoice::Auto
-            },
-        };
-        let resp = s.call(model, &req).await?;
+        match last {
+            Some(_) => ToolChoice::None,
+            None => ToolChoice::Auto,
+        }
+    }
+
+    async fn after_model(&mut self, s: &mut Session<'_>, resp: ChatResponse) -> Reply {
         s.keep_text(&resp);
         s.messages.push(resp.to_message());
-        if resp.tool_calls.is_empty() {
-            return Err(Stop::at(End::Finished));
+        match resp.tool_calls.is_empty() {
+            true => Reply::Answer(resp.content.unwrap_or_default()),
+            false => Reply::Calls(resp.tool_calls),
         }
-        for call in &resp.tool_calls {
-            let t0 = Instant::now();
-            let (text, stop) = dispatch(tools, call).await;
-            s.tool_event(ToolEvent {
-                id: &call.id,
-                name: &call.name,
-                args: &call.arguments,
-                output: &text,
-                ok: !text.starts_with("[error]"),
-                exit_code: None,
-                truncated: false,
-                error: None,
-                duration: t0.elapsed(),
-            });
-            s.messages.push(Message::Tool {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                content: text,
-            });
-            if stop {
-                return Err(Stop::at(End::StoppedByTool));
-            }
+    }
+
+    async fn answer(&mut self, _s: &mut Session<'_>, _text: String) -> Result<String, Stop> {
+        Err(Stop::at(End::Finished))
+    }
+
+    async fn tool(&mut self, s: &mut Session<'_>, call: &ToolCall) -> Result<String, Stop> {
+        let t0 = Instant::now();
+        let (text, stop) = dispatch(self.tools, call).await;
+        s.tool_event(ToolEvent {
+            id: &call.id,
+            name: &call.name,
+            args: &call.arguments,
+            output: &text,
+            ok: !text.starts_with("[error]"),
+            exit_code: None,
+            truncated: false,
+            error: None,
+            duration: t0.elapsed(),
+        });
+        match stop {
+            true => Err(Stop::at(End::StoppedByTool)),
+            false => Ok(text),
         }
     }
 }
@@ -240,6 +238,14 @@ mod tests {
         note: Option<&'static str>,
         replies: Vec<ScriptedReply>,
     ) -> (HostOutcome, Vec<Value>) {
+        run_turns(note, replies, 3).await
+    }
+
+    async fn run_turns(
+        note: Option<&'static str>,
+        replies: Vec<ScriptedReply>,
+        max_turns: u32,
+    ) -> (HostOutcome, Vec<Value>) {
         let server = TestServer::start(replies);
         let cfg = ModelConfig {
             provider: "openai".into(),
@@ -251,7 +257,7 @@ mod tests {
         let model = build_client(&cfg).unwrap();
         let tools: Vec<Box<dyn HostTool>> = vec![Box::new(Echo)];
         let limits = HostLimits {
-            max_turns: 3,
+            max_turns,
             timeout: Duration::from_secs(30),
             last_turn_note: note,
         };
@@ -310,5 +316,40 @@ mod tests {
             "tool"
         );
         assert_eq!(out.final_text, None);
+    }
+
+    /// The debugger and evolve agent turn in the code agent's loop body: an overflowing
+    /// context is compacted once and the call retried, not the end of the run.
+    #[tokio::test]
+    async fn a_host_agent_compacts_an_overflowing_context_and_goes_on() {
+        let overflow = ScriptedReply::json(
+            400,
+            r#"{"error": {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}"#,
+        );
+        let long = format!(r#"{{"text": "{}"}}"#, "x".repeat(3000));
+        let mut replies: Vec<ScriptedReply> = (0..4)
+            .map(|_| ScriptedReply::tool_call("echo", &long))
+            .collect();
+        replies.push(overflow);
+        replies.push(ScriptedReply::text("done"));
+        let (out, bodies) = run_turns(None, replies, 6).await;
+        assert_eq!(bodies.len(), 6, "the overflowing call is retried once");
+        assert_eq!(out.error, None, "{out:?}");
+        assert_eq!(out.final_text.as_deref(), Some("done"));
+        assert_eq!(out.turns, 5);
+        let chars = |b: &Value| b["messages"].to_string().len();
+        assert!(
+            chars(&bodies[5]) + 3000 < chars(&bodies[4]),
+            "the retry sends a compacted conversation: {} then {} chars",
+            chars(&bodies[4]),
+            chars(&bodies[5])
+        );
+        let first_tool = |b: &Value| {
+            let m = b["messages"].as_array().unwrap();
+            let t = m.iter().find(|m| m["role"] == "tool").unwrap();
+            t["content"].as_str().unwrap().len()
+        };
+        assert_eq!(first_tool(&bodies[4]), 3000);
+        assert!(first_tool(&bodies[5]) < 200, "the oldest output is elided");
     }
 }

@@ -155,40 +155,21 @@ pub fn prompt_vars(
     })
 }
 
-/// `evolve/summary.md`: the committed changes and what the orchestrator did.
+/// `evolve/summary.md`: the committed changes and what the orchestrator did
+/// (`templates/summary.md`).
 pub fn summary_md(t: u32, m: &Manifest, journal: &Journal, from: &str, to: &str) -> String {
-    let mut s = format!(
-        "# Iteration {t}: {} change(s)\n\nEvaluated {from} → committed {to}\n\n",
-        m.changes.len()
-    );
-    for c in &m.changes {
-        s.push_str(&format!(
-            "## {} ({:?}, {:?})\n{}\n\n- files: {}\n- predicted fixes: {}\n- risk tasks: {}\n- why this component: {}\n\n",
-            c.id,
-            c.kind,
-            c.component,
-            c.description,
-            c.files.join(", "),
-            c.predicted_fixes.join(", "),
-            c.risk_tasks.join(", "),
-            c.why_this_component
-        ));
-        if let Some(id) = &c.commit {
-            s.push_str(&format!("- commit: {id}\n\n"));
-        }
-    }
     let notes: Vec<String> = journal
         .entries()
         .into_iter()
         .filter_map(|e| match e {
-            Entry::Note { iter, message } if iter == t => Some(format!("- {message}")),
+            Entry::Note { iter, message } if iter == t => Some(message),
             _ => None,
         })
         .collect();
-    if !notes.is_empty() {
-        s.push_str(&format!("## Orchestrator notes\n{}\n", notes.join("\n")));
-    }
-    s
+    crate::text::render(
+        include_str!("../templates/summary.md"),
+        context! { t, changes => &m.changes, from, to, notes },
+    )
 }
 
 /// The commit message of iteration `t`: its tag, the number of changes, one line each.
@@ -238,5 +219,55 @@ pub fn step_message(t: u32, m: &Manifest, change: Option<&Change>, i: usize, n: 
             "{tag}: {what}\n\n{pos}; iteration {t}: {} change(s)\n{body}",
             m.changes.len()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{ChangeKind, Component};
+
+    #[test]
+    fn summary_md_lists_changes_and_this_iterations_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(&dir.path().join("journal.jsonl")).unwrap();
+        for (iter, message) in [(2, "rolled back c0"), (3, "not this one")] {
+            let message = message.to_string();
+            journal.append(Entry::Note { iter, message }).unwrap();
+        }
+        let change = |id: &str, commit: Option<&str>| Change {
+            id: id.into(),
+            kind: ChangeKind::Improvement,
+            description: format!("{id} tightens the prompt"),
+            files: vec!["system_prompt.md".into(), "tools/sh.toml".into()],
+            failure_pattern: String::new(),
+            root_cause: String::new(),
+            predicted_fixes: vec!["fix-sum".into()],
+            risk_tasks: vec![],
+            component: Component::SystemPrompt,
+            why_this_component: "the prompt says nothing of tests".into(),
+            commit: commit.map(str::to_string),
+        };
+        let m = Manifest {
+            iteration: 2,
+            changes: vec![change("c1", Some("abc123")), change("c2", None)],
+            ..serde_json::from_str(r#"{"iteration": 2, "changes": []}"#).unwrap()
+        };
+        let s = summary_md(2, &m, &journal, "1111", "2222");
+        assert!(s.starts_with("# Iteration 2: 2 change(s)\n\nEvaluated 1111 → committed 2222\n\n## c1 (improvement, system_prompt)\nc1 tightens the prompt\n\n- files: system_prompt.md, tools/sh.toml\n"), "{s}");
+        assert!(
+            s.contains("- predicted fixes: fix-sum\n- risk tasks: \n"),
+            "{s}"
+        );
+        assert!(s.contains("- commit: abc123\n\n## c2 (improvement"), "{s}");
+        assert_eq!(s.matches("- commit:").count(), 1, "{s}");
+        assert!(
+            s.ends_with("## Orchestrator notes\n- rolled back c0\n"),
+            "{s}"
+        );
+        assert!(
+            !s.contains("not this one") && !s.contains("Improvement"),
+            "{s}"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Harnesses: the directory format, its validation, and the agent runtime that runs one.
 
+pub mod agent_loop;
 pub mod format;
 pub mod middleware;
 pub mod model;

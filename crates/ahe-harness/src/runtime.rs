@@ -1,27 +1,26 @@
 //! The agent runtime (DESIGN §3): a harness bound to a model runs an agent in a sandbox.
-//! The loop itself is a [`Session`] (limits, model calls, trace, one way to stop); this
-//! module adds what a harness brings: its tools (validated against their schemas), its
+//! The loop itself is [`agent_loop`] over a [`Session`] (limits, model calls, trace, one way
+//! to stop); this module adds what a harness brings: its tools (validated against their schemas), its
 //! middleware (every decision applied in one place, [`Runtime::hook`], and traced), its tool
 //! protocol ([`Wire`]), finish hooks and sub-agents.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahe_model::{
-    ChatRequest, ChatResponse, Message, ModelClient, ModelError, Role, ToolCall, ToolProtocol,
-    ToolSpec,
+    ChatResponse, Message, ModelClient, Role, ToolCall, ToolChoice, ToolProtocol, ToolSpec,
 };
 use ahe_sandbox::Sandbox;
 use minijinja::context;
 use serde_json::Value;
 
+use crate::agent_loop::{self, Agent, Reply, Request};
 use crate::builtin_mw::{self, Compiled};
 use crate::format::{Harness, ToolDef};
-use crate::middleware::{compact, conversation_chars, Applied, HookInput, Stack};
+use crate::middleware::{Applied, HookInput, Stack};
 use crate::prompt::{self, PromptVars, ToolView};
-use crate::session::{CallError, End, Limits, RunOutcome, Session, Stop, ToolEvent};
+use crate::session::{End, Limits, RunOutcome, Session, Stop, ToolEvent};
 use crate::text;
 use crate::tools::{self, BuiltinTool, ToolImpl, ToolResult, SCRIPT_ROOT};
 use crate::trace::Event;
@@ -172,7 +171,8 @@ impl Runtime {
         }
     }
 
-    /// One agent's conversation, from its first turn to its [`Stop`].
+    /// One agent's conversation, from its first turn to its [`Stop`], through the shared
+    /// loop body ([`agent_loop::run`]) with the harness's hooks ([`CodeAgent`]).
     async fn run_loop(&self, p: &Profile<'_>, task: &str, cx: &Cx<'_>) -> RunOutcome {
         let wire = Wire(self.harness.agent.tool_protocol);
         let limits = Limits {
@@ -182,98 +182,30 @@ impl Runtime {
         };
         let names: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
         let model = self.model.describe();
-        let mut s = Session::start(
+        let s = Session::start(
             p.name, cx.trace, &model, wire.0, names, limits, &p.system, task,
         );
-        let mut mw = Stack::new(self.middleware.clone());
-        let stop = match self.turns(p, wire, &mut s, &mut mw, cx).await {
-            Err(stop) => stop,
-            Ok(never) => match never {},
+        let req = Request {
+            role: Role::CodeAgent,
+            tools: p
+                .tools
+                .iter()
+                .map(|t| ToolSpec {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    input_schema: t.input_schema.clone(),
+                })
+                .collect(),
+            protocol: wire.0,
         };
-        s.end(stop)
-    }
-
-    /// The turns of one conversation; leaves only by `?` with the [`Stop`].
-    async fn turns(
-        &self,
-        p: &Profile<'_>,
-        wire: Wire,
-        s: &mut Session<'_>,
-        mw: &mut Stack,
-        cx: &Cx<'_>,
-    ) -> Result<Infallible, Stop> {
-        let specs: Vec<ToolSpec> = p
-            .tools
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                input_schema: t.input_schema.clone(),
-            })
-            .collect();
-        loop {
-            s.next_turn()?;
-            let before = self
-                .hook(s, mw, HookInput::BeforeModel(&s.messages), cx)
-                .await;
-            if let Some(m) = before.messages {
-                s.messages = m;
-            }
-            let mut resp = self.call_model(&specs, s).await?;
-            let after = self.hook(s, mw, HookInput::AfterModel(&resp), cx).await;
-            if let Some(text) = after.output {
-                resp.content = Some(text);
-            }
-            let (calls, format_error) = wire.parse(&resp);
-            s.messages.push(wire.assistant(&resp));
-            if let Some(m) = after.messages {
-                s.messages = m;
-            }
-            if let Some((_, message)) = after.block {
-                if wire.0 == ToolProtocol::Native {
-                    let mut obs = wire.observations();
-                    let not_run = text::say("middleware", "not_run", context! {});
-                    calls.iter().for_each(|c| obs.push(c, &not_run));
-                    obs.send(&mut s.messages);
-                }
-                s.messages.push(Message::user(message));
-                continue;
-            }
-            if let Some(err) = format_error {
-                s.error("format", &err);
-                let names: Vec<String> = p.tools.iter().map(|t| t.name.clone()).collect();
-                s.messages
-                    .push(Message::user(prompt::json_format_error(&err, &names)));
-                continue;
-            }
-            s.keep_text(&resp);
-            if calls.is_empty() {
-                let summary = resp.content.clone().unwrap_or_default();
-                let msg = self.finish(s, mw, cx, &summary).await?;
-                s.messages.push(Message::user(msg));
-                continue;
-            }
-            let mut obs = wire.observations();
-            for call in &calls {
-                let o = if self.is_finish(p, call) {
-                    let summary = call.arguments.get("summary").and_then(Value::as_str);
-                    let summary = summary.unwrap_or("");
-                    match self.finish(s, mw, cx, summary).await {
-                        Ok(rejected) => rejected,
-                        Err(stop) => {
-                            if !summary.is_empty() {
-                                s.final_text = Some(summary.to_string());
-                            }
-                            return Err(stop);
-                        }
-                    }
-                } else {
-                    self.call_tool(call, p, s, mw, cx).await.observation()
-                };
-                obs.push(call, &o);
-            }
-            obs.send(&mut s.messages);
-        }
+        let mut agent = CodeAgent {
+            rt: self,
+            p,
+            cx,
+            mw: Stack::new(self.middleware.clone()),
+            wire,
+        };
+        agent_loop::run(s, &self.model, &req, &mut agent).await
     }
 
     fn is_finish(&self, p: &Profile<'_>, call: &ToolCall) -> bool {
@@ -325,37 +257,6 @@ impl Runtime {
         {
             Some(msg) => Ok(msg),
             None => Err(Stop::at(End::Finished)),
-        }
-    }
-
-    /// One model call within the deadline; on a context overflow compacts once and retries.
-    async fn call_model(
-        &self,
-        specs: &[ToolSpec],
-        s: &mut Session<'_>,
-    ) -> Result<ChatResponse, Stop> {
-        let mut compacted = false;
-        loop {
-            let req = ChatRequest {
-                role: Role::CodeAgent,
-                messages: s.messages.clone(),
-                tools: specs.to_vec(),
-                protocol: self.harness.agent.tool_protocol,
-                temperature: None,
-                max_tokens: None,
-                tool_choice: Default::default(),
-            };
-            match s.call(&self.model, &req).await {
-                Err(CallError::Model(ModelError::ContextLength(_))) if !compacted => {
-                    compacted = true;
-                    let half = conversation_chars(&s.messages) / 2;
-                    match compact(&s.messages, half, 4) {
-                        Some(m) => s.messages = m,
-                        None => return Err(Stop::at(End::ContextExceeded)),
-                    }
-                }
-                r => return r.map_err(Stop::from),
-            }
         }
     }
 
@@ -511,5 +412,83 @@ impl Runtime {
             )),
             ..Default::default()
         }
+    }
+}
+
+/// The code agent's (and a sub-agent's) hooks into the shared loop: the harness's
+/// middleware around every step, its tool protocol, its finish hooks and tools.
+struct CodeAgent<'r> {
+    rt: &'r Runtime,
+    p: &'r Profile<'r>,
+    cx: &'r Cx<'r>,
+    mw: Stack,
+    wire: Wire,
+}
+
+#[async_trait::async_trait]
+impl Agent for CodeAgent<'_> {
+    async fn before_model(&mut self, s: &mut Session<'_>, _turn: u32) -> ToolChoice {
+        let hook = HookInput::BeforeModel(&s.messages);
+        let before = self.rt.hook(s, &mut self.mw, hook, self.cx).await;
+        if let Some(m) = before.messages {
+            s.messages = m;
+        }
+        ToolChoice::Auto
+    }
+
+    async fn after_model(&mut self, s: &mut Session<'_>, mut resp: ChatResponse) -> Reply {
+        let hook = HookInput::AfterModel(&resp);
+        let after = self.rt.hook(s, &mut self.mw, hook, self.cx).await;
+        if let Some(text) = after.output {
+            resp.content = Some(text);
+        }
+        let (calls, format_error) = self.wire.parse(&resp);
+        s.messages.push(self.wire.assistant(&resp));
+        if let Some(m) = after.messages {
+            s.messages = m;
+        }
+        if let Some((_, message)) = after.block {
+            if self.wire.0 == ToolProtocol::Native {
+                let mut obs = self.wire.observations();
+                let not_run = text::say("middleware", "not_run", context! {});
+                calls.iter().for_each(|c| obs.push(c, &not_run));
+                obs.send(&mut s.messages);
+            }
+            s.messages.push(Message::user(message));
+            return Reply::Handled;
+        }
+        if let Some(err) = format_error {
+            s.error("format", &err);
+            let names: Vec<String> = self.p.tools.iter().map(|t| t.name.clone()).collect();
+            s.messages
+                .push(Message::user(prompt::json_format_error(&err, &names)));
+            return Reply::Handled;
+        }
+        s.keep_text(&resp);
+        match calls.is_empty() {
+            true => Reply::Answer(resp.content.unwrap_or_default()),
+            false => Reply::Calls(calls),
+        }
+    }
+
+    async fn answer(&mut self, s: &mut Session<'_>, text: String) -> Result<String, Stop> {
+        self.rt.finish(s, &mut self.mw, self.cx, &text).await
+    }
+
+    async fn tool(&mut self, s: &mut Session<'_>, call: &ToolCall) -> Result<String, Stop> {
+        if !self.rt.is_finish(self.p, call) {
+            let r = self
+                .rt
+                .call_tool(call, self.p, s, &mut self.mw, self.cx)
+                .await;
+            return Ok(r.observation());
+        }
+        let summary = call.arguments.get("summary").and_then(Value::as_str);
+        let summary = summary.unwrap_or("");
+        let r = self.rt.finish(s, &mut self.mw, self.cx, summary).await;
+        if r.is_err() && !summary.is_empty() {
+            s.final_text = Some(summary.to_string());
+        }
+        r
     }
 }
