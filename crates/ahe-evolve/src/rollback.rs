@@ -13,6 +13,7 @@ use crate::attribute::{ChangeEvaluation, Verdict};
 use crate::commit::HarnessRepo;
 use crate::manifest::{Change, ChangeKind, Manifest};
 use crate::run_dir::IterationDir;
+use ahe_rundir::attribution::ChangeVerdict;
 use ahe_rundir::snapshots::ChangeSnapshot;
 
 /// Lines per harness-relative file (what `lines_removed` / `lines_added` give).
@@ -109,21 +110,7 @@ pub fn auto_rollback_of(
         };
         let onto_tree = repo.tree_of(&onto)?;
         let commit = c.commit.as_deref().filter(|x| repo.resolve(x).is_ok());
-        let (tree, restored, lost) = match commit {
-            Some(commit) => {
-                let r = repo.revert_or_restore(&onto, commit)?;
-                let lost = if r.restored.is_empty() {
-                    Vec::new()
-                } else {
-                    lost_lines(repo, &manifest, commit, &onto_tree, &r.tree, &r.restored)?
-                };
-                (r.tree, r.restored, lost)
-            }
-            None => {
-                repo.restore_files(&base, &c.files)?;
-                (repo.snapshot_worktree()?, Vec::new(), Vec::new())
-            }
-        };
+        let (tree, restored, lost) = undo(repo, &manifest, &base, c, commit, &onto, &onto_tree)?;
         let files = repo.tree_diff_files(&onto_tree, &tree)?;
         if files.is_empty() {
             out.notes.push(format!(
@@ -143,35 +130,7 @@ pub fn auto_rollback_of(
                 lost_text(&lost)
             ),
         };
-        let unjudged = v.verdict == Verdict::Unjudged;
-        let change = Change {
-            id: format!("rollback-{}", c.id),
-            kind: ChangeKind::Rollback,
-            description: format!(
-                "Automatic rollback of {} change {} (iteration {}: {}) by {how}",
-                crate::attribute::verdict_name(v.verdict),
-                c.id,
-                prev.number(),
-                c.description
-            ),
-            files: files.clone(),
-            failure_pattern: match unjudged {
-                true => format!("unexplained regressions that {} may have caused", c.id),
-                false => format!("regressions caused by {}", c.id),
-            },
-            root_cause: c.root_cause.clone(),
-            predicted_fixes: match unjudged {
-                true => v.regressions_matched.clone(),
-                false => v.blamed_regressions.clone(),
-            },
-            risk_tasks: Vec::new(),
-            component: c.component,
-            why_this_component: match unjudged {
-                true => "undoes a change the budget could not clear ([attribution] unjudged = \"revert\")".into(),
-                false => "undoes the harmful change".into(),
-            },
-            commit: None,
-        };
+        let change = rollback_change(prev.number(), c, v, files.clone(), &how);
         out.notes.push(format!(
             "auto-rollback: {} ({}){}",
             change.id,
@@ -191,6 +150,65 @@ pub fn auto_rollback_of(
         });
     }
     Ok(out)
+}
+
+/// Undoes change `c` on top of `onto`: reverts its commit (a conflicting file goes back whole
+/// to before the change, with the lines that loses), or restores its files from `base` when
+/// it has no commit. Returns the new tree, the files restored whole and the lost lines.
+fn undo(
+    repo: &HarnessRepo,
+    manifest: &Manifest,
+    base: &str,
+    c: &Change,
+    commit: Option<&str>,
+    onto: &str,
+    onto_tree: &str,
+) -> anyhow::Result<(String, Vec<String>, Vec<LostLines>)> {
+    let Some(commit) = commit else {
+        repo.restore_files(base, &c.files)?;
+        return Ok((repo.snapshot_worktree()?, Vec::new(), Vec::new()));
+    };
+    let r = repo.revert_or_restore(onto, commit)?;
+    let lost = match r.restored.is_empty() {
+        true => Vec::new(),
+        false => lost_lines(repo, manifest, commit, onto_tree, &r.tree, &r.restored)?,
+    };
+    Ok((r.tree, r.restored, lost))
+}
+
+/// The rollback change that undoes `c` (judged `v` in iteration `t`) by `how`, touching `files`.
+fn rollback_change(t: u32, c: &Change, v: &ChangeVerdict, files: Vec<String>, how: &str) -> Change {
+    let unjudged = v.verdict == Verdict::Unjudged;
+    Change {
+        id: format!("rollback-{}", c.id),
+        kind: ChangeKind::Rollback,
+        description: format!(
+            "Automatic rollback of {} change {} (iteration {t}: {}) by {how}",
+            crate::attribute::verdict_name(v.verdict),
+            c.id,
+            c.description
+        ),
+        files,
+        failure_pattern: match unjudged {
+            true => format!("unexplained regressions that {} may have caused", c.id),
+            false => format!("regressions caused by {}", c.id),
+        },
+        root_cause: c.root_cause.clone(),
+        predicted_fixes: match unjudged {
+            true => v.regressions_matched.clone(),
+            false => v.blamed_regressions.clone(),
+        },
+        risk_tasks: Vec::new(),
+        component: c.component,
+        why_this_component: match unjudged {
+            true => {
+                "undoes a change the budget could not clear ([attribution] unjudged = \"revert\")"
+                    .into()
+            }
+            false => "undoes the harmful change".into(),
+        },
+        commit: None,
+    }
 }
 
 /// `, which also removed 2 line(s) of c3 and 1 of no change` (empty when nothing was lost).
