@@ -74,43 +74,9 @@ pub async fn final_eval(
             held_out: (!run.holdout.is_empty()).then(|| figure(r, &run.holdout)),
         });
     }
-    // The runner-up takes best's place when the fresh visible trials rank it higher.
-    // A best that holds a change rolled back later loses ties to an untainted runner-up.
-    let reverted = reverted_changes(run, it.number());
-    out.best_tainted_by = tainted_by(&reverted, picks[0].iteration).map(String::from);
-    let runner = picks.iter().position(|p| p.roles.contains(&"runner-up"));
-    if let Some(r) = runner {
-        let (rv, bv) = (
-            out.harnesses[r].visible.pass_at_1,
-            out.harnesses[0].visible.pass_at_1,
-        );
-        if rv > bv || (out.best_tainted_by.is_some() && rv >= bv) {
-            let (from, to) = (picks[0].iteration, picks[r].iteration);
-            let why = format!(
-                "won the final re-evaluation against iteration {from}: {:.3} vs {:.3} on {n} \
-                 fresh trials per visible task",
-                out.harnesses[r].visible.pass_at_1, out.harnesses[0].visible.pass_at_1
-            );
-            let selected = picks[r].selected;
-            set_best(
-                &run.dir,
-                &run.repo,
-                to,
-                &picks[r].commit,
-                selected,
-                why,
-                None,
-            )?;
-            out.switched = Some([from, to]);
-            out.harnesses.swap(0, r);
-            fresh.swap(0, r);
-            let swap_roles = |h: &mut Reevaluated, a: &str, b: &str| {
-                h.role = h.role.replace(a, "\u{0}").replace(b, a).replace('\u{0}', b);
-            };
-            swap_roles(&mut out.harnesses[0], "runner-up", "best");
-            swap_roles(&mut out.harnesses[r], "best", "runner-up");
-        }
-    }
+    out.best_tainted_by = tainted_by(&reverted_changes(run, it.number()), picks[0].iteration)
+        .map(String::from);
+    runner_up_may_win(run, &picks, &mut out, &mut fresh)?;
     let seed = out.harnesses.iter().position(|h| h.role.contains("seed"));
     let runner = out
         .harnesses
@@ -129,6 +95,44 @@ pub async fn final_eval(
     out.cost = cost;
     run.say(format!("[final] {}", out.verdict()));
     run.dir.write_final_eval(&out)
+}
+
+/// The runner-up takes best's place when the fresh visible trials rank it higher; a best
+/// that holds a change rolled back later (`out.best_tainted_by`) loses ties to it. On a
+/// switch, best.json is rewritten and `out` and `fresh` put the new best first.
+fn runner_up_may_win(
+    run: &Run,
+    picks: &[Pick],
+    out: &mut FinalEval,
+    fresh: &mut [BTreeMap<String, f64>],
+) -> anyhow::Result<()> {
+    let n = out.trials_per_task;
+    let Some(r) = picks.iter().position(|p| p.roles.contains(&"runner-up")) else {
+        return Ok(());
+    };
+    let (rv, bv) = (
+        out.harnesses[r].visible.pass_at_1,
+        out.harnesses[0].visible.pass_at_1,
+    );
+    if !(rv > bv || (out.best_tainted_by.is_some() && rv >= bv)) {
+        return Ok(());
+    }
+    let (from, to) = (picks[0].iteration, picks[r].iteration);
+    let why = format!(
+        "won the final re-evaluation against iteration {from}: {rv:.3} vs {bv:.3} on {n} \
+         fresh trials per visible task"
+    );
+    let selected = picks[r].selected;
+    set_best(&run.dir, &run.repo, to, &picks[r].commit, selected, why, None)?;
+    out.switched = Some([from, to]);
+    out.harnesses.swap(0, r);
+    fresh.swap(0, r);
+    let swap_roles = |h: &mut Reevaluated, a: &str, b: &str| {
+        h.role = h.role.replace(a, "\u{0}").replace(b, a).replace('\u{0}', b);
+    };
+    swap_roles(&mut out.harnesses[0], "runner-up", "best");
+    swap_roles(&mut out.harnesses[r], "best", "runner-up");
+    Ok(())
 }
 
 /// best, the seed and the runner-up (the highest visible pass@1 among the other evaluated
