@@ -126,7 +126,15 @@ pub fn import(job: &Path, out: &Path) -> anyhow::Result<ahe_bench::Scores> {
         results.push(t);
     }
     let k = attempts.values().copied().max().unwrap_or(1);
-    let mut scores = ahe_bench::scores::compute(k, &results, 0.0);
+    // The job's wall time from its own result.json (Harbor writes naive UTC times).
+    let wall = read(&job.join("result.json")).ok().and_then(|r| {
+        let t = |k: &str| {
+            let s = r[k].as_str()?.trim_end_matches('Z');
+            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()
+        };
+        Some((t("finished_at")? - t("started_at")?).num_milliseconds() as f64 / 1000.0)
+    });
+    let mut scores = ahe_bench::scores::compute(k, &results, wall.unwrap_or(0.0).max(0.0));
     scores.meta.model = model;
     scores.meta.harness = Some(format!("harbor job {}", job.display()));
     scores

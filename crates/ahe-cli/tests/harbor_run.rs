@@ -99,6 +99,8 @@ fn a_passing_harbor_run_job_imports_shows_and_reports() {
         assert_eq!(ts["status"], "pass", "{ts}");
     }
     assert_eq!(scores["meta"]["model"], "oracle");
+    let wall = scores["durations"]["wall_sec"].as_f64().unwrap();
+    assert!(wall > 1.0, "the job's own wall time: {wall}");
     // The oracle writes no trajectory; its log and the verifier's output come along.
     let t = eval.join("trials/fix-sum/1");
     let log = std::fs::read_to_string(t.join("agent.log")).unwrap();
