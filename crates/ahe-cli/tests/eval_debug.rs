@@ -251,3 +251,38 @@ fn an_imported_harbor_job_of_another_agent_reports_and_debugs() {
         "a passing task is not sent to the model"
     );
 }
+
+#[test]
+fn infra_errors_show_clipped_in_the_tables_and_whole_on_the_trial_page() {
+    let d = tempfile::tempdir().unwrap();
+    let eval = d.path().join("eval");
+    let job = common::root().join("crates/ahe-cli/tests/fixtures/harbor-job-compose-missing");
+    let o = ahe(
+        &[
+            "import",
+            "harbor",
+            job.to_str().unwrap(),
+            "--out",
+            eval.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (html, md) = report(&eval, &[("fix-sum", "infra"), ("hello-file", "infra")]);
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| fix-sum | [#1]"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(row.contains("| infra_error |"), "{row}");
+    assert!(
+        row.contains("Docker compose command failed") && row.contains('…'),
+        "{row}"
+    );
+    assert!(row.chars().count() < 600, "clipped: {row}");
+    assert!(html.contains("status-infra_error"));
+    let page = std::fs::read_to_string(eval.join("report/trials/fix-sum/1.html")).unwrap();
+    assert!(
+        page.contains("Stderr: None"),
+        "the whole error on the trial page"
+    );
+}

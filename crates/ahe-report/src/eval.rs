@@ -102,6 +102,16 @@ pub fn eval_trial_page_href(task: &str, attempt: u32) -> String {
     format!("report/trials/{}/{attempt}.html", url_segment(task))
 }
 
+/// Characters of a reason or infra error shown in the tables (the trial page has all).
+const CLIP: usize = 300;
+
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(CLIP) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 fn trial_row(r: &TrialResult, pages: bool) -> EvalTrialRow {
     let mut reason: Vec<String> = Vec::new();
     if let Some(e) = r
@@ -147,8 +157,8 @@ fn trial_row(r: &TrialResult, pages: bool) -> EvalTrialRow {
         },
         status: r.status.as_str().into(),
         reward: r.reward.map_or("–".into(), |x| format!("{x}")),
-        reason: reason.join("; "),
-        infra: infra.join("; "),
+        reason: clip(&reason.join("; ")),
+        infra: clip(&infra.join("; ")),
         turns: r.turns,
         tokens: format!(
             "{} / {}",
