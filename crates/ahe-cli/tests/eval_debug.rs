@@ -128,6 +128,14 @@ fn an_ahe_eval_directory_reports_and_debugs() {
     let trace =
         std::fs::read_to_string(eval.join("analysis/debugger/fix-sum/trace.jsonl")).unwrap();
     assert!(trace.contains("--- turn 1 [main]"), "{trace}");
+    // An evaluation is no iteration of a run: none is named to the model or in the overview.
+    assert!(trace.contains(r"# Task `fix-sum`\n## Task"), "{trace}");
+    assert!(!trace.contains("iteration 0"), "{trace}");
+    let overview = std::fs::read_to_string(eval.join("analysis/overview.md")).unwrap();
+    assert!(
+        overview.starts_with("# Debugger analysis overview\n"),
+        "{overview}"
+    );
     // A second report links the debugger's reports.
     let (html, _) = report(&eval, &[("fix-sum", "0/2")]);
     assert!(html.contains(&esc("analysis/detail/fix-sum.md")));
