@@ -121,11 +121,20 @@ pub fn import(job: &Path, out: &Path) -> anyhow::Result<ahe_bench::Scores> {
             std::fs::write(td.trace_path(), trace)?;
             t.turns = turns;
         }
+        copy_logs(dir, td.path())?;
         td.write_result(&t);
         results.push(t);
     }
     let k = attempts.values().copied().max().unwrap_or(1);
-    let mut scores = ahe_bench::scores::compute(k, &results, 0.0);
+    // The job's wall time from its own result.json (Harbor writes naive UTC times).
+    let wall = read(&job.join("result.json")).ok().and_then(|r| {
+        let t = |k: &str| {
+            let s = r[k].as_str()?.trim_end_matches('Z');
+            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()
+        };
+        Some((t("finished_at")? - t("started_at")?).num_milliseconds() as f64 / 1000.0)
+    });
+    let mut scores = ahe_bench::scores::compute(k, &results, wall.unwrap_or(0.0).max(0.0));
     scores.meta.model = model;
     scores.meta.harness = Some(format!("harbor job {}", job.display()));
     scores
@@ -134,6 +143,46 @@ pub fn import(job: &Path, out: &Path) -> anyhow::Result<ahe_bench::Scores> {
         .insert("imported_from".into(), json!(job.display().to_string()));
     eval.write_scores(&scores)?;
     Ok(scores)
+}
+
+/// A Harbor trial's logs where ahe's readers look: the verifier's output as
+/// `verifier/stdout.txt` (and `stderr.txt`), what the agent wrote under `agent/` (any
+/// agent's text logs, e.g. the oracle's `oracle.txt`) and Harbor's `trial.log` as
+/// `agent.log`.
+fn copy_logs(from: &Path, to: &Path) -> anyhow::Result<()> {
+    for (src, dst) in [
+        ("verifier/test-stdout.txt", "verifier/stdout.txt"),
+        ("verifier/test-stderr.txt", "verifier/stderr.txt"),
+    ] {
+        let src = from.join(src);
+        if src.is_file() {
+            std::fs::create_dir_all(to.join("verifier"))?;
+            std::fs::copy(&src, to.join(dst))
+                .with_context(|| format!("copying {}", src.display()))?;
+        }
+    }
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(from.join("agent"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "txt" || x == "log"))
+        .collect();
+    logs.sort();
+    logs.push(from.join("trial.log"));
+    let mut out = String::new();
+    for p in logs.iter().filter(|p| p.is_file()) {
+        let rel = p.strip_prefix(from).unwrap_or(p).display().to_string();
+        let text = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+        out.push_str(&format!(
+            "==> {rel} <==\n{}\n",
+            String::from_utf8_lossy(&text)
+        ));
+    }
+    if !out.is_empty() {
+        std::fs::write(to.join("agent.log"), out)?;
+    }
+    Ok(())
 }
 
 /// One Harbor `TrialResult` as ahe's.
@@ -231,8 +280,10 @@ fn emit(agent: &str, t: &Value, lines: &mut Vec<String>) -> u32 {
         match s["source"].as_str() {
                 Some("agent") => {
                     turns += 1;
+                    // Missing ids and names become "" (a null would make the line unreadable).
                     let calls: Vec<Value> = s["tool_calls"].as_array().into_iter().flatten().map(|c| {
-                        json!({"id": c["tool_call_id"], "name": c["function_name"], "arguments": c["arguments"]})
+                        json!({"id": c["tool_call_id"].as_str().unwrap_or(""),
+                               "name": c["function_name"].as_str().unwrap_or(""), "arguments": c["arguments"]})
                     }).collect();
                     let m = &s["metrics"];
                     lines.push(json!({"ts": ts, "event": "assistant", "agent": agent, "turn": turns,
@@ -246,10 +297,15 @@ fn emit(agent: &str, t: &Value, lines: &mut Vec<String>) -> u32 {
                         let output = match &o["content"] {
                             Value::String(x) => x.clone(),
                             Value::Null => String::new(),
+                            Value::Array(parts) if parts.iter().all(|p| p["text"].is_string()) => parts
+                                .iter()
+                                .filter_map(|p| p["text"].as_str())
+                                .collect::<Vec<_>>()
+                                .join("\n"),
                             other => other.to_string(),
                         };
                         lines.push(json!({"ts": ts, "event": "tool_call", "agent": agent, "turn": turns,
-                            "id": o["source_call_id"], "name": call.map(|c| c["function_name"].clone()),
+                            "id": o["source_call_id"].as_str().unwrap_or(""), "name": call.and_then(|c| c["function_name"].as_str()),
                             "args": call.map(|c| c["arguments"].clone()), "output": output, "ok": true}).to_string());
                     }
                 }

@@ -4,6 +4,7 @@ mod baseline;
 mod bench;
 mod check;
 mod compare;
+mod debug;
 mod eval;
 mod evolve;
 mod export;
@@ -80,8 +81,12 @@ enum Command {
     Import(import::ImportCommand),
     /// Evolve the harness: rollout, clean, attribute, debug, evolve, commit — N iterations.
     Evolve(evolve::EvolveArgs),
-    /// Write report.html (self-contained), report.md and trial pages of a run directory.
+    /// Write report.html (self-contained), report.md and trial pages of a run directory or
+    /// of an evaluation directory (`ahe eval --out`, `ahe import harbor --out`).
     Report(report::ReportArgs),
+    /// The debug phase on its own over an evaluation directory: the debugger's per-task
+    /// reports and the benchmark overview under EVAL_DIR/analysis/.
+    Debug(debug::DebugArgs),
     /// Terminal tables of a run: summary, --iteration N, --task T, --trial A; or --json.
     Show(show::ShowArgs),
     /// Load and check a harness directory; print every problem.
@@ -138,6 +143,7 @@ fn main() -> ExitCode {
         Command::Import(c) => import::run(c),
         Command::Evolve(a) => evolve::run(a),
         Command::Report(a) => report::run(a),
+        Command::Debug(a) => debug::run(a),
         Command::Show(a) => show::run(a),
         Command::Validate { dir } => validate(&dir),
         Command::Check(a) => check::run(a),

@@ -1,4 +1,5 @@
-//! `ahe report runs/NAME`: writes `report.html`, `report.md` and the trial pages.
+//! `ahe report runs/NAME | EVAL_DIR`: writes `report.html`, `report.md` and the trial pages
+//! of a run, or of an evaluation directory (`ahe eval --out`, `ahe import harbor --out`).
 
 use std::path::PathBuf;
 
@@ -10,7 +11,7 @@ use crate::CliError;
 /// Arguments of `ahe report`.
 #[derive(Args)]
 pub struct ReportArgs {
-    /// Run directory (runs/NAME).
+    /// Run directory (runs/NAME) or evaluation directory (EVAL_DIR).
     run: PathBuf,
     /// Skip the per-trial trace pages (trial links then open the trial directories).
     #[arg(long)]
@@ -25,19 +26,20 @@ pub fn run(a: ReportArgs) -> Result<(), CliError> {
             a.run.display()
         )));
     }
-    let g = report::generate(
-        &a.run,
-        &ReportOptions {
-            trial_pages: !a.no_trial_pages,
-        },
-    )
-    .map_err(|e| {
-        if ahe_evolve::RunDir::new(&a.run).looks_like_run() {
-            CliError::failed(e)
-        } else {
-            CliError::usage(e)
-        }
-    })?;
+    let opts = ReportOptions {
+        trial_pages: !a.no_trial_pages,
+    };
+    let g = if crate::show::is_eval_dir(&a.run) {
+        report::generate_eval(&a.run, &opts).map_err(CliError::failed)
+    } else {
+        report::generate(&a.run, &opts).map_err(|e| {
+            if ahe_evolve::RunDir::new(&a.run).looks_like_run() {
+                CliError::failed(e)
+            } else {
+                CliError::usage(e)
+            }
+        })
+    }?;
     if let Some(i) = &g.incomplete {
         eprintln!("note: the run is incomplete: {}", i.message);
     }

@@ -99,6 +99,7 @@ pub fn run(a: ShowArgs) -> Result<(), CliError> {
 mod detail;
 mod eval;
 use detail::{task_text, trial_text};
+pub(crate) use eval::is_eval_dir;
 
 /// Shows control characters (terminal escapes in model output) as visible escapes.
 fn clean(s: &str) -> String {

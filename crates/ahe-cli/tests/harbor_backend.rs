@@ -1,7 +1,8 @@
 //! `[sandbox] backend = "harbor"` end to end on Harbor's docker environment: the smoke tasks
 //! pass with the mock oracle and fail with the nop agent (k = 2, concurrency 4); a SIGKILLed
-//! bridge loses no trial and leaves no container; `ahe sandbox reap` deletes what a SIGKILLed
-//! ahe and bridge left. Needs the Harbor venv and `docker compose` (scripts/setup-harbor.sh
+//! bridge loses no trial and leaves no container; a start lost with its bridge is made again
+//! without spending an infra retry; `ahe sandbox reap` deletes what a SIGKILLed ahe and
+//! bridge left. Needs the Harbor venv and `docker compose` (scripts/setup-harbor.sh
 //! makes both): skipped with a note when either is missing, a failure under CI=true.
 
 mod common;
@@ -247,6 +248,73 @@ fn a_sigkilled_bridge_loses_no_trial_and_leaves_no_container() {
             .all(|r| !r["host"].as_str().unwrap().contains(&new)),
         "{rs:#?}"
     );
+    assert!(
+        projects_of(pid).is_empty(),
+        "containers left: {:?}",
+        projects_of(pid)
+    );
+    assert!(
+        records(&state).is_empty(),
+        "records left: {:?}",
+        records(&state)
+    );
+}
+
+#[test]
+fn a_start_lost_with_its_bridge_is_made_again_without_an_infra_retry() {
+    if !harbor_ready() {
+        return;
+    }
+    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let (out, state) = (d.path().join("out"), d.path().join("state"));
+    // No infra retry at all: a lost start that spent one would end its trial as infra_error.
+    let cfg = d.path().join("eval.toml");
+    std::fs::write(
+        &cfg,
+        "[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"harbor\"\ninfra_retries = 0\n",
+    )
+    .unwrap();
+    let child = eval_cmd("mock:oracle", &out, &state)
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // A start's record is written just before its request goes to the bridge; the
+    // environment takes seconds to come up, so the bridge dies under the starts.
+    let end = Instant::now() + Duration::from_secs(180);
+    let bridge = loop {
+        if let Some(b) = bridge_of(pid).filter(|_| !records(&state).is_empty()) {
+            break b;
+        }
+        assert!(Instant::now() < end, "no start request of ahe {pid}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(projects_of(pid).is_empty(), "a start finished already");
+    sigkill(bridge);
+    let o = finish(child);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{all}");
+    let s = json_file(&out.join("scores.json"));
+    assert_eq!(s["pass_at_1"], 1.0, "{s:#}");
+    let rs = results(&out);
+    assert_eq!(rs.len(), 8, "no trial lost");
+    for r in &rs {
+        assert_eq!(r["status"], "pass", "{r:#}");
+        assert_eq!(r["infra_retries"], 0, "{r:#}");
+    }
+    let remade = rs
+        .iter()
+        .filter(|r| {
+            r["notes"]
+                .to_string()
+                .contains("start of this environment was lost")
+        })
+        .count();
+    assert!(remade >= 1, "no start was made again: {rs:#?}");
     assert!(
         projects_of(pid).is_empty(),
         "containers left: {:?}",

@@ -429,8 +429,17 @@ pub async fn debug(
     Ok(report)
 }
 
+/// The overview's heading (an evaluation directory, `ahe debug EVAL_DIR`, is iteration 0:
+/// no iteration named).
+pub fn overview_title(iteration: u32) -> String {
+    match iteration {
+        0 => "# Debugger analysis overview\n\n".into(),
+        t => format!("# Debugger analysis overview — iteration {t}\n\n"),
+    }
+}
+
 fn overview(iteration: u32, lines: &[(String, TaskStatus, String, String)]) -> String {
-    let mut s = format!("# Debugger analysis overview — iteration {iteration}\n\n");
+    let mut s = overview_title(iteration);
     let section = |title: &str, st: TaskStatus, s: &mut String| {
         let rows: Vec<&(String, TaskStatus, String, String)> =
             lines.iter().filter(|l| l.1 == st).collect();

@@ -10,6 +10,7 @@ use crate::overlap::DebugOverlap;
 use crate::overview;
 use crate::run::{stop_on_permanent, Run};
 use crate::run_dir::IterationDir;
+use crate::RunConfig;
 
 /// The debuggers of iteration `it` to start during its rollout; None when its debug
 /// phase already finished (a resumed run).
@@ -24,8 +25,18 @@ pub fn debugger_ahead(run: &Run, it: &IterationDir) -> anyhow::Result<Option<Deb
 
 /// The debugger's settings from `[evolve]`, with a client of the `debugger` model.
 fn debug_settings(run: &Run) -> anyhow::Result<DebugSettings> {
-    let ec = &run.cfg.evolve;
-    let client = ahe_model::build_client_with(&run.cfg.model("debugger"), &run.client_opts())?;
+    settings_for(&run.cfg, &run.cfg.model("debugger"), &run.client_opts())
+}
+
+/// The debugger's settings from a config's `[evolve]`, with a client of `model` (also used
+/// by `ahe debug EVAL_DIR` outside the loop).
+pub fn settings_for(
+    cfg: &RunConfig,
+    model: &ahe_model::ModelConfig,
+    opts: &ahe_model::ClientOptions,
+) -> anyhow::Result<DebugSettings> {
+    let ec = &cfg.evolve;
+    let client = ahe_model::build_client_with(model, opts)?;
     Ok(DebugSettings {
         model: Some(client),
         concurrency: ec.debugger_concurrency,
@@ -38,14 +49,16 @@ fn debug_settings(run: &Run) -> anyhow::Result<DebugSettings> {
 /// Characters of reports one overview call reads: `[evolve] overview_context_chars`, else
 /// twice a local debugger model's context in tokens (room left for the answer), else 200000.
 fn overview_chars(run: &Run) -> usize {
-    match run.cfg.evolve.overview_context_chars {
-        0 => {
-            let m = run.cfg.model("debugger");
-            match m.runs_locally() {
-                true => 2 * m.context_tokens.unwrap_or(8192) as usize,
-                false => 200_000,
-            }
-        }
+    overview_chars_for(&run.cfg, &run.cfg.model("debugger"))
+}
+
+/// [`overview_chars`] of a config whose debugger is `m`.
+pub fn overview_chars_for(cfg: &RunConfig, m: &ahe_model::ModelConfig) -> usize {
+    match cfg.evolve.overview_context_chars {
+        0 => match m.runs_locally() {
+            true => 2 * m.context_tokens.unwrap_or(8192) as usize,
+            false => 200_000,
+        },
         n => n,
     }
 }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod confirm;
 pub mod counterfactual;
 pub mod debug;
+pub mod debug_eval;
 pub mod debug_phase;
 pub mod evolve;
 pub mod evolve_phase;

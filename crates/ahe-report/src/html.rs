@@ -12,7 +12,7 @@ use super::model::{phase_name, IterationReport, RunReport};
 use super::view::{iter_view, summary_row, IterView, SummaryRow};
 use ahe_rundir::journal::Phase;
 
-/// The template environment (report.html, trial.html, report.css).
+/// The template environment (report.html, trial.html, eval.html, eval.md, report.css).
 pub(super) fn env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {
@@ -24,11 +24,15 @@ pub(super) fn env() -> &'static Environment<'static> {
                 include_str!("../templates/report/report.html"),
             ),
             ("trial.html", include_str!("../templates/report/trial.html")),
+            ("eval.html", include_str!("../templates/report/eval.html")),
+            ("eval.md", include_str!("../templates/report/eval.md")),
         ];
         for (name, src) in t {
             e.add_template(name, src)
                 .unwrap_or_else(|err| panic!("report template {name}: {err}"));
         }
+        // Model-written text in Markdown templates (`eval.md`) must not become markup.
+        e.add_filter("md", |s: String| super::markdown::md(&s));
         e
     })
 }

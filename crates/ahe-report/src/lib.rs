@@ -1,9 +1,11 @@
 //! Reports of a run (`ahe report`, `ahe show`): a read model of the run directory
 //! ([`RunReport`]), a self-contained `report.html` (inline CSS and SVG, no scripts), a
-//! `report.md`, one HTML page per trial trace, and the JSON documents of `ahe show --json`.
+//! `report.md`, one HTML page per trial trace, and the JSON documents of `ahe show --json`;
+//! and the same files for an evaluation directory ([`generate_eval`]).
 
 pub mod charts;
 pub mod closing;
+pub mod eval;
 pub mod format;
 pub mod html;
 pub mod json;
@@ -17,6 +19,7 @@ pub mod view;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use eval::generate_eval;
 pub use model::{Cell, Incomplete, IterationReport, RunReport};
 
 /// What [`generate`] should write.

@@ -41,8 +41,36 @@ struct TurnView {
     has_error: bool,
 }
 
+/// Where a trial page sits: what it names as its source and where its links go.
+#[derive(Debug, Clone)]
+pub struct PageContext {
+    /// The run's (or evaluation's) name.
+    pub source: String,
+    /// The iteration of a run's trial; None for an evaluation directory's.
+    pub iteration: Option<u32>,
+    /// Link back to the report (with its anchor).
+    pub back: String,
+    /// Link to the trial's directory (ends in `/`).
+    pub raw: String,
+}
+
 /// Renders one trial's page (`report/trials/<iter>/<task>/<attempt>.html`).
 pub fn render_trial(run: &RunReport, iteration: u32, t: &CleanTrace) -> anyhow::Result<String> {
+    let ctx = PageContext {
+        source: run.name.clone(),
+        iteration: Some(iteration),
+        back: format!("../../../../report.html#iter-{iteration:03}"),
+        raw: format!(
+            "../../../../iterations/{iteration:03}/trials/{}/{}/",
+            url_segment(&t.task),
+            t.attempt
+        ),
+    };
+    render_trial_page(&ctx, t)
+}
+
+/// Renders one trial's page from its cleaned trace, with the links of `ctx`.
+pub fn render_trial_page(ctx: &PageContext, t: &CleanTrace) -> anyhow::Result<String> {
     let turns: Vec<TurnView> = t
         .turns
         .iter()
@@ -110,15 +138,10 @@ pub fn render_trial(run: &RunReport, iteration: u32, t: &CleanTrace) -> anyhow::
             }
         })
         .collect();
-    let raw = format!(
-        "../../../../iterations/{iteration:03}/trials/{}/{}/",
-        url_segment(&t.task),
-        t.attempt
-    );
     let tmpl = env().get_template("trial.html")?;
     Ok(tmpl.render(context! {
-        run => run.name,
-        iteration => iteration,
+        run => ctx.source,
+        iteration => ctx.iteration,
         task => t.task,
         attempt => t.attempt,
         trial_id => t.trial_id,
@@ -134,9 +157,9 @@ pub fn render_trial(run: &RunReport, iteration: u32, t: &CleanTrace) -> anyhow::
         system_prompt => t.system_prompt,
         user => t.user,
         turns => turns,
-        back => format!("../../../../report.html#iter-{iteration:03}"),
+        back => ctx.back,
         stamp => page_stamp(),
-        raw => raw,
+        raw => ctx.raw,
     })?)
 }
 
@@ -161,7 +184,7 @@ pub fn page_stamp() -> &'static str {
 }
 
 /// Whether a trial page exists with the current stamp and is newer than the trial's files.
-fn page_is_current(page: &Path, trial_dir: &Path) -> bool {
+pub(crate) fn page_is_current(page: &Path, trial_dir: &Path) -> bool {
     let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let Some(pm) = mtime(page) else {
         return false;

@@ -20,6 +20,7 @@
 
 mod bridge;
 mod records;
+mod start;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,8 +36,10 @@ use crate::{
     Backend, CopyOut, ExecOpts, ExecOutput, LeftoverPolicy, Result, Sandbox, SandboxError,
     SandboxSpec,
 };
-use bridge::{Bridge, Refusal};
+use bridge::Bridge;
 pub use records::{reap_in, HarborReap};
+pub use start::MAX_START_LOSSES;
+use start::{start_once, StartError};
 
 /// `[sandbox.harbor]`: which Harbor environment runs the trials and with what.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -286,20 +289,6 @@ fn hello(python: &Path, script: &Path, cfg: &HarborConfig) -> anyhow::Result<(Va
     Ok((v, check))
 }
 
-/// A Docker Compose project name Harbor accepts (lower-case letters, digits, `-`).
-fn session_name(spec: &SandboxSpec, seq: u64) -> String {
-    let raw = format!("ahe-{}-{}-{seq}", std::process::id(), spec.trial_id);
-    let mut s: String = raw
-        .chars()
-        .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9') => c,
-            _ => '-',
-        })
-        .collect();
-    s.truncate(60);
-    s.trim_end_matches('-').to_string()
-}
-
 #[async_trait::async_trait]
 impl Backend for HarborBackend {
     fn name(&self) -> &'static str {
@@ -308,54 +297,36 @@ impl Backend for HarborBackend {
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>> {
         let inner = &self.inner;
-        let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
-        let session = session_name(spec, seq);
-        let trial_dir = tempfile::Builder::new()
-            .prefix("ahe-harbor-trial-")
-            .tempdir()?;
-        let start = json!({
-            "op": "start",
-            "session": session,
-            "task": spec.task,
-            "environment": inner.cfg.environment,
-            "options": inner.cfg.options,
-            "environment_dir": spec.context_dir,
-            "docker_image": spec.docker_image,
-            "cpus": spec.cpus,
-            "memory_mb": spec.memory_mb,
-            "storage_mb": spec.storage_mb,
-            "allow_internet": spec.allow_internet,
-            "env": spec.env,
-            "build_timeout_sec": spec.build_timeout_sec,
-            "trial_dir": trial_dir.path(),
-        });
-        let bridge = inner.bridge().await?;
-        let mut rec = records::Record {
-            pid: std::process::id(),
-            python: inner.python.clone(),
-            start,
-        };
-        rec.start["record"] = json!(records::path(&inner.state, &session));
-        let record = records::write(&inner.state, &session, &rec)?;
-        let start = rec.start;
-        let answer = match bridge.call(start.clone()).await {
-            Ok(a) => a,
-            Err(Refusal { kind, message }) => {
-                if kind == "lost" {
-                    // The half-made environment is deleted through the next bridge.
-                    inner.delete_later(bridge, start, record);
-                } else {
-                    // The bridge deleted it already when its start failed.
-                    let _ = std::fs::remove_file(&record);
+        // A start lost with its bridge says nothing about the environment: it is made again
+        // on a new bridge (a few times) rather than spending one of the trial's infra retries.
+        let mut lost: Vec<String> = Vec::new();
+        let (trial_dir, (bridge, session, start, record, answer)) = loop {
+            let trial_dir = tempfile::Builder::new()
+                .prefix("ahe-harbor-trial-")
+                .tempdir()?;
+            match start_once(inner, spec, trial_dir.path()).await {
+                Ok(x) => break (trial_dir, x),
+                Err(StartError::Lost(why)) if lost.len() < MAX_START_LOSSES => {
+                    tracing::warn!("harbor: {why}; starting the environment again");
+                    lost.push(why);
                 }
-                let env = &inner.cfg.environment;
-                return Err(SandboxError::Backend(format!("harbor {env}: {message}")));
+                Err(StartError::Lost(why)) => {
+                    let env = &inner.cfg.environment;
+                    return Err(SandboxError::Backend(format!(
+                        "harbor {env}: {why} (its bridge was lost {} times in a row)",
+                        lost.len() + 1
+                    )));
+                }
+                Err(StartError::Failed(e)) => return Err(e),
             }
         };
         let mut notes = vec![format!(
             "sandbox: Harbor {} environment {:?} (session {session})",
             inner.version, inner.cfg.environment
         )];
+        notes.extend(lost.iter().map(|why| {
+            format!("an earlier start of this environment was lost and made again (not an infra retry): {why}")
+        }));
         if inner.cfg.environment != "docker" {
             notes.push(
                 "no hand-over: processes the agent left running are not ended before the \

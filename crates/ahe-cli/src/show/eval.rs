@@ -9,7 +9,7 @@ use crate::CliError;
 
 /// Whether `dir` is an evaluation directory (its `scores.json`), not a run (no journal,
 /// `run.toml` or `iterations/`).
-pub(super) fn is_eval_dir(dir: &Path) -> bool {
+pub(crate) fn is_eval_dir(dir: &Path) -> bool {
     let run = ["journal.jsonl", "run.toml", "iterations"]
         .iter()
         .any(|f| dir.join(f).exists());

@@ -103,7 +103,7 @@ pub fn overview_md(
     visible: &[String],
     list: &str,
 ) -> String {
-    let mut s = format!("# Debugger analysis overview — iteration {iteration}\n\n");
+    let mut s = crate::debug::overview_title(iteration);
     match &p.fallback {
         _ if failing.is_empty() => s.push_str("No visible task failed: no failure pattern.\n\n"),
         Some(why) => s.push_str(&format!(
