@@ -18,6 +18,7 @@ fn config(dir: &Path) -> PathBuf {
     let body = format!(
         "extends = \"{}\"\niterations = 2\n[evolve]\nvariants = 2\n\
          variant_focus = [\"structural\", \"guidance\"]\nscreen_tasks = 3\npreflight = false\n\
+         [attribution]\nmax_extra_share = 1.0\n\
          [models.default]\nscript = \"{}\"\n",
         root().join("configs/smoke-mock.toml").display(),
         root()
