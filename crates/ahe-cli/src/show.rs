@@ -269,7 +269,13 @@ fn variants_text(vv: &ahe_report::view::VariantsView) -> String {
     let mut s = String::from("variants:\n");
     s.push_str(&table(
         &[
-            "variant", "focus", "changes", "screen", "outcome", "evolve", "screen cost",
+            "variant",
+            "focus",
+            "changes",
+            "screen",
+            "outcome",
+            "evolve",
+            "screen cost",
         ],
         &rows,
         &[2, 3],

@@ -196,7 +196,10 @@ fn check_report(run: &Path) {
         "{md}"
     );
     assert!(md.contains("| v2 | guidance | 1 | 2/3 | chosen |"), "{md}");
-    assert!(md.contains("(one trial per task and variant): 6 trials"), "{md}");
+    assert!(
+        md.contains("(one trial per task and variant): 6 trials"),
+        "{md}"
+    );
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     assert!(
         html.contains("<h3>Variants</h3>") && html.contains("tag iter-001-v1"),
@@ -274,7 +277,14 @@ fn evolve_server(delay_ms: u64) -> TestServer {
 fn evolve_run(cfg: &Path, runs: &Path, name: &str) -> PathBuf {
     let (cfg, runs_s) = (cfg.to_str().unwrap(), runs.to_str().unwrap());
     let args = [
-        "evolve", "--config", cfg, "--name", name, "--runs-dir", runs_s, "--no-check",
+        "evolve",
+        "--config",
+        cfg,
+        "--name",
+        name,
+        "--runs-dir",
+        runs_s,
+        "--no-check",
     ];
     let o = ahe(&args, &[("AHE_VARIANTS_KEY", "sk-test")]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -292,13 +302,24 @@ fn the_variants_agents_run_at_once_each_in_its_own_working_tree() {
     // Each variant's edit is in its own tag only: no working tree was shared.
     let v1 = git(&run, &["ls-tree", "-r", "--name-only", "iter-001-v1"]);
     let v2 = git(&run, &["ls-tree", "-r", "--name-only", "iter-001-v2"]);
-    assert!(v1.contains("memory/structural.md") && !v1.contains("memory/guidance.md"), "{v1}");
-    assert!(v2.contains("memory/guidance.md") && !v2.contains("memory/structural.md"), "{v2}");
+    assert!(
+        v1.contains("memory/structural.md") && !v1.contains("memory/guidance.md"),
+        "{v1}"
+    );
+    assert!(
+        v2.contains("memory/guidance.md") && !v2.contains("memory/structural.md"),
+        "{v2}"
+    );
     // Each variant's own files; its working tree is gone once committed.
     let it = run.join("iterations/001/evolve");
     for v in ["v1", "v2"] {
         let dir = it.join("variants").join(v);
-        for f in ["trace.jsonl", "manifest.json", "proposed.json", "result.json"] {
+        for f in [
+            "trace.jsonl",
+            "manifest.json",
+            "proposed.json",
+            "result.json",
+        ] {
             assert!(dir.join(f).is_file(), "{v}/{f}");
         }
         assert!(!dir.join("harness").exists(), "{v}'s working tree stayed");

@@ -115,9 +115,8 @@ pub async fn screen(
             own.cost_usd += t.cost_usd;
         }
         cost.add(&own);
-        let clean = |x: &&&ahe_bench::TrialResult| {
-            x.status == TrialStatus::Pass && x.suspect.is_none()
-        };
+        let clean =
+            |x: &&&ahe_bench::TrialResult| x.status == TrialStatus::Pass && x.suspect.is_none();
         let passed = all.iter().filter(clean).count() as u32;
         out.push(Screened {
             result: r,

@@ -32,7 +32,6 @@ fn focus_text(v: u32, n: u32, focus: &str) -> String {
     crate::text::render(FOCUS, context! { variant => v, variants => n, focus })
 }
 
-
 /// Copies variant `from`'s files (trace, log, manifest, snapshots, proposals) into the
 /// iteration's `evolve/`, replacing what is there.
 fn copy_back(it: &IterationDir, from: &std::path::Path) -> anyhow::Result<()> {
@@ -135,7 +134,8 @@ pub async fn evolve_variants(
         .collect::<anyhow::Result<Vec<VariantResult>>>()?;
     let (per_variant, screen_note) = crate::screen::screen_size(run, it, n as usize);
     let tasks = screen_set(it, base.visible, per_variant);
-    let (mut screened, screen_cost) = crate::screen::screen(run, it, results, &tasks, cancel).await?;
+    let (mut screened, screen_cost) =
+        crate::screen::screen(run, it, results, &tasks, cancel).await?;
     it.record_role_cost("screen", &screen_cost.usage, screen_cost.cost_usd)?;
     let best = (0..screened.len())
         .min_by_key(|&i| {

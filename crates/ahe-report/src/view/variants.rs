@@ -41,7 +41,12 @@ pub struct VariantsView {
 pub(super) fn variants_view(run: &RunReport, it: &IterationReport) -> Option<VariantsView> {
     let rec = it.variants.as_ref()?;
     let cost = |input: u64, output: u64, usd: f64| {
-        format!("{} in / {} out · {}", tokens(input), tokens(output), run.usd(usd))
+        format!(
+            "{} in / {} out · {}",
+            tokens(input),
+            tokens(output),
+            run.usd(usd)
+        )
     };
     let rows = rec
         .variants
