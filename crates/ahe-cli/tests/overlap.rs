@@ -1,6 +1,7 @@
 //! The debugger overlaps the rollout: a task's debugger starts once its trials are done,
 //! while another task's trial still runs; a run killed (SIGKILL) in that overlapped phase
-//! resumes without running any finished trial or written debugger report again.
+//! resumes without running any finished trial or written debugger report again, and the
+//! debugger's cost still counts the kept report's call.
 
 mod common;
 
@@ -194,4 +195,8 @@ fn killed_during_the_overlapped_phase_the_run_resumes_without_repeating_work() {
         "report kept on resume"
     );
     assert_eq!(count(&log, "debugger:fix-sum"), 1);
+    // The debugger's cost survives the resume: the kept report's call (before the kill) and
+    // fix-sum's, 10 prompt tokens each (the server's usage), each counted once.
+    let s = json_file(&ahe_evolve::RunDir::new(&run).iteration(1).eval().scores_path());
+    assert_eq!(s["meta"]["roles"]["debugger"]["input_tokens"], 20, "{s}");
 }
