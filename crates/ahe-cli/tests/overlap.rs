@@ -197,6 +197,11 @@ fn killed_during_the_overlapped_phase_the_run_resumes_without_repeating_work() {
     assert_eq!(count(&log, "debugger:fix-sum"), 1);
     // The debugger's cost survives the resume: the kept report's call (before the kill) and
     // fix-sum's, 10 prompt tokens each (the server's usage), each counted once.
-    let s = json_file(&ahe_evolve::RunDir::new(&run).iteration(1).eval().scores_path());
+    let s = json_file(
+        &ahe_evolve::RunDir::new(&run)
+            .iteration(1)
+            .eval()
+            .scores_path(),
+    );
     assert_eq!(s["meta"]["roles"]["debugger"]["input_tokens"], 20, "{s}");
 }

@@ -381,3 +381,75 @@ fn a_screen_the_extra_trial_share_cannot_pay_shrinks_or_is_skipped() {
     let o = ahe(&["show", run.to_str().unwrap(), "--iteration", "1"], &[]);
     assert!(text(&o).contains("no screen trials"), "{}", text(&o));
 }
+
+/// Assistant events (model calls) in a trace.
+fn calls_in(trace: &Path) -> u64 {
+    std::fs::read_to_string(trace)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"event\":\"assistant\""))
+        .count() as u64
+}
+
+#[test]
+fn a_variant_killed_half_done_starts_again_from_the_start_and_its_calls_still_count() {
+    let d = tempfile::tempdir().unwrap();
+    let server = evolve_server(700);
+    let cfg = server_config(d.path(), Some(&server.base_url()), "", 1.0);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ahe"))
+        .args([
+            "evolve",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--name",
+            "half",
+        ])
+        .args(["--runs-dir", d.path().to_str().unwrap(), "--no-check"])
+        .env("AHE_VARIANTS_KEY", "sk-test")
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = d.path().join("half");
+    let v1 = run.join("iterations/001/evolve/variants/v1");
+    // Killed (-9) once variant 1 wrote its file and before it submitted.
+    let t0 = Instant::now();
+    while !v1.join("harness/memory/structural.md").is_file() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "variant 1 never wrote"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !v1.join("result.json").exists(),
+        "killed after variant 1 finished"
+    );
+    let before = calls_in(&v1.join("trace.jsonl"))
+        + calls_in(&run.join("iterations/001/evolve/variants/v2/trace.jsonl"));
+    assert!(before >= 1);
+    let o = ahe(
+        &["evolve", "--resume", run.to_str().unwrap()],
+        &[("AHE_VARIANTS_KEY", "sk-test")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v1_files = git(&run, &["ls-tree", "-r", "--name-only", "iter-001-v1"]);
+    assert!(
+        v1_files.contains("memory/structural.md") && !v1_files.contains("memory/guidance.md"),
+        "{v1_files}"
+    );
+    assert!(!v1.join("harness").exists());
+    // Every call is counted once, those of the killed attempt too.
+    let calls = calls_in(&v1.join("trace.jsonl"))
+        + calls_in(&run.join("iterations/001/evolve/variants/v2/trace.jsonl"));
+    assert!(calls > 4, "{calls} calls: the killed attempt made none?");
+    let s = json(&run.join("iterations/001/scores.json"));
+    assert_eq!(
+        s["meta"]["roles"]["evolve"]["input_tokens"],
+        10 * calls,
+        "{s}"
+    );
+}
