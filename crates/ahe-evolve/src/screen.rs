@@ -82,6 +82,7 @@ pub fn screen_size(run: &Run, it: &IterationDir, variants: usize) -> (usize, Opt
 /// Runs the screen of `results` on `tasks` (one trial per task and variant, set
 /// `screen/v<i>`; finished trials of an earlier attempt kept); returns every variant with
 /// its figures and the screen's cost over every kept trial (also those of before a resume).
+/// The sets run side by side, their trials at once never more than `[sandbox] concurrency`.
 pub async fn screen(
     run: &Run,
     it: &IterationDir,
@@ -89,7 +90,12 @@ pub async fn screen(
     tasks: &[String],
     cancel: CancellationToken,
 ) -> anyhow::Result<(Vec<Screened>, SetCost)> {
-    let per_set = (run.cfg.sandbox.concurrency / results.len().max(1)).max(1);
+    // Sets at once × trials per set stays within the sandbox concurrency.
+    let conc = run.cfg.sandbox.concurrency.max(1);
+    let at_once = results.len().clamp(1, conc);
+    let per_set = (conc / at_once).max(1);
+    let sem = tokio::sync::Semaphore::new(at_once);
+    let sem = &sem;
     let sets = results.iter().map(|r| {
         let set = format!("screen/v{}", r.variant);
         let cancel = cancel.clone();
@@ -97,6 +103,7 @@ pub async fn screen(
             if tasks.is_empty() {
                 return Ok(Default::default());
             }
+            let _permit = sem.acquire().await?;
             crate::extra::run_set_with(run, it, &set, &r.commit, tasks, 1, per_set, cancel)
                 .await
                 .map(|x| x.0)
