@@ -225,6 +225,17 @@ fn check_report(run: &Path) {
 /// debugger stay scripted mocks), with `extra` lines in `[evolve]` and `share` as
 /// `[attribution] max_extra_share`.
 fn server_config(dir: &Path, evolve_url: Option<&str>, extra: &str, share: f64) -> PathBuf {
+    server_config_n(dir, evolve_url, extra, share, 2)
+}
+
+/// [`server_config`] with `variants` evolve agents.
+fn server_config_n(
+    dir: &Path,
+    evolve_url: Option<&str>,
+    extra: &str,
+    share: f64,
+    variants: u32,
+) -> PathBuf {
     let p = dir.join(format!("variants-{}.toml", dir.read_dir().unwrap().count()));
     let evolve = match evolve_url {
         Some(url) => format!(
@@ -236,7 +247,7 @@ fn server_config(dir: &Path, evolve_url: Option<&str>, extra: &str, share: f64) 
     let body = format!(
         "extends = \"{}\"\nk = 1\niterations = 1\n[benchmark]\npath = \"benchmarks/smoke\"\n\
          [sandbox]\nbackend = \"local\"\nconcurrency = 4\n[holdout]\ntasks = [\"config-port\"]\n\
-         [evolve]\nvariants = 2\nvariant_focus = [\"structural\", \"guidance\"]\n\
+         [evolve]\nvariants = {variants}\nvariant_focus = [\"structural\", \"guidance\"]\n\
          screen_tasks = 3\npreflight = false\nfinal_trials = 0\n{extra}\n\
          [attribution]\nmax_extra_share = {share}\n\
          [models.default]\nprovider = \"mock\"\nmodel = \"script\"\nscript = \"{}\"\n{evolve}",
@@ -446,6 +457,50 @@ fn a_variant_killed_half_done_starts_again_from_the_start_and_its_calls_still_co
     let calls = calls_in(&v1.join("trace.jsonl"))
         + calls_in(&run.join("iterations/001/evolve/variants/v2/trace.jsonl"));
     assert!(calls > 4, "{calls} calls: the killed attempt made none?");
+    let s = json(&run.join("iterations/001/scores.json"));
+    assert_eq!(
+        s["meta"]["roles"]["evolve"]["input_tokens"],
+        10 * calls,
+        "{s}"
+    );
+}
+
+#[test]
+fn one_evolve_agent_killed_half_done_keeps_its_calls_counted() {
+    let d = tempfile::tempdir().unwrap();
+    let server = evolve_server(700);
+    let cfg = server_config_n(d.path(), Some(&server.base_url()), "", 1.0, 1);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ahe"))
+        .args(["evolve", "--config", cfg.to_str().unwrap(), "--name", "one"])
+        .args(["--runs-dir", d.path().to_str().unwrap(), "--no-check"])
+        .env("AHE_VARIANTS_KEY", "sk-test")
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = d.path().join("one");
+    let trace = run.join("iterations/001/evolve/trace.jsonl");
+    let t0 = Instant::now();
+    while calls_in(&trace) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the evolve agent never answered"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let o = ahe(
+        &["evolve", "--resume", run.to_str().unwrap()],
+        &[("AHE_VARIANTS_KEY", "sk-test")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // One agent: no variant directories, the same files as ever.
+    assert!(!run.join("iterations/001/evolve/variants").exists());
+    assert!(!run.join("iterations/001/evolve/variants.json").exists());
+    let calls = calls_in(&trace);
+    assert!(calls > 2, "{calls} calls: the killed attempt made none?");
     let s = json(&run.join("iterations/001/scores.json"));
     assert_eq!(
         s["meta"]["roles"]["evolve"]["input_tokens"],
