@@ -201,6 +201,7 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
                 marks: String::new(),
                 line: String::new(),
                 out: None,
+                spent: Default::default(),
             }
         })
     });

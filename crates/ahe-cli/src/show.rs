@@ -250,6 +250,44 @@ fn list(v: &[String]) -> String {
     }
 }
 
+/// The variants of an evolve step as a table, with the screen's line and note.
+fn variants_text(vv: &ahe_report::view::VariantsView) -> String {
+    let rows: Vec<Vec<String>> = vv
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.variant.clone(),
+                r.focus.clone(),
+                r.changes.to_string(),
+                r.screen.clone(),
+                r.outcome.clone(),
+                r.evolve_cost.clone(),
+                r.screen_cost.clone(),
+            ]
+        })
+        .collect();
+    let mut s = String::from("variants:\n");
+    s.push_str(&table(
+        &[
+            "variant",
+            "focus",
+            "changes",
+            "screen",
+            "outcome",
+            "evolve",
+            "screen cost",
+        ],
+        &rows,
+        &[2, 3],
+    ));
+    s.push_str(&format!("{}\n", vv.screen));
+    if let Some(n) = &vv.note {
+        s.push_str(&format!("{n}\n"));
+    }
+    s
+}
+
 fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
     let v = iter_view(run, it, false);
     let t = v.iteration;
@@ -284,6 +322,9 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
         .collect();
     if !roles.is_empty() {
         s.push_str(&format!("roles: {}\n", roles.join(" · ")));
+    }
+    if let Some(vv) = &v.variants {
+        s.push_str(&variants_text(vv));
     }
     s.push('\n');
     let rows: Vec<Vec<String>> = v

@@ -1,6 +1,7 @@
 //! The debugger overlaps the rollout: a task's debugger starts once its trials are done,
 //! while another task's trial still runs; a run killed (SIGKILL) in that overlapped phase
-//! resumes without running any finished trial or written debugger report again.
+//! resumes without running any finished trial or written debugger report again, and the
+//! debugger's cost still counts the kept report's call.
 
 mod common;
 
@@ -194,4 +195,81 @@ fn killed_during_the_overlapped_phase_the_run_resumes_without_repeating_work() {
         "report kept on resume"
     );
     assert_eq!(count(&log, "debugger:fix-sum"), 1);
+    // The debugger's cost survives the resume: the kept report's call (before the kill) and
+    // fix-sum's, 10 prompt tokens each (the server's usage), each counted once.
+    let s = json_file(
+        &ahe_evolve::RunDir::new(&run)
+            .iteration(1)
+            .eval()
+            .scores_path(),
+    );
+    assert_eq!(s["meta"]["roles"]["debugger"]["input_tokens"], 20, "{s}");
+}
+
+/// Assistant events (model calls) in a trace.
+fn calls_in(trace: &Path) -> u64 {
+    std::fs::read_to_string(trace)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"event\":\"assistant\""))
+        .count() as u64
+}
+
+#[test]
+fn killed_during_the_overview_the_resumed_run_counts_every_overview_call_once() {
+    let d = tempfile::tempdir().unwrap();
+    // Every code agent gives up at once; each debugger report is long enough to be a part of
+    // its own for the overview (map–reduce: two parts, then the merge), whose calls take 1 s.
+    let server = TestServer::start_dynamic(|body, _| {
+        let sys = system_prompt(body);
+        if sys.contains("writing the benchmark overview")
+            || sys.contains("merging partial benchmark overviews")
+        {
+            return ScriptedReply::text("{\"patterns\": []}").with_delay(1000);
+        }
+        if sys.starts_with("You are the Debugger") {
+            let long = "The agent stopped at once without looking at the task. ".repeat(20);
+            return ScriptedReply::text(&format!("## Failure summary\n{long}\n"));
+        }
+        ScriptedReply::text("done")
+    });
+    let cfg = config(d.path(), &server.base_url());
+    let cfg_text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[evolve]\n", "[evolve]\noverview_context_chars = 1000\n");
+    std::fs::write(&cfg, cfg_text).unwrap();
+    let runs = d.path().join("runs");
+    let run = runs.join("ov");
+    let it = ahe_evolve::RunDir::new(&run).iteration(1);
+    let trace = it.overview_trace_dir().join("trace.jsonl");
+    let mut child = evolve(&cfg, &runs).spawn().unwrap();
+    let t0 = Instant::now();
+    // Killed (-9) once the first part's call is done, while the second one's runs.
+    while calls_in(&trace) == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        assert!(t0.elapsed() < Duration::from_secs(90), "no overview call");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!journal(&run)
+        .iter()
+        .any(|e| e["ev"] == "phase_end" && e["phase"] == "debug"));
+    let o = ahe(
+        &["evolve", "--resume", run.to_str().unwrap()],
+        &[("AHE_OVERLAP_KEY", "sk-test")],
+    );
+    assert_eq!(o.status.code(), Some(0), "resume: {}", text(&o));
+    let calls = calls_in(&trace);
+    assert!(
+        calls >= 4,
+        "{calls}: the resumed overview makes 3 calls, the killed one 1"
+    );
+    let s = json_file(&it.eval().scores_path());
+    assert_eq!(
+        s["meta"]["roles"]["overview"]["input_tokens"],
+        10 * calls,
+        "{s}"
+    );
+    assert_eq!(s["meta"]["roles"]["debugger"]["input_tokens"], 20, "{s}");
 }

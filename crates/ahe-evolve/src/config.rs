@@ -272,6 +272,8 @@ pub struct EvolveConfig {
     pub variant_focus: Vec<String>,
     /// Tasks of the screen minibatch that picks among the variants.
     pub screen_tasks: usize,
+    /// Variants whose evolve agents run at the same time, at most (unset: all of them).
+    pub variants_concurrency: Option<u32>,
 }
 
 impl Default for EvolveConfig {
@@ -297,6 +299,7 @@ impl Default for EvolveConfig {
             variants: 1,
             variant_focus: Vec::new(),
             screen_tasks: 4,
+            variants_concurrency: None,
         }
     }
 }
@@ -435,6 +438,12 @@ impl RunConfig {
         }
         if self.evolve.variants == 0 {
             bail!("evolve.variants: must be at least 1 (1 = one evolve agent, no screen)");
+        }
+        if self.evolve.variants_concurrency == Some(0) {
+            bail!(
+                "evolve.variants_concurrency: must be at least 1 (leave it out to run every \
+                 variant at once)"
+            );
         }
         if self.evolve.variants > 1 && self.evolve.screen_tasks == 0 {
             bail!("evolve.screen_tasks: must be at least 1 when evolve.variants > 1");

@@ -330,6 +330,9 @@ pub struct TaskDebug {
     pub line: String,
     /// The LLM debugger's run; None when the report was deterministic or already on disk.
     pub out: Option<crate::agent::HostOutcome>,
+    /// Every debugger call on this task so far — also those of an attempt killed before a
+    /// resume, and of a report kept from before it — as (tokens, dollars).
+    pub spent: (ahe_model::Usage, f64),
 }
 
 /// Analyses one task of an iteration from its cleaned trials and writes
@@ -353,12 +356,23 @@ pub async fn debug_task(
             },
         )
         .collect();
-    let done = |line: String, out| TaskDebug {
-        task: task.to_string(),
-        status: ts.status,
-        marks: marks.clone(),
-        line,
-        out,
+    let trace = iter_dir.debugger_trace(task);
+    // The trace is appended across attempts: what it holds before this one was spent.
+    let before = crate::spend::trace_spend(&trace);
+    let done = |line: String, out: Option<crate::agent::HostOutcome>| {
+        let mut spent = before;
+        if let Some(o) = &out {
+            spent.0.add(&o.usage);
+            spent.1 += o.cost_usd;
+        }
+        TaskDebug {
+            task: task.to_string(),
+            status: ts.status,
+            marks: marks.clone(),
+            line,
+            out,
+            spent,
+        }
     };
     if let Ok(text) = std::fs::read_to_string(&existing) {
         // Resume: a finished report is kept.
@@ -371,7 +385,7 @@ pub async fn debug_task(
             None,
         );
     }
-    let (dir, trace) = (iter_dir.trials().join(task), iter_dir.debugger_trace(task));
+    let dir = iter_dir.trials().join(task);
     let t = iter_dir.number();
     let (md, line, out) = analyze_task(task, t, &dir, ts.status, settings, &trace).await;
     let _ = std::fs::create_dir_all(iter_dir.details());
@@ -412,9 +426,9 @@ pub async fn debug(
     let mut lines: Vec<(String, TaskStatus, String, String)> = Vec::new();
     for d in all {
         report.tasks += 1;
+        report.usage.add(&d.spent.0);
+        report.cost_usd += d.spent.1;
         if let Some(o) = &d.out {
-            report.usage.add(&o.usage);
-            report.cost_usd += o.cost_usd;
             if o.final_text.is_some() && o.error.is_none() {
                 report.llm_reports += 1;
             } else {

@@ -72,9 +72,9 @@ pub async fn settle_debuggers(
     let Some(a) = ahead else { return Ok(()) };
     let mut usage = ahe_model::Usage::default();
     let mut cost = 0.0;
-    for o in a.finish().await.0.iter().filter_map(|d| d.out.as_ref()) {
-        usage.add(&o.usage);
-        cost += o.cost_usd;
+    for d in a.finish().await.0.iter() {
+        usage.add(&d.spent.0);
+        cost += d.spent.1;
     }
     it.record_role_cost("debugger", &usage, cost)
 }
@@ -102,8 +102,12 @@ pub async fn debug_phase(
     let model = settings.model.as_ref();
     let chars = overview_chars(run);
     let o = overview::write_overview(it, prev.as_ref(), &visible, &scores, model, chars, &r.list);
+    // The overview's trace is appended across attempts: what it held before this one.
+    let (mut usage, mut cost) = crate::spend::trace_spend(&overview_trace(it));
     let o = o.await?;
-    it.record_role_cost("overview", &o.usage, o.cost_usd)?;
+    usage.add(&o.usage);
+    cost += o.cost_usd;
+    it.record_role_cost("overview", &usage, cost)?;
     if let Some(why) = &o.patterns.fallback {
         let msg = format!("overview: no failure patterns ({why}); the per-task list stands alone");
         run.note(t, msg)?;
@@ -114,4 +118,9 @@ pub async fn debug_phase(
         run.note(t, msg)?;
     }
     Ok(())
+}
+
+/// The overview's `trace.jsonl` (every model call of its synthesis, appended).
+fn overview_trace(it: &IterationDir) -> std::path::PathBuf {
+    it.overview_trace_dir().join("trace.jsonl")
 }

@@ -66,6 +66,9 @@ pub struct EvolveInputs<'a> {
     /// Earlier changes with their fates: a change repeating a reverted or refused one must
     /// say why (`lineage::repeat_problem`).
     pub history: Vec<crate::lineage::PastChange>,
+    /// Where the agent's own files go (trace, log, manifest, snapshots, proposals); None:
+    /// the iteration's `evolve/` (a variant writes into `evolve/variants/v<i>/`).
+    pub out: Option<PathBuf>,
 }
 
 /// What the evolve phase produced.
@@ -394,8 +397,16 @@ fn salvage_committed(
     }))
 }
 
-/// Writes `evolve/snapshots.json` and `evolve/manifest.json` — on every run of the phase,
-/// so a resumed one replaces a killed one's.
+/// Where `evolve/<name of path>` goes for this agent (`inp.out`, else `evolve/` itself).
+fn agent_file(inp: &EvolveInputs<'_>, path: PathBuf) -> PathBuf {
+    match (&inp.out, path.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name),
+        _ => path,
+    }
+}
+
+/// Writes `evolve/snapshots.json` and `evolve/manifest.json` (into `inp.out` when set) — on
+/// every run of the phase, so a resumed one replaces a killed one's.
 fn write_records(
     inp: &EvolveInputs<'_>,
     recorded: &[changes::Recorded],
@@ -405,7 +416,7 @@ fn write_records(
         id: r.change.id.clone(),
         tree: r.tree.clone(),
     };
-    inp.iter_dir.write_change_snapshots(&ChangeSnapshots {
+    let snapshots = ChangeSnapshots {
         rollbacks: inp
             .rollbacks
             .iter()
@@ -415,8 +426,10 @@ fn write_records(
             })
             .collect(),
         agent: recorded.iter().map(snapshot).collect(),
-    })?;
-    inp.iter_dir.write_manifest(manifest)
+    };
+    let it = inp.iter_dir;
+    crate::write_json(&agent_file(inp, it.change_snapshots_path()), &snapshots)?;
+    crate::write_json(&agent_file(inp, it.manifest_path()), manifest)
 }
 
 /// The note naming agent edits that neither the manifest nor a `commit_change` names.
@@ -447,7 +460,7 @@ fn unlisted_note(
 
 /// Runs the evolve agent and enforces the edit boundary; writes `evolve/manifest.json`.
 pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
-    let evolve_dir = inp.iter_dir.evolve();
+    let evolve_dir = inp.out.clone().unwrap_or_else(|| inp.iter_dir.evolve());
     std::fs::create_dir_all(&evolve_dir)?;
     let rollbacks: Vec<crate::Change> = inp.rollbacks.iter().map(|r| r.change.clone()).collect();
     let tools = build_tools(&inp, &rollbacks)?;
@@ -539,7 +552,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         leak_guard,
     };
     write_records(&inp, &recorded, &manifest)?;
-    inp.iter_dir.write_proposed(&proposed)?;
+    crate::write_json(&agent_file(&inp, inp.iter_dir.proposed_path()), &proposed)?;
     Ok(EvolveOutcome {
         manifest,
         changed_files: inp.repo.changed_files(inp.evaluated)?,
@@ -550,54 +563,4 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const CAPS: WriteCaps = WriteCaps {
-        max_file_bytes: 1 << 20,
-        max_total_bytes: 1 << 22,
-    };
-
-    #[test]
-    fn the_evolve_jail_guards_traces_verifier_and_holdout() {
-        let d = tempfile::tempdir().unwrap();
-        let it = d.path().join("iterations/001");
-        for task in ["seen", "held"] {
-            let t = it.join(format!("trials/{task}/1"));
-            std::fs::create_dir_all(t.join("verifier")).unwrap();
-            std::fs::write(t.join("trace.clean.json"), "{}").unwrap();
-            std::fs::write(t.join("verifier/stdout.txt"), "test output").unwrap();
-        }
-        let h = d.path().join("harness");
-        std::fs::create_dir_all(h.join("memory")).unwrap();
-        std::fs::write(d.path().join("run.toml"), "x").unwrap();
-        let visible: BTreeSet<String> = ["seen".to_string()].into();
-        let jail = build_jail(&IterationDir::at(&it), &h, &visible, false, CAPS).unwrap();
-        assert_eq!(jail.read("traces/seen/1/trace.clean.json").unwrap(), "{}");
-        assert!(
-            jail.read("traces/held/1/trace.clean.json").is_err(),
-            "held-out traces are hidden"
-        );
-        assert_eq!(jail.list("traces").unwrap(), vec!["seen/"]);
-        assert!(
-            jail.read("traces/seen/1/verifier/stdout.txt").is_err(),
-            "verifier output hidden by default"
-        );
-        assert!(jail
-            .write("traces/seen/1/trace.clean.json", "x")
-            .unwrap_err()
-            .contains("read-only"));
-        assert!(jail
-            .write("traces/seen/1/verifier/reward.txt", "1")
-            .is_err());
-        assert!(jail.write("harness/../run.toml", "x").is_err());
-        assert!(jail.write("/etc/x", "x").is_err());
-        assert!(jail.write("harness/memory/MEMORY.md", "ok").is_ok());
-        let shown = build_jail(&IterationDir::at(&it), &h, &visible, true, CAPS).unwrap();
-        assert_eq!(
-            shown.read("traces/seen/1/verifier/stdout.txt").unwrap(),
-            "test output"
-        );
-        assert!(shown.read("traces/held/1/verifier/stdout.txt").is_err());
-    }
-}
+mod jail_tests;

@@ -53,9 +53,17 @@ pub async fn evolve_phase(
         caps: WriteCaps::of(ec),
         leak: crate::leak::LeakSettings::build(ec.leak_guard, &run.tasks, &run.holdout),
         history: past,
+        out: None,
     };
     let out = match ec.variants {
-        0 | 1 => evolve::evolve(inputs).await?,
+        0 | 1 => {
+            // The trace is appended across attempts: what it holds now, a killed one spent.
+            let (usage, cost) = crate::spend::trace_spend(&it.evolve_trace());
+            let mut out = evolve::evolve(inputs).await?;
+            out.usage.add(&usage);
+            out.cost_usd += cost;
+            out
+        }
         _ => {
             let start = rollbacks.start_tree(&run.repo, evaluated)?;
             variants::evolve_variants(run, it, inputs, &start, cancel.clone()).await?

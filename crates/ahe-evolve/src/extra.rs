@@ -27,6 +27,23 @@ pub async fn run_set(
     k: u32,
     cancel: CancellationToken,
 ) -> anyhow::Result<(BTreeMap<String, Vec<TrialResult>>, SetCost)> {
+    let conc = run.cfg.sandbox.concurrency;
+    run_set_with(run, it, set, commit, tasks, k, conc, cancel).await
+}
+
+/// [`run_set`] with at most `concurrency` trials of the set at once (several sets running
+/// side by side share the sandbox concurrency).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_set_with(
+    run: &Run,
+    it: &IterationDir,
+    set: &str,
+    commit: &str,
+    tasks: &[String],
+    k: u32,
+    concurrency: usize,
+    cancel: CancellationToken,
+) -> anyhow::Result<(BTreeMap<String, Vec<TrialResult>>, SetCost)> {
     let t = it.number();
     let dir = it.extra(set);
     let checkout = it.extra_harness(set);
@@ -56,7 +73,8 @@ pub async fn run_set(
             "[iter {t}] {set}: {missing} trial(s) on {} task(s)",
             chosen.len()
         ));
-        let spec = run.rollout_spec(harness, chosen, k, &dir, prior);
+        let mut spec = run.rollout_spec(harness, chosen, k, &dir, prior);
+        spec.concurrency = concurrency.max(1);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<TrialResult>();
         let cb: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
             if let Progress::TrialDone { result } = p {

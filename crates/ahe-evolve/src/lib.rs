@@ -31,10 +31,13 @@ pub mod rollback;
 pub mod rollout;
 pub mod rollout_phase;
 pub mod run;
+pub mod screen;
+pub mod spend;
 pub mod start;
 pub mod text;
 pub mod trial_judge;
 pub mod variants;
+pub mod worktree;
 
 pub use ahe_attribution::{attribute, stats};
 pub use ahe_rundir::{clean, evidence, final_eval as final_record, journal, manifest, run_dir};

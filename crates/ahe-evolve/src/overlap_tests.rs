@@ -68,6 +68,7 @@ async fn a_debugger_starts_once_its_tasks_k_trials_are_in_within_its_slots() {
                 status: ts.status,
                 marks: String::new(),
                 out: None,
+                spent: Default::default(),
             }
         })
     });

@@ -376,6 +376,27 @@ fn iteration(s: &mut String, v: &IterView) {
             s.push('\n');
         }
     }
+    if let Some(vv) = &v.variants {
+        s.push_str("**Variants of the evolve step:**\n\n");
+        s.push_str("| variant | focus | changes | screen passes | outcome | evolve tokens · $ | screen tokens · $ |\n|---|---|---|---|---|---|---|\n");
+        for r in &vv.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                r.variant,
+                md(&r.focus),
+                r.changes,
+                r.screen,
+                r.outcome,
+                r.evolve_cost,
+                r.screen_cost
+            );
+        }
+        let _ = writeln!(s, "\n{}\n", md(&vv.screen));
+        if let Some(n) = &vv.note {
+            let _ = writeln!(s, "{}\n", md(n));
+        }
+    }
     if !v.leaks.is_empty() {
         s.push_str("**Leak guard:**\n\n");
         for l in &v.leaks {

@@ -193,6 +193,9 @@ pub struct IterationReport {
     pub files: IterationFiles,
     /// Trial directories, sorted by task then attempt.
     pub trials: Vec<TrialRef>,
+    /// `evolve/variants.json`: the evolve step's variants and their screen (`[evolve]
+    /// variants > 1`); None with one variant.
+    pub variants: Option<ahe_rundir::variants::VariantsRecord>,
 }
 
 /// A task's k-trial result in one iteration (for the heatmap).

@@ -12,7 +12,9 @@ use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, ver
 use super::model::{verdict_name, IterationReport, RunReport, ROLES, VERDICTS};
 use super::{href, trial_page_href};
 mod attribution;
+mod variants;
 use attribution::{attribution_view, change_view};
+pub use variants::{VariantRow, VariantsView};
 
 /// One row of the iterations table: headline figures of an iteration.
 #[derive(Debug, Clone, Serialize)]
@@ -269,6 +271,8 @@ pub struct IterView {
     pub scored: bool,
     /// Iteration label (`3`, `4 final`).
     pub label: String,
+    /// The evolve step's variants and their screen (`[evolve] variants > 1`).
+    pub variants: Option<VariantsView>,
 }
 
 /// Link to a trial: its page when the pages are written, else its directory.
@@ -376,6 +380,7 @@ pub fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView
         None => "not scored yet".into(),
     };
     IterView {
+        variants: variants::variants_view(run, it),
         visible: it.visible().map(|(p, c)| (f3(p), ci(c))),
         holdout_score: it.holdout().map(|(p, c)| (f3(p), ci(c))),
         suspect: it.suspect_line(),

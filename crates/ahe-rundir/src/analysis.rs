@@ -98,7 +98,8 @@ impl IterationDir {
         self.analysis().join("overview")
     }
 
-    /// `evolve/variants/v<N>/`: variant N's trace, manifest, snapshots and `result.json`.
+    /// `evolve/variants/v<N>/`: variant N's trace, manifest, snapshots and `result.json`, and
+    /// while its agent works its own working tree `harness/` (a linked git worktree).
     pub fn variant_dir(&self, n: u32) -> PathBuf {
         self.evolve().join("variants").join(format!("v{n}"))
     }
@@ -108,7 +109,8 @@ impl IterationDir {
         self.evolve().join("variants.json")
     }
 
-    /// The files one evolve agent writes into `evolve/` (moved per variant).
+    /// The files one evolve agent writes into `evolve/` (a variant into its own directory;
+    /// the chosen variant's are copied here).
     pub fn evolve_agent_files(&self) -> Vec<PathBuf> {
         vec![
             self.evolve_trace(),

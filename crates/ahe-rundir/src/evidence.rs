@@ -71,6 +71,11 @@ pub struct Evidence {
     /// The canary run before the full rollout (None: no canary this iteration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryRecord>,
+    /// The screen trials of the evolve step's variants (`[evolve] variants`): within the
+    /// iteration's `[attribution] max_extra_share` after every trial above, but reported
+    /// apart (role `screen`), not in [`Evidence::total_cost`].
+    #[serde(default, skip_serializing_if = "SetCost::is_empty")]
+    pub screen_cost: SetCost,
 }
 
 /// What the canary did before the full rollout (`[attribution] canary = true`).
@@ -191,6 +196,11 @@ pub struct SetCost {
 }
 
 impl SetCost {
+    /// Whether no trial ran and nothing was spent.
+    pub fn is_empty(&self) -> bool {
+        self.trials == 0 && self.cost_usd == 0.0 && self.usage == ahe_model::Usage::default()
+    }
+
     /// Adds another set's cost.
     pub fn add(&mut self, o: &SetCost) {
         self.trials += o.trials;

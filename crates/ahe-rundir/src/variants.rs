@@ -23,9 +23,9 @@ pub struct VariantResult {
     pub changed_files: Vec<String>,
     /// What the orchestrator reverted and why.
     pub notes: Vec<String>,
-    /// Its evolve tokens.
+    /// Its evolve tokens (with those of an attempt killed before it finished).
     pub usage: ahe_model::Usage,
-    /// Its evolve cost.
+    /// Its evolve cost (with that of an attempt killed before it finished).
     pub cost_usd: f64,
 }
 
@@ -51,6 +51,9 @@ pub struct Screened {
     pub trials: u32,
     /// Whether it became the iteration's evolve step.
     pub chosen: bool,
+    /// Its screen trials' tokens and dollars.
+    #[serde(default)]
+    pub screen_cost: crate::evidence::SetCost,
 }
 
 /// `evolve/variants.json`.
@@ -62,4 +65,12 @@ pub struct VariantsRecord {
     pub variants: Vec<Screened>,
     /// Dollars the screen trials cost (counted apart from the rollout, as role `screen`).
     pub screen_cost_usd: f64,
+    /// Screen trials run, and their tokens and dollars (every kept trial, also those run
+    /// before a resume).
+    #[serde(default)]
+    pub screen_cost: crate::evidence::SetCost,
+    /// Why the screen ran fewer tasks than `[evolve] screen_tasks`, or none (the
+    /// iteration's extra-trial share); None: it ran in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen_note: Option<String>,
 }

@@ -157,6 +157,7 @@ impl Fixture {
             },
             leak,
             history,
+            out: None,
         })
         .await
         .unwrap()

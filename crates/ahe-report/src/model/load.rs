@@ -258,6 +258,7 @@ pub(super) fn load_iteration(
         roles,
         files,
         trials,
+        variants: ahe_rundir::read_json(&it.variants_path()).ok(),
     }
 }
 
