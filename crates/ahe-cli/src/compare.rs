@@ -6,7 +6,8 @@
 //! ```text
 //! { kind: "comparison", k, model, baseline: label,
 //!   harnesses: [{label, harness, out, pass_at_1, pass_at_1_ci: [lo, hi], n_tasks, commit|null}],
-//!   comparisons: [{baseline, other, n_paired, delta|null, delta_ci: [lo, hi]|null,
+//!   comparisons: [{baseline, other, n_paired, excluded_infra: [task] (no trial of one side
+//!                  could run: left out of the pairing), delta|null, delta_ci: [lo, hi]|null,
 //!                  significant, changed,
 //!                  tasks: [{task, baseline_passed, baseline_k, other_passed, other_k,
 //!                           baseline_status, other_status, delta, p_value, within_noise}]}] }
@@ -87,11 +88,13 @@ fn status(s: &Scores, t: &str) -> String {
 /// One harness against the baseline.
 pub fn pair(base: &Evaluated, other: &Evaluated) -> Value {
     let (b, o) = (&base.scores, &other.scores);
-    let paired: Vec<&String> = b
+    // A task where no trial of one side could run (infra) says nothing of either harness.
+    let infra = |s: &Scores, t: &str| status(s, t) == "infra";
+    let (paired, no_trial): (Vec<&String>, Vec<&String>) = b
         .tasks
         .keys()
         .filter(|t| o.tasks.contains_key(*t))
-        .collect();
+        .partition(|t| !infra(b, t) && !infra(o, t));
     let (pb, po): (Vec<f64>, Vec<f64>) = paired
         .iter()
         .map(|t| (b.tasks[*t].pass_at_1, o.tasks[*t].pass_at_1))
@@ -121,6 +124,7 @@ pub fn pair(base: &Evaluated, other: &Evaluated) -> Value {
         "baseline": base.label,
         "other": other.label,
         "n_paired": paired.len(),
+        "excluded_infra": no_trial,
         "delta": d.map(|x| x.0),
         "delta_ci": d.map(|x| x.1),
         "significant": d.is_some_and(|x| excludes_zero(x.1)),
@@ -158,7 +162,16 @@ pub fn document(ev: &[Evaluated], k: u32, model: &str) -> Value {
 
 /// Terminal rendering of the comparison document.
 pub fn text(doc: &Value) -> String {
-    let mut s = String::from("\nharness comparison (same tasks, k, model)\n");
+    let k = match &doc["k"] {
+        Value::Array(ks) => ks
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(" / "),
+        k => k.to_string(),
+    };
+    let model = doc["model"].as_str().unwrap_or("");
+    let mut s = format!("\nharness comparison (k = {k}, {model}; paired on the tasks in common)\n");
     let hs = doc["harnesses"].as_array().cloned().unwrap_or_default();
     let w = hs
         .iter()
@@ -197,6 +210,18 @@ pub fn text(doc: &Value) -> String {
                 }
             )),
             _ => s.push_str("no tasks in common\n"),
+        }
+        let left_out: Vec<&str> = c["excluded_infra"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if !left_out.is_empty() {
+            s.push_str(&format!(
+                "  left out (no trial of one side could run: infra): {}\n",
+                left_out.join(", ")
+            ));
         }
         let mut rows: Vec<&Value> = c["tasks"]
             .as_array()
@@ -241,6 +266,63 @@ pub fn text(doc: &Value) -> String {
         }
     }
     s
+}
+
+/// `ahe compare EVAL_DIR EVAL_DIR...`: the comparison view over evaluation directories that
+/// already exist (`ahe eval --out`, `ahe import harbor --out`), e.g. an ahe harness against
+/// another agent's imported Harbor job; no trial is run.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// Evaluation directories; the first is the baseline.
+    #[arg(required = true, num_args = 2..)]
+    pub dirs: Vec<PathBuf>,
+    /// Print the comparison document as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `ahe compare`.
+pub fn run(a: CompareArgs) -> Result<(), crate::CliError> {
+    use crate::CliError;
+    let labels = labels(&a.dirs);
+    let mut ev = Vec::new();
+    for (dir, label) in a.dirs.iter().zip(labels) {
+        let scores = ahe_bench::EvalDir::new(dir).read_scores().map_err(|e| {
+            CliError::usage(anyhow::anyhow!("{e:#} (is it an evaluation directory?)"))
+        })?;
+        ev.push(Evaluated {
+            label,
+            harness: scores
+                .meta
+                .harness
+                .clone()
+                .unwrap_or_else(|| dir.display().to_string()),
+            out: dir.clone(),
+            scores,
+        });
+    }
+    let ks: BTreeSet<u32> = ev.iter().map(|e| e.scores.k).collect();
+    let mut models: Vec<String> = Vec::new();
+    for e in &ev {
+        let m = e.scores.meta.model.clone();
+        let m = m.unwrap_or_else(|| "unknown model".into());
+        if !models.contains(&m) {
+            models.push(m);
+        }
+    }
+    let model = models.join(" vs ");
+    let mut doc = document(&ev, ev[0].scores.k, &model);
+    if ks.len() > 1 {
+        // Per-task counts and the paired delta stay exact; only the header's k is shared.
+        doc["k"] = json!(ks.into_iter().collect::<Vec<_>>());
+    }
+    if a.json {
+        let s = serde_json::to_string_pretty(&doc).map_err(CliError::failed)?;
+        println!("{s}");
+    } else {
+        print!("{}", text(&doc));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

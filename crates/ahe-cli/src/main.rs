@@ -72,6 +72,9 @@ enum Command {
     /// The matched-budget comparison of an evolve run: as many seed trials per task as its
     /// spend buys, and the seed's pass@N beside best's pass@1.
     Baseline(baseline::BaselineArgs),
+    /// Compare evaluation directories that exist (`ahe eval`, `ahe import harbor`): per-task
+    /// differences and the paired delta of pass@1, the first directory as the baseline.
+    Compare(compare::CompareArgs),
     /// Write ahe's trials in another tool's format (`harbor`: a Harbor job directory with
     /// TrialResult files and ATIF trajectories).
     #[command(subcommand)]
@@ -139,6 +142,7 @@ fn main() -> ExitCode {
         Command::Eval(a) => eval::run(a),
         Command::Matrix(a) => matrix::run(a),
         Command::Baseline(a) => baseline::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Export(c) => export::run(c),
         Command::Import(c) => import::run(c),
         Command::Evolve(a) => evolve::run(a),
