@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The offline quick start: installs what is missing, fetches the embedded model, builds the
 # binary (cargo profile `quickstart`: unoptimised Rust, llama.cpp at -O3; see Cargo.toml), runs the evolve loop with configs/quickstart.toml (the local
-# SmolLM2-135M model for every role, smoke benchmark, k = 2, 2 iterations) and writes the
+# SmolLM2-135M model for every role, smoke benchmark, k = 2, 1 iteration) and writes the
 # report. Needs no API key and no internet beyond the package registries.
 #
 # The Docker engine and its base image (debootstrap: mostly download and unpacking), the
