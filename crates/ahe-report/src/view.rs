@@ -12,8 +12,10 @@ use super::format::{cell_class, cell_text, ci, f3, iter_label, secs, tokens, ver
 use super::model::{verdict_name, IterationReport, RunReport, ROLES, VERDICTS};
 use super::{href, trial_page_href};
 mod attribution;
+mod run;
 mod variants;
 use attribution::{attribution_view, change_view};
+pub use run::{run_view, GridRow, RunView};
 pub use variants::{VariantRow, VariantsView};
 
 /// One row of the iterations table: headline figures of an iteration.
@@ -39,6 +41,8 @@ pub struct SummaryRow {
     pub overall: String,
     /// Δ pass@1 against the previous iteration.
     pub delta: String,
+    /// Δ with its paired interval, `+0.125 (-0.050…+0.300)`, or `–`.
+    pub delta_with_ci: String,
     /// Whether the Δ interval excludes 0.
     pub delta_significant: bool,
     /// Tasks fixed.
@@ -477,6 +481,10 @@ pub fn summary_row(run: &RunReport, it: &IterationReport) -> SummaryRow {
         delta: e
             .and_then(|e| e.stats.delta)
             .map(|d| format!("{d:+.3}"))
+            .unwrap_or_else(|| "–".into()),
+        delta_with_ci: e
+            .and_then(|e| e.stats.delta.zip(e.stats.delta_ci))
+            .map(|(d, c)| format!("{d:+.3} ({:+.3}…{:+.3})", c[0], c[1]))
             .unwrap_or_else(|| "–".into()),
         delta_significant: e.is_some_and(|e| e.stats.delta_significant),
         fixed: e
