@@ -93,27 +93,7 @@ fn report(eval: &Path, cells: &[(&str, &str)]) -> (String, String) {
 fn an_ahe_eval_directory_reports_and_debugs() {
     let d = tempfile::tempdir().unwrap();
     let eval = d.path().join("eval");
-    let o = ahe(
-        &[
-            "eval",
-            "--harness",
-            "harness-seed",
-            "--benchmark",
-            "benchmarks/smoke",
-            "--tasks",
-            "hello-file,fix-sum",
-            "--model",
-            "mock:nop",
-            "--sandbox",
-            "local",
-            "-k",
-            "2",
-            "--out",
-            eval.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    common::eval_smoke(&eval, "mock:nop");
     let (html, md) = report(&eval, &[("fix-sum", "0/2"), ("hello-file", "0/2")]);
     assert!(md.contains("pass@1: **0.000**"), "{md}");
     assert!(html.contains("mock:nop"), "the model is named");
@@ -218,17 +198,7 @@ fn an_imported_harbor_job_of_another_agent_reports_and_debugs() {
     harbor_trial(&job, "easy__a", "easy", 1.0, "2026-01-01T00:00:00Z");
     harbor_trial(&job, "easy__b", "easy", 1.0, "2026-01-01T00:01:00Z");
     let eval = d.path().join("eval");
-    let o = ahe(
-        &[
-            "import",
-            "harbor",
-            job.to_str().unwrap(),
-            "--out",
-            eval.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    common::import_harbor(&job, &eval);
     // The agent's logs and the verifier's output are where ahe's readers look.
     let t1 = eval.join("trials/write-out/1");
     let log = std::fs::read_to_string(t1.join("agent.log")).unwrap();
@@ -265,17 +235,7 @@ fn infra_errors_show_clipped_in_the_tables_and_whole_on_the_trial_page() {
     let d = tempfile::tempdir().unwrap();
     let eval = d.path().join("eval");
     let job = common::root().join("crates/ahe-cli/tests/fixtures/harbor-job-compose-missing");
-    let o = ahe(
-        &[
-            "import",
-            "harbor",
-            job.to_str().unwrap(),
-            "--out",
-            eval.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    common::import_harbor(&job, &eval);
     let (html, md) = report(&eval, &[("fix-sum", "infra"), ("hello-file", "infra")]);
     let row = md
         .lines()

@@ -47,31 +47,6 @@ fn show_reads_an_evaluation_directory() {
     assert!(text(&o).contains("no task \"nope\""), "{}", text(&o));
 }
 
-/// `ahe eval` into `out` with `model` on two smoke tasks, k = 2, local sandbox.
-fn eval(out: &std::path::Path, model: &str) {
-    let o = ahe(
-        &[
-            "eval",
-            "--harness",
-            "harness-seed",
-            "--benchmark",
-            "benchmarks/smoke",
-            "--tasks",
-            "hello-file,fix-sum",
-            "--model",
-            model,
-            "--sandbox",
-            "local",
-            "-k",
-            "2",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-}
-
 /// `ahe compare` over directories that exist: an ahe evaluation is the baseline of another
 /// and of an imported Harbor job (another tool's trials), paired on the tasks in common.
 #[test]
@@ -82,20 +57,10 @@ fn compare_reads_evaluation_directories_and_imported_jobs() {
         d.path().join("nop"),
         d.path().join("job"),
     );
-    eval(&oracle, "mock:oracle");
-    eval(&nop, "mock:nop");
+    common::eval_smoke(&oracle, "mock:oracle");
+    common::eval_smoke(&nop, "mock:nop");
     let fixture = root().join("crates/ahe-cli/tests/fixtures/harbor-job-compose-missing");
-    let o = ahe(
-        &[
-            "import",
-            "harbor",
-            fixture.to_str().unwrap(),
-            "--out",
-            job.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    common::import_harbor(&fixture, &job);
     let dirs = [&oracle, &nop, &job].map(|p| p.to_str().unwrap().to_string());
 
     let mut args = vec!["compare"];

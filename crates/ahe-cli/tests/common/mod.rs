@@ -247,3 +247,34 @@ pub fn dump_dom(file: &Path) -> Option<String> {
     );
     Some(dom)
 }
+
+/// `ahe import harbor JOB --out OUT`, which must succeed.
+pub fn import_harbor(job: &Path, out: &Path) {
+    let (job, out) = (job.to_str().unwrap(), out.to_str().unwrap());
+    let o = ahe(&["import", "harbor", job, "--out", out], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// `ahe eval` of the seed harness into `out` with `model` on two smoke tasks (hello-file,
+/// fix-sum), k = 2, local sandbox; it must succeed.
+pub fn eval_smoke(out: &Path, model: &str) {
+    let args = [
+        "eval",
+        "--harness",
+        "harness-seed",
+        "--benchmark",
+        "benchmarks/smoke",
+        "--tasks",
+        "hello-file,fix-sum",
+        "--model",
+        model,
+        "--sandbox",
+        "local",
+        "-k",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = ahe(&args, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
