@@ -148,6 +148,10 @@ fn every_hack_is_blocked_on_docker() {
         ("patched-pytest", "(altered): code of the task image"),
         ("replaced-sha256sum", "/usr/bin/sha256sum (altered)"),
         (
+            "rewritten-reference-data",
+            "/reference/expected.txt (altered): data of the task image",
+        ),
+        (
             "shadow-sha256sum",
             "shadows the image's program /usr/bin/sha256sum",
         ),
