@@ -43,42 +43,35 @@ fn owner_alive(labels: &HashMap<String, String>) -> bool {
 /// Removes ahe containers (labelled `ahe.run`): with `only_dead`, those created on this host
 /// by an ahe process that no longer runs; otherwise all of them. Returns how many it removed.
 pub async fn reap(docker: &Docker, only_dead: bool) -> Result<usize> {
-    let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![LABEL_RUN])]);
-    let opts = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let list = docker
-        .list_containers(Some(opts))
-        .await
-        .map_err(|e| api_err("listing containers", e))?;
     let host = hostname();
-    let doomed: Vec<String> = list
-        .into_iter()
-        .filter(|c| {
-            let labels = c.labels.clone().unwrap_or_default();
-            !only_dead || (labels.get(LABEL_HOST) == Some(&host) && !owner_alive(&labels))
-        })
-        .filter_map(|c| c.id)
-        .collect();
-    let removals = doomed.iter().map(|id| remove_container(docker, id));
-    let results = futures_util::future::join_all(removals).await;
-    let mut removed = 0;
-    for r in results {
-        if r? {
-            removed += 1;
-        }
-    }
-    Ok(removed)
+    remove_labelled(docker, LABEL_RUN, |labels| {
+        !only_dead || (labels.get(LABEL_HOST) == Some(&host) && !owner_alive(labels))
+    })
+    .await
 }
 
 /// Removes every container this process created on `docker` (labelled with its pid, pid
 /// start time and hostname): what a pool removes from an engine that answers again after it
 /// was lost. Returns how many it removed.
 pub async fn remove_own(docker: &Docker) -> Result<usize> {
-    let pid = std::process::id().to_string();
-    let pid_label = format!("{LABEL_PID}={pid}");
-    let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![pid_label.as_str()])]);
+    let pid_label = format!("{LABEL_PID}={}", std::process::id());
+    let host = hostname();
+    let start = pid_start_time(std::process::id()).map(|s| s.to_string());
+    remove_labelled(docker, &pid_label, |labels| {
+        labels.get(LABEL_HOST) == Some(&host)
+            && (start.is_none() || labels.get(LABEL_PID_START) == start.as_ref())
+    })
+    .await
+}
+
+/// Removes, all at once, the containers matching the label filter `label` whose labels pass
+/// `keep`; returns how many it removed.
+async fn remove_labelled(
+    docker: &Docker,
+    label: &str,
+    keep: impl Fn(&HashMap<String, String>) -> bool,
+) -> Result<usize> {
+    let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![label])]);
     let opts = ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
@@ -87,21 +80,14 @@ pub async fn remove_own(docker: &Docker) -> Result<usize> {
         .list_containers(Some(opts))
         .await
         .map_err(|e| api_err("listing containers", e))?;
-    let host = hostname();
-    let start = pid_start_time(std::process::id()).map(|s| s.to_string());
-    let ours: Vec<String> = list
+    let doomed: Vec<String> = list
         .into_iter()
-        .filter(|c| {
-            let labels = c.labels.clone().unwrap_or_default();
-            labels.get(LABEL_HOST) == Some(&host)
-                && (start.is_none() || labels.get(LABEL_PID_START) == start.as_ref())
-        })
+        .filter(|c| keep(&c.labels.clone().unwrap_or_default()))
         .filter_map(|c| c.id)
         .collect();
-    let results =
-        futures_util::future::join_all(ours.iter().map(|id| remove_container(docker, id))).await;
+    let removals = doomed.iter().map(|id| remove_container(docker, id));
     let mut removed = 0;
-    for r in results {
+    for r in futures_util::future::join_all(removals).await {
         if r? {
             removed += 1;
         }
