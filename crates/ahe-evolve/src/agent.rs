@@ -212,6 +212,21 @@ pub fn schema(props: &[(&str, &str)], optional: &[&str]) -> Value {
     s
 }
 
+/// A permanent model error (bad key, unknown model, replay miss) stops the run: the
+/// debugger and evolve agents would otherwise carry on without their model.
+pub fn stop_on_permanent(
+    client: Option<&ahe_model::ModelClient>,
+    role: &str,
+) -> anyhow::Result<()> {
+    let Some(stats) = client.map(|c| c.stats()) else {
+        return Ok(());
+    };
+    match stats.permanent_error() {
+        Some(e) => anyhow::bail!("the {role} model cannot be used: {e}"),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

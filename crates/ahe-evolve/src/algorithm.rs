@@ -6,7 +6,8 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute_phase::{judge, update_best, AttributeInputs, BestUpdate};
+use crate::attribute_phase::{judge, update_best, BestUpdate};
+use crate::inputs::{attribute_inputs, debug_inputs, evolve_inputs, final_inputs, rollout_inputs};
 use crate::jail::WriteCaps;
 use crate::journal::{now, Entry, Phase};
 use crate::overlap::DebugOverlap;
@@ -43,35 +44,38 @@ pub async fn execute(run: &Run, cancel: CancellationToken) -> anyhow::Result<()>
 
 /// Algorithm 1: N evolve iterations, then the evaluation of H_N as iteration N+1.
 async fn iterate(run: &Run, cancel: &CancellationToken) -> anyhow::Result<Stop> {
-    let n = run.cfg.iterations;
+    let (n, ledger, trials) = (run.cfg.iterations, run.ledger(), run.trials());
     for t in 1..=n {
         let it = run.dir.iteration(t);
         let evaluated = canary_first(run, &it, cancel).await?;
         // A task's debugger starts as soon as its k trials are done (overlap.rs).
-        let ahead = debug_phase::debugger_ahead(run, &it)?;
+        let debug = debug_inputs(run, &it);
+        let ahead = debug_phase::debugger_ahead(&debug)?;
         let ahead = ahead.as_ref();
         evaluate(run, &it, &evaluated, ahead, cancel).await?;
         if over_budget(run, t, "", "stopping after this iteration's bookkeeping")? {
             debug_phase::settle_debuggers(&it, ahead).await?;
             return Ok(Stop::Budget);
         }
-        run.phase(t, Phase::Debug, || {
-            debug_phase::debug_phase(run, &it, ahead)
-        })
-        .await?;
+        ledger
+            .phase(t, Phase::Debug, || debug_phase::debug_phase(&debug, ahead))
+            .await?;
         if over_budget(run, t, " during the debug phase", "no evolve step")? {
             return Ok(Stop::Budget);
         }
-        run.phase(t, Phase::Evolve, || {
-            evolve_phase::evolve_phase(run, &it, &evaluated, cancel)
-        })
-        .await?;
-        run.phase(t, Phase::Commit, || async {
-            let caps = WriteCaps::of(&run.cfg.evolve);
-            let note = |m: String| run.note(t, m);
-            commit_phase::commit(&run.repo, &it, &evaluated, &caps, &run.journal, &note)
-        })
-        .await?;
+        let evolve = evolve_inputs(run, &it, &evaluated);
+        ledger
+            .phase(t, Phase::Evolve, || {
+                evolve_phase::evolve_phase(&evolve, &trials, cancel)
+            })
+            .await?;
+        ledger
+            .phase(t, Phase::Commit, || async {
+                let caps = WriteCaps::of(&run.cfg.evolve);
+                let note = |m: String| ledger.note(t, m);
+                commit_phase::commit(&run.repo, &it, &evaluated, &caps, &run.journal, &note)
+            })
+            .await?;
         let msg = format!("iteration {t}'s harness is committed but not evaluated");
         if over_budget(run, t, " during the evolve phase", &msg)? {
             return Ok(Stop::Budget);
@@ -83,18 +87,22 @@ async fn iterate(run: &Run, cancel: &CancellationToken) -> anyhow::Result<Stop> 
     if over_budget(run, n + 1, "", "no final re-evaluation")? {
         return Ok(Stop::Budget);
     }
-    run.phase(n + 1, Phase::Final, || {
-        final_eval::final_eval(run, &it, cancel.clone())
-    })
-    .await?;
+    let fin = final_inputs(run);
+    ledger
+        .phase(n + 1, Phase::Final, || {
+            final_eval::final_eval(&fin, &trials, &it, cancel.clone())
+        })
+        .await?;
     if run.cfg.evolve.baseline {
         if over_budget(run, n + 1, "", "no baseline")? {
             return Ok(Stop::Budget);
         }
-        run.phase(n + 1, Phase::Baseline, || {
-            baseline::baseline_phase(run, cancel.clone())
-        })
-        .await?;
+        let cap = run.cfg.evolve.baseline_trials;
+        ledger
+            .phase(n + 1, Phase::Baseline, || {
+                baseline::baseline_phase(&run.dir, &trials, cap, cancel.clone())
+            })
+            .await?;
     }
     Ok(Stop::Completed)
 }
@@ -109,8 +117,9 @@ async fn canary_first(
     let t = it.number();
     evaluated_commit(run, it)?;
     if t > 1 && run.cfg.attribution.canary {
-        run.phase(t, Phase::Canary, || canary::canary(run, it, cancel.clone()))
-            .await?;
+        let (inputs, trials) = (attribute_inputs(run), run.trials());
+        let canary = || canary::canary(&inputs, &trials, it, cancel.clone());
+        run.ledger().phase(t, Phase::Canary, canary).await?;
     }
     evaluated_commit(run, it)
 }
@@ -139,41 +148,43 @@ async fn evaluate(
     ahead: Option<&DebugOverlap>,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let t = it.number();
-    let inputs = AttributeInputs {
-        dir: &run.dir,
-        k: run.cfg.k,
-        visible: &run.visible,
-    };
-    run.phase(t, Phase::Rollout, || {
-        rollout_phase::rollout_iteration(run, it, evaluated, ahead, cancel.clone())
-    })
-    .await?;
-    run.phase(t, Phase::Clean, || async {
-        let s = clean::clean_all(&it.trials())?;
-        for (p, e) in &s.failed {
-            run.note(t, format!("could not clean {}: {e}", p.display()))?;
-        }
-        Ok(())
-    })
-    .await?;
-    run.phase(t, Phase::Attribute, || async { judge(&inputs, it) })
+    let (t, ledger, trials) = (it.number(), run.ledger(), run.trials());
+    let inputs = attribute_inputs(run);
+    let rollout = rollout_inputs(run, it, evaluated, ahead);
+    ledger
+        .phase(t, Phase::Rollout, || {
+            rollout_phase::rollout_iteration(&rollout, &trials, cancel.clone())
+        })
         .await?;
-    run.phase(t, Phase::Counterfactual, || async {
-        counterfactual::counterfactual(run, it, evaluated, cancel.clone()).await?;
-        judge(&inputs, it)
-    })
-    .await?;
-    run.phase(t, Phase::Confirm, || async {
-        confirm::confirm(run, it, evaluated, cancel.clone()).await?;
-        judge(&inputs, it)
-    })
-    .await?;
+    ledger
+        .phase(t, Phase::Clean, || async {
+            let s = clean::clean_all(&it.trials())?;
+            for (p, e) in &s.failed {
+                ledger.note(t, format!("could not clean {}: {e}", p.display()))?;
+            }
+            Ok(())
+        })
+        .await?;
+    ledger
+        .phase(t, Phase::Attribute, || async { judge(&inputs, it) })
+        .await?;
+    ledger
+        .phase(t, Phase::Counterfactual, || async {
+            counterfactual::counterfactual(&inputs, &trials, it, evaluated, cancel.clone()).await?;
+            judge(&inputs, it)
+        })
+        .await?;
+    ledger
+        .phase(t, Phase::Confirm, || async {
+            confirm::confirm(&inputs, &trials, it, evaluated, cancel.clone()).await?;
+            judge(&inputs, it)
+        })
+        .await?;
     // best, once the verdicts have all their evidence (idempotent: a resumed run repeats it).
-    match update_best(run, it, evaluated)? {
-        BestUpdate::New(why) => run.say(format!("[iter {t}] new best: {why}")),
+    match update_best(&inputs, &run.repo, it, evaluated)? {
+        BestUpdate::New(why) => ledger.say(format!("[iter {t}] new best: {why}")),
         BestUpdate::Contender(why) | BestUpdate::Refused(why) => {
-            run.say(format!("[iter {t}] {why}"))
+            ledger.say(format!("[iter {t}] {why}"))
         }
         BestUpdate::Kept => {}
     }
@@ -183,10 +194,11 @@ async fn evaluate(
 /// Notes and returns whether the budget is spent (`when`: in which phase; `then`: what the
 /// run does about it).
 fn over_budget(run: &Run, t: u32, when: &str, then: &str) -> anyhow::Result<bool> {
-    let Some((spent, limit)) = run.budget_spent(t) else {
+    let ledger = run.ledger();
+    let Some((spent, limit)) = ledger.budget_spent(t) else {
         return Ok(false);
     };
     let msg = format!("budget reached{when}: ${spent:.4} of ${limit:.4}; {then}");
-    run.note(t, msg)?;
+    ledger.note(t, msg)?;
     Ok(true)
 }

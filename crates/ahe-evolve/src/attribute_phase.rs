@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::commit::HarnessRepo;
+use crate::config::AttributionConfig;
 use crate::run_dir::{Best, IterationDir, RunDir};
 use crate::{attribute, history};
 use ahe_rundir::run_dir::Contender;
@@ -17,6 +18,8 @@ pub struct AttributeInputs<'a> {
     pub k: u32,
     /// The visible tasks (held-out tasks are never attributed).
     pub visible: &'a BTreeSet<String>,
+    /// `[attribution]`: the evidence phases' caps, and what an UNJUDGED change counts as.
+    pub policy: &'a AttributionConfig,
 }
 
 /// Judges the previous iteration's changes on these scores and the evidence so far
@@ -64,12 +67,12 @@ pub enum BestUpdate {
 
 /// The changes of the harness `it` evaluated that attribution judged HARMFUL, or UNJUDGED
 /// when `[attribution] unjudged = "revert"` (the canary's reverted culprits are gone already).
-pub(crate) fn held_harm(run: &crate::Run, it: &IterationDir) -> Vec<String> {
+pub(crate) fn held_harm(policy: &AttributionConfig, it: &IterationDir) -> Vec<String> {
     let Ok(ev) = it.change_evaluation() else {
         return Vec::new();
     };
     let gone = it.evidence().canary_reverted();
-    let revert_unjudged = run.cfg.attribution.unjudged == "revert";
+    let revert_unjudged = policy.unjudged == "revert";
     ev.changes
         .iter()
         .filter(|c| !gone.contains(&c.id))
@@ -86,11 +89,12 @@ pub(crate) fn held_harm(run: &crate::Run, it: &IterationDir) -> Vec<String> {
 /// minus best's, over the visible tasks both ran, lies above 0. A higher figure within
 /// noise makes it the contender that the final re-evaluation weighs against best.
 pub fn update_best(
-    run: &crate::Run,
+    i: &AttributeInputs,
+    repo: &HarnessRepo,
     it: &IterationDir,
     evaluated: &str,
 ) -> anyhow::Result<BestUpdate> {
-    let (dir, repo, visible) = (&run.dir, &run.repo, &run.visible);
+    let (dir, visible) = (i.dir, i.visible);
     let cur = it.scores()?;
     let vp = cur.visible_pass_at_1();
     // A best.json whose harness this repository does not hold (a run directory rebuilt after
@@ -107,7 +111,7 @@ pub fn update_best(
     if best.iteration == it.number() {
         return Ok(BestUpdate::Kept);
     }
-    let harm = held_harm(run, it);
+    let harm = held_harm(i.policy, it);
     if !harm.is_empty() {
         return Ok(BestUpdate::Refused(format!(
             "not a candidate for best: it holds {} (judged HARMFUL or UNJUDGED, to be rolled back)",

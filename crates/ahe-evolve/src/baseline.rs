@@ -14,8 +14,8 @@ use anyhow::{bail, Context};
 use tokio_util::sync::CancellationToken;
 
 use crate::commit::{iter_tag, HarnessRepo};
-use crate::run::Run;
 use crate::run_dir::RunDir;
+use crate::trials::Trials;
 
 /// What the baseline will run: N, the spend it matches, the seed and its finished trials.
 pub struct Plan {
@@ -143,31 +143,31 @@ pub fn record(rd: &RunDir, p: &Plan, scores: &Scores) -> anyhow::Result<Baseline
     Ok(b)
 }
 
-/// The baseline as the last phase of `ahe evolve` (`[evolve] baseline = true`).
-pub async fn baseline_phase(run: &Run, cancel: CancellationToken) -> anyhow::Result<()> {
-    let p = plan(&run.dir, &run.repo, run.cfg.evolve.baseline_trials)?;
-    let out = run.dir.baseline();
+/// The baseline as the last phase of `ahe evolve` (`[evolve] baseline = true`): up to `cap`
+/// (`[evolve] baseline_trials`) seed trials per task, as many as the run's spend buys.
+pub async fn baseline_phase(
+    dir: &RunDir,
+    trials: &Trials<'_>,
+    cap: u32,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    let p = plan(dir, trials.repo, cap)?;
+    let out = dir.baseline();
     let checkout = out.path().join("harness");
-    let _ = std::fs::remove_dir_all(&checkout);
-    run.repo.export(&p.seed, &checkout)?;
-    let harness = crate::run::load_harness(&checkout)?;
-    let tasks = run
-        .tasks
-        .iter()
+    let harness = trials.checkout(&p.seed, &checkout)?;
+    let tasks = (trials.tasks.iter())
         .filter(|t| p.tasks.contains(&t.name))
         .cloned()
         .collect();
-    run.say(format!(
+    trials.ledger.say(format!(
         "[baseline] the run's spend buys {} seed trials per task; running {} (cap {})",
         p.affordable, p.n, p.cap
     ));
-    let spec = run.rollout_spec(harness, tasks, p.n, out.path(), p.prior.clone());
-    let noop: std::sync::Arc<dyn Fn(ahe_bench::Progress) + Send + Sync> =
-        std::sync::Arc::new(|_| {});
-    let scores = crate::rollout_with(spec, &run.client_opts(), cancel, noop).await?;
+    let spec = trials.spec(harness, tasks, p.n, out.path(), p.prior.clone());
+    let scores = trials.drive(spec, cancel, |_| Ok(())).await?;
     let _ = std::fs::remove_dir_all(&checkout);
-    let b = record(&run.dir, &p, &scores)?;
-    run.say(format!(
+    let b = record(dir, &p, &scores)?;
+    trials.ledger.say(format!(
         "[baseline] seed pass@{} = {:.3} (95% CI {:.3}–{:.3}): {}",
         b.n, b.seed_pass_at_n, b.seed_pass_at_n_ci[0], b.seed_pass_at_n_ci[1], b.label
     ));

@@ -6,19 +6,20 @@
 //! which then evaluates the harness without it. When nothing is reverted the canary's trials
 //! are the rollout's own (trials saved); otherwise they were spent.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use ahe_bench::TaskStatus;
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
-use crate::counterfactual::{find_culprits, harnesses, plan};
+use crate::attribute_phase::AttributeInputs;
+use crate::commit::HarnessRepo;
+use crate::counterfactual::{find_culprits, harnesses, plan, Budget, Wave};
 use crate::evidence::{CanaryRecord, CfTest};
-use crate::extra::{self, Tally};
 use crate::journal::Entry;
 use crate::manifest::Manifest;
-use crate::run::Run;
 use crate::run_dir::IterationDir;
+use crate::trials::{SetCost, SetResults, Tally, Trials};
 
 /// The name of the canary trial set.
 pub const SET: &str = "canary";
@@ -31,7 +32,7 @@ pub const CF_PREFIX: &str = "canary/cf/";
 pub fn canary_set(
     manifest: &Manifest,
     passed: &BTreeSet<String>,
-    exercised: &crate::run::Exercised,
+    exercised: &crate::history::Exercised,
     cap: usize,
 ) -> Vec<String> {
     let none = BTreeSet::new();
@@ -64,9 +65,14 @@ pub fn canary_set(
 /// Runs the canary of iteration `it` (t ≥ 2) on the recorded evaluated commit; reverts the
 /// culprits of its regressions and records the new evaluated commit; writes the record into
 /// `evidence.json`.
-pub async fn canary(run: &Run, it: &IterationDir, cancel: CancellationToken) -> anyhow::Result<()> {
+pub async fn canary(
+    i: &AttributeInputs<'_>,
+    trials: &Trials<'_>,
+    it: &IterationDir,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
     let t = it.number();
-    let prev = run.dir.iteration(t - 1);
+    let prev = i.dir.iteration(t - 1);
     let Ok(manifest) = prev.manifest() else {
         return Ok(());
     };
@@ -82,11 +88,11 @@ pub async fn canary(run: &Run, it: &IterationDir, cancel: CancellationToken) -> 
     let passed: BTreeSet<String> = prev_scores
         .tasks
         .iter()
-        .filter(|(n, s)| run.visible.contains(*n) && s.status == TaskStatus::Pass)
+        .filter(|(n, s)| i.visible.contains(*n) && s.status == TaskStatus::Pass)
         .map(|(n, _)| n.clone())
         .collect();
-    let cfg = &run.cfg.attribution;
-    let exercised = crate::history::exercised(&prev, &run.visible);
+    let cfg = i.policy;
+    let exercised = crate::history::exercised(&prev, i.visible);
     let tasks = canary_set(&manifest, &passed, &exercised, cfg.canary_max_tasks);
     let mut rec = CanaryRecord {
         base_commit: base.clone(),
@@ -94,8 +100,9 @@ pub async fn canary(run: &Run, it: &IterationDir, cancel: CancellationToken) -> 
         tasks: tasks.clone(),
         ..Default::default()
     };
-    let k = run.cfg.k;
-    let (results, cost) = extra::run_set(run, it, SET, &base, &tasks, k, cancel.clone()).await?;
+    let (results, cost) = trials
+        .run_set(it, SET, &base, &tasks, i.k, cancel.clone())
+        .await?;
     rec.cost.add(&cost);
     rec.canary_trials = results.values().map(|v| v.len() as u32).sum();
     let tally = |t: &str| Tally::of(results.get(t).into_iter().flatten());
@@ -108,13 +115,20 @@ pub async fn canary(run: &Run, it: &IterationDir, cancel: CancellationToken) -> 
         .cloned()
         .collect();
     if !rec.regressions.is_empty() {
-        culprits(run, it, &manifest, &prev_scores, &results, &mut rec, cancel).await?;
+        let cx = Wave {
+            trials,
+            it,
+            prefix: CF_PREFIX,
+        };
+        let moves = regressed(&rec.regressions, &prev_scores, &results);
+        culprits(i, &cx, &manifest, moves, &mut rec, cancel).await?;
+        revert_culprits(trials.repo, it, &manifest, &mut rec)?;
     }
     if rec.rolled_back.is_empty() {
-        rec.trials_saved = reuse(run, it, &results)?;
+        rec.trials_saved = reuse(trials, it, &results)?;
     }
     for id in &rec.rolled_back {
-        run.note(
+        trials.ledger.note(
             t,
             format!(
                 "canary: reverted {id} before the full rollout (it made {} fail)",
@@ -127,7 +141,7 @@ pub async fn canary(run: &Run, it: &IterationDir, cancel: CancellationToken) -> 
     it.write_evidence(&evidence)?;
     if evaluated != base {
         it.write_evaluated(&evaluated)?;
-        run.repo.advance_head(&evaluated)?;
+        trials.repo.advance_head(&evaluated)?;
     }
     Ok(())
 }
@@ -138,21 +152,10 @@ fn blamed_on(tests: &[CfTest], id: &str) -> Vec<String> {
     mine.map(|x| x.task.clone()).collect()
 }
 
-/// The counterfactuals of the canary regressions, then the culprits reverted one after the
-/// other on top of the base commit (commits that move no ref until the phase ends).
-async fn culprits(
-    run: &Run,
-    it: &IterationDir,
-    manifest: &Manifest,
-    prev: &ahe_bench::Scores,
-    results: &BTreeMap<String, Vec<ahe_bench::TrialResult>>,
-    rec: &mut CanaryRecord,
-    cancel: CancellationToken,
-) -> anyhow::Result<()> {
-    let cfg = &run.cfg.attribution;
-    let n = cfg.counterfactual_trials.max(1);
-    let regressed: Vec<TaskMove> = rec
-        .regressions
+/// The canary's regressions as moves from the previous iteration's scores (`prev`) to the
+/// canary's trials, each within noise (the counterfactual decides).
+fn regressed(tasks: &[String], prev: &ahe_bench::Scores, results: &SetResults) -> Vec<TaskMove> {
+    tasks
         .iter()
         .filter_map(|t| {
             let p = prev.tasks.get(t)?;
@@ -171,13 +174,26 @@ async fn culprits(
                 extra_trials: 0,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The counterfactuals of the canary's regressions (`regressed`), recorded in `rec`.
+async fn culprits(
+    i: &AttributeInputs<'_>,
+    cx: &Wave<'_>,
+    manifest: &Manifest,
+    regressed: Vec<TaskMove>,
+    rec: &mut CanaryRecord,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    let cfg = i.policy;
+    let n = cfg.counterfactual_trials.max(1);
     let ev = ChangeEvaluation {
         regressed,
         ..Default::default()
     };
-    let cleaned = crate::clean::clean_all(&it.extra_eval(SET).trials())?;
-    let budget = cfg.extra_trial_cap(run.tasks.len() * run.cfg.k as usize);
+    let cleaned = crate::clean::clean_all(&cx.it.extra_eval(SET).trials())?;
+    let budget = cfg.extra_trial_cap(cx.trials.tasks.len() * i.k as usize);
     let (plans, skipped) = plan(
         &ev,
         manifest,
@@ -186,23 +202,16 @@ async fn culprits(
         cfg.max_counterfactual_tasks,
         budget,
     );
-    let base = rec.base_commit.clone();
-    let harness = harnesses(run, &base, &plans)?;
+    let harness = harnesses(cx.trials.repo, &rec.base_commit, &plans)?;
     let (mut skipped, mut left) = (skipped, budget);
-    let mut cost = crate::extra::SetCost::default();
-    rec.tests = find_culprits(
-        run,
-        it,
-        CF_PREFIX,
-        &plans,
-        &harness,
+    let mut cost = SetCost::default();
+    let mut b = Budget {
         n,
-        &mut left,
-        &mut skipped,
-        &mut cost,
-        cancel,
-    )
-    .await?;
+        left: &mut left,
+        skipped: &mut skipped,
+        cost: &mut cost,
+    };
+    rec.tests = find_culprits(cx, &plans, &harness, &mut b, cancel).await?;
     rec.skipped = skipped;
     rec.cf_trials = rec
         .tests
@@ -210,8 +219,18 @@ async fn culprits(
         .map(|x| x.tally.trials + x.tally.infra)
         .sum();
     rec.cost.add(&cost);
-    // Revert the culprits, in manifest order, onto the base.
-    let mut onto = base;
+    Ok(())
+}
+
+/// Reverts the culprits `rec`'s tests found, in manifest order, one after the other on top
+/// of the base commit (commits that move no ref until the phase ends).
+fn revert_culprits(
+    repo: &HarnessRepo,
+    it: &IterationDir,
+    manifest: &Manifest,
+    rec: &mut CanaryRecord,
+) -> anyhow::Result<()> {
+    let mut onto = rec.base_commit.clone();
     for c in &manifest.changes {
         let Some(commit) = c.commit.as_deref() else {
             continue;
@@ -219,13 +238,13 @@ async fn culprits(
         if blamed_on(&rec.tests, &c.id).is_empty() {
             continue;
         }
-        let r = run.repo.revert_or_restore(&onto, commit)?;
+        let r = repo.revert_or_restore(&onto, commit)?;
         let msg = format!(
             "{}: canary rollback of {}",
             crate::commit::iter_tag(it.number() - 1),
             c.id
         );
-        onto = run.repo.commit_tree(&r.tree, &onto, &msg)?;
+        onto = repo.commit_tree(&r.tree, &onto, &msg)?;
         rec.restored_files.extend(r.restored);
         rec.rolled_back.push(c.id.clone());
     }
@@ -235,14 +254,11 @@ async fn culprits(
 
 /// Hands the canary's trials to the rollout (same harness): copies their directories into
 /// the iteration's `trials/` and journals them as done. Returns how many.
-fn reuse(
-    run: &Run,
-    it: &IterationDir,
-    results: &BTreeMap<String, Vec<ahe_bench::TrialResult>>,
-) -> anyhow::Result<u32> {
+fn reuse(trials: &Trials, it: &IterationDir, results: &SetResults) -> anyhow::Result<u32> {
     let t = it.number();
     let from = it.extra_eval(SET);
-    let journaled = run.journal.trials_done(t);
+    let journal = trials.ledger.journal;
+    let journaled = journal.trials_done(t);
     let mut n = 0;
     for r in results.values().flatten() {
         n += 1;
@@ -255,7 +271,7 @@ fn reuse(
             let _ = std::fs::remove_dir_all(dst.path());
             crate::commit::copy_tree(src.path(), dst.path())?;
         }
-        run.journal.append(Entry::TrialDone {
+        journal.append(Entry::TrialDone {
             iter: t,
             task: r.task.clone(),
             attempt: r.attempt,

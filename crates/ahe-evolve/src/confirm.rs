@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute::TaskMove;
-use crate::extra::{self, Tally};
-use crate::run::Run;
+use crate::attribute_phase::AttributeInputs;
 use crate::run_dir::IterationDir;
+use crate::trials::{Tally, Trials};
 
 /// The name of the confirmation trial set.
 pub const SET: &str = "confirm";
@@ -25,20 +25,19 @@ pub fn trials_in(results: &BTreeMap<String, Vec<ahe_bench::TrialResult>>) -> usi
 
 /// Runs the confirmation rounds of iteration `it` and records them in `evidence.json`.
 pub async fn confirm(
-    run: &Run,
+    i: &AttributeInputs<'_>,
+    trials: &Trials<'_>,
     it: &IterationDir,
     evaluated: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
-    let cap = run.cfg.attribution.confirm_trials;
+    let cap = i.policy.confirm_trials;
     let ev = it.change_evaluation()?;
     let mut evidence = it.evidence();
     let spent = evidence.counterfactual_cost.trials as usize
         + evidence.canary.as_ref().map_or(0, |c| c.cf_trials) as usize;
-    let budget = run
-        .cfg
-        .attribution
-        .extra_trial_cap(run.tasks.len() * run.cfg.k as usize)
+    let budget = (i.policy)
+        .extra_trial_cap(trials.tasks.len() * i.k as usize)
         .saturating_sub(spent);
     let flips: Vec<&TaskMove> = ev
         .fixed
@@ -59,8 +58,9 @@ pub async fn confirm(
         if pending.is_empty() {
             break;
         }
-        let (r, cost) =
-            extra::run_set(run, it, SET, evaluated, &pending, round, cancel.clone()).await?;
+        let (r, cost) = trials
+            .run_set(it, SET, evaluated, &pending, round, cancel.clone())
+            .await?;
         results = r;
         evidence.confirm_cost.add(&cost);
     }

@@ -9,12 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute::{change_touches, is_global, ChangeEvaluation};
+use crate::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
+use crate::attribute_phase::AttributeInputs;
+use crate::commit::HarnessRepo;
 use crate::evidence::{CfKind, CfSkip, CfTest};
-use crate::extra::{self, Tally};
+use crate::history::Exercised;
 use crate::manifest::Manifest;
-use crate::run::{Exercised, Run};
 use crate::run_dir::IterationDir;
+use crate::trials::{SetCost, Tally, Trials};
 
 /// One (task, change) pair to test.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,34 +80,7 @@ pub fn plan(
     let none = BTreeSet::new();
     let (mut plans, mut skipped) = (Vec::new(), Vec::new());
     for (m, kind) in wanted {
-        let ex = exercised.get(&m.task).unwrap_or(&none);
-        let rank = |c: &crate::Change| {
-            let named = match kind {
-                CfKind::Regression => &c.risk_tasks,
-                CfKind::Fix => &c.predicted_fixes,
-            };
-            let own: Vec<String> = c.files.iter().filter(|f| !is_global(f)).cloned().collect();
-            match () {
-                _ if named.contains(&m.task) => 0,
-                _ if change_touches(&own, ex) => 1,
-                _ => 2,
-            }
-        };
-        let mut cands: Vec<(u8, Pair)> = manifest
-            .changes
-            .iter()
-            .filter(|c| change_touches(&c.files, ex))
-            .filter_map(|c| {
-                let pair = Pair {
-                    task: m.task.clone(),
-                    kind,
-                    change: c.id.clone(),
-                    commit: c.commit.clone()?,
-                };
-                Some((rank(c), pair))
-            })
-            .collect();
-        cands.sort_by_key(|x| x.0);
+        let cands = candidates(m, kind, manifest, exercised.get(&m.task).unwrap_or(&none));
         let skip = |reason: String| CfSkip {
             task: m.task.clone(),
             reason,
@@ -127,11 +102,45 @@ pub fn plan(
             plans.push(TaskPlan {
                 task: m.task.clone(),
                 kind,
-                candidates: cands.into_iter().map(|x| x.1).collect(),
+                candidates: cands,
             });
         }
     }
     (plans, skipped)
+}
+
+/// The changes with a commit whose files task `m` exercised (`ex`), in test order: those
+/// that named the task (risk or predicted fix, by `kind`), then those matched by their own
+/// (non-global) files, then those matched by a global file.
+fn candidates(m: &TaskMove, kind: CfKind, manifest: &Manifest, ex: &BTreeSet<String>) -> Vec<Pair> {
+    let rank = |c: &crate::Change| {
+        let named = match kind {
+            CfKind::Regression => &c.risk_tasks,
+            CfKind::Fix => &c.predicted_fixes,
+        };
+        let own: Vec<String> = c.files.iter().filter(|f| !is_global(f)).cloned().collect();
+        match () {
+            _ if named.contains(&m.task) => 0,
+            _ if change_touches(&own, ex) => 1,
+            _ => 2,
+        }
+    };
+    let mut cands: Vec<(u8, Pair)> = manifest
+        .changes
+        .iter()
+        .filter(|c| change_touches(&c.files, ex))
+        .filter_map(|c| {
+            let pair = Pair {
+                task: m.task.clone(),
+                kind,
+                change: c.id.clone(),
+                commit: c.commit.clone()?,
+            };
+            Some((rank(c), pair))
+        })
+        .collect();
+    cands.sort_by_key(|x| x.0);
+    cands.into_iter().map(|x| x.1).collect()
 }
 
 /// Whether a pair needs no more trials: a regression stops at its first failure (not
@@ -154,15 +163,16 @@ fn restored(kind: CfKind, t: &Tally) -> bool {
 /// budget or `[attribution] harm_floor_trials`, whichever is larger; then the other
 /// regressions and the disputed fixes, within what the budget has left.
 pub async fn counterfactual(
-    run: &Run,
+    i: &AttributeInputs<'_>,
+    trials: &Trials<'_>,
     it: &IterationDir,
     evaluated: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     let t = it.number();
-    let cfg = &run.cfg.attribution;
+    let cfg = i.policy;
     let Some(mut manifest) = (t > 1)
-        .then(|| run.dir.iteration(t - 1).manifest().ok())
+        .then(|| i.dir.iteration(t - 1).manifest().ok())
         .flatten()
     else {
         return Ok(());
@@ -176,10 +186,10 @@ pub async fn counterfactual(
         return Ok(());
     }
     let ev = it.change_evaluation()?;
-    let budget = cfg.extra_trial_cap(run.tasks.len() * run.cfg.k as usize);
+    let budget = cfg.extra_trial_cap(trials.tasks.len() * i.k as usize);
     let used = evidence.extra_trials_used() as usize;
-    let exercised = crate::history::exercised(it, &run.visible);
-    let (harm, rest) = split_harm(&ev, &solid_before(run, t));
+    let exercised = crate::history::exercised(it, i.visible);
+    let (harm, rest) = split_harm(&ev, &solid_before(i, t));
     let share_left = budget.saturating_sub(used);
     let mut left = share_left.max(cfg.harm_floor_trials as usize);
     let (harm_plans, mut skipped) = plan(&harm, &manifest, &exercised, n, usize::MAX, left);
@@ -190,13 +200,18 @@ pub async fn counterfactual(
         skipped: &mut skipped,
         cost: &mut cost,
     };
-    let mut tests = test_plans(run, it, evaluated, &harm_plans, &mut budget, &cancel).await?;
+    let cx = Wave {
+        trials,
+        it,
+        prefix: SET_PREFIX,
+    };
+    let mut tests = test_plans(&cx, evaluated, &harm_plans, &mut budget, &cancel).await?;
     let spent: u32 = tests.iter().map(|x| x.tally.trials + x.tally.infra).sum();
     *budget.left = share_left.saturating_sub(spent as usize);
     let max = cfg.max_counterfactual_tasks;
     let (rest_plans, s) = plan(&rest, &manifest, &exercised, n, max, *budget.left);
     budget.skipped.extend(s);
-    tests.extend(test_plans(run, it, evaluated, &rest_plans, &mut budget, &cancel).await?);
+    tests.extend(test_plans(&cx, evaluated, &rest_plans, &mut budget, &cancel).await?);
     cost.trials = tests.iter().map(|x| x.tally.trials + x.tally.infra).sum();
     evidence.counterfactual = tests;
     evidence.counterfactual_cost = cost;
@@ -205,21 +220,31 @@ pub async fn counterfactual(
 }
 
 /// What the tests of one phase may still spend, and what they skipped and cost.
-struct Budget<'a> {
+pub(crate) struct Budget<'a> {
     /// Trials of each counterfactual harness on a task.
-    n: u32,
+    pub n: u32,
     /// Trials left.
-    left: &'a mut usize,
+    pub left: &'a mut usize,
     /// Tasks or candidates left untested, with the reason.
-    skipped: &'a mut Vec<CfSkip>,
+    pub skipped: &'a mut Vec<CfSkip>,
     /// What the trials cost.
-    cost: &'a mut crate::extra::SetCost,
+    pub cost: &'a mut SetCost,
+}
+
+/// Where the counterfactual trials of a phase run: iteration `it`'s extra sets
+/// `<prefix><change>`, through `trials`.
+pub(crate) struct Wave<'a> {
+    /// The trials interface.
+    pub trials: &'a Trials<'a>,
+    /// The iteration the sets belong to.
+    pub it: &'a IterationDir,
+    /// The sets' name prefix.
+    pub prefix: &'a str,
 }
 
 /// Tests the candidates of `plans` on `evaluated` minus each one, within `b`.
 async fn test_plans(
-    run: &Run,
-    it: &IterationDir,
+    cx: &Wave<'_>,
     evaluated: &str,
     plans: &[TaskPlan],
     b: &mut Budget<'_>,
@@ -228,28 +253,16 @@ async fn test_plans(
     if plans.is_empty() {
         return Ok(Vec::new());
     }
-    let harness = harnesses(run, evaluated, plans)?;
-    find_culprits(
-        run,
-        it,
-        SET_PREFIX,
-        plans,
-        &harness,
-        b.n,
-        b.left,
-        b.skipped,
-        b.cost,
-        cancel.clone(),
-    )
-    .await
+    let harness = harnesses(cx.trials.repo, evaluated, plans)?;
+    find_culprits(cx, plans, &harness, b, cancel.clone()).await
 }
 
 /// Tasks that passed every trial of every earlier iteration that scored them (infra errors
 /// aside): a regression of one is never noise to shrug off.
-fn solid_before(run: &Run, t: u32) -> BTreeSet<String> {
+fn solid_before(inputs: &AttributeInputs, t: u32) -> BTreeSet<String> {
     let mut solid: Option<BTreeSet<String>> = None;
     for i in 1..t {
-        let Ok(s) = run.dir.iteration(i).scores() else {
+        let Ok(s) = inputs.dir.iteration(i).scores() else {
             continue;
         };
         let all: BTreeSet<String> = s
@@ -293,35 +306,30 @@ fn split_harm(
 /// One counterfactual harness per candidate change: `onto` minus its commit (None: the
 /// revert conflicts), as commits that move no ref.
 pub(crate) fn harnesses(
-    run: &Run,
+    repo: &HarnessRepo,
     onto: &str,
     plans: &[TaskPlan],
 ) -> anyhow::Result<BTreeMap<String, Option<String>>> {
     let mut harness: BTreeMap<String, Option<String>> = BTreeMap::new();
     for p in plans.iter().flat_map(|p| &p.candidates) {
         if !harness.contains_key(&p.change) {
-            harness.insert(p.change.clone(), run.repo.reverted_commit(onto, &p.commit)?);
+            harness.insert(p.change.clone(), repo.reverted_commit(onto, &p.commit)?);
         }
     }
     Ok(harness)
 }
 
 /// Tests the planned tasks' candidates in waves — wave w tests candidate w of every task
-/// whose culprit is not found yet — within `left` trials; conflicting reverts and candidates
-/// past the budget go to `skipped`.
-#[allow(clippy::too_many_arguments)]
+/// whose culprit is not found yet — within `b`'s trials left; conflicting reverts and
+/// candidates past the budget go to its `skipped`.
 pub(crate) async fn find_culprits(
-    run: &Run,
-    it: &IterationDir,
-    prefix: &str,
+    cx: &Wave<'_>,
     plans: &[TaskPlan],
     harness: &BTreeMap<String, Option<String>>,
-    n: u32,
-    left: &mut usize,
-    skipped: &mut Vec<CfSkip>,
-    cost: &mut crate::extra::SetCost,
+    b: &mut Budget<'_>,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<CfTest>> {
+    let (n, left, skipped) = (b.n, &mut *b.left, &mut *b.skipped);
     let mut tests: Vec<CfTest> = Vec::new();
     let mut open: Vec<(&TaskPlan, usize)> = plans.iter().map(|p| (p, 0)).collect();
     while !open.is_empty() {
@@ -358,7 +366,7 @@ pub(crate) async fn find_culprits(
         if wave.is_empty() {
             break;
         }
-        let done = run_wave(run, it, prefix, &wave, harness, n, cost, cancel.clone()).await?;
+        let done = run_wave(cx, &wave, harness, n, b.cost, cancel.clone()).await?;
         // A pair stops at its first decisive trial: what it did not use goes back.
         let used: usize = done
             .iter()
@@ -383,15 +391,12 @@ pub(crate) async fn find_culprits(
 
 /// Runs one wave of pairs, a round at a time (a pair stops at its first decisive trial),
 /// each change's trials in set `<prefix><change>`.
-#[allow(clippy::too_many_arguments)]
 async fn run_wave(
-    run: &Run,
-    it: &IterationDir,
-    prefix: &str,
+    cx: &Wave<'_>,
     wave: &[&Pair],
     harness: &BTreeMap<String, Option<String>>,
     n: u32,
-    cost: &mut crate::extra::SetCost,
+    cost: &mut SetCost,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<CfTest>> {
     let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
@@ -408,9 +413,10 @@ async fn run_wave(
         }
         for (change, tasks) in by_change {
             let commit = harness[change].as_deref().unwrap_or_default();
-            let set = format!("{prefix}{change}");
-            let (res, c) =
-                extra::run_set(run, it, &set, commit, &tasks, round, cancel.clone()).await?;
+            let set = format!("{}{change}", cx.prefix);
+            let (res, c) = (cx.trials)
+                .run_set(cx.it, &set, commit, &tasks, round, cancel.clone())
+                .await?;
             cost.add(&c);
             for task in tasks {
                 let tl = Tally::of(res.get(&task).into_iter().flatten());

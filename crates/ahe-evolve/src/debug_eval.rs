@@ -68,11 +68,11 @@ pub async fn debug_eval_dir(
         default_cache_dir: Some(eval.model_cache()),
         budget: None,
     };
-    let settings = settings_for(cfg, model, &opts)?;
+    let settings = settings_for(&cfg.evolve, model, &opts)?;
     let it = IterationDir::at(dir);
     let tasks: Vec<String> = scores.tasks.keys().cloned().collect();
     let r = crate::debug::debug(&it, &tasks, &scores, &settings, Vec::new()).await?;
-    let chars = overview_chars_for(cfg, model);
+    let chars = overview_chars_for(&cfg.evolve, model);
     let client = settings.model.as_ref();
     let o = crate::overview::write_overview(&it, None, &tasks, &scores, client, chars, &r.list);
     let o = o.await?;

@@ -6,44 +6,68 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::stop_on_permanent;
 use crate::commit::iter_tag;
+use crate::config::{AttributionConfig, EvolveConfig};
 use crate::jail::WriteCaps;
-use crate::run::{stop_on_permanent, Run};
-use crate::run_dir::IterationDir;
+use crate::run::Split;
+use crate::run_dir::{IterationDir, RunDir};
+use crate::trials::Trials;
 use crate::{evolve, history, lineage, preflight, rollback, variants};
+
+/// What the evolve phase of one iteration reads besides the trials interface (which also
+/// holds the harness repository, notes and budget).
+pub struct EvolvePhaseInputs<'a> {
+    /// The iteration whose harness is evolved.
+    pub it: &'a IterationDir,
+    /// The harness commit it evaluated: the agent starts from it.
+    pub evaluated: &'a str,
+    /// The run directory (the history the agent reads).
+    pub dir: &'a RunDir,
+    /// The run's tasks (the agent sees the visible ones; the leak guard knows them all).
+    pub split: Split<'a>,
+    /// Trials per task.
+    pub k: u32,
+    /// `[evolve]`: the agent's limits, rollback policy, variants, pre-flight.
+    pub evolve: &'a EvolveConfig,
+    /// `[attribution]`: which verdicts roll back, and the screen's share of extra trials.
+    pub policy: &'a AttributionConfig,
+    /// The `evolve` model.
+    pub model: ahe_model::ModelConfig,
+}
 
 /// Rolls back what the policy reverts, runs the evolve agent from the evaluated harness, and
 /// pre-flights its edits.
 pub async fn evolve_phase(
-    run: &Run,
-    it: &IterationDir,
-    evaluated: &str,
+    i: &EvolvePhaseInputs<'_>,
+    trials: &Trials<'_>,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let t = it.number();
+    let (it, t, evaluated, repo) = (i.it, i.it.number(), i.evaluated, trials.repo);
     // A resumed evolve phase starts again from the evaluated harness.
-    run.repo.reset_worktree(evaluated)?;
+    repo.reset_worktree(evaluated)?;
     let ev = it.change_evaluation()?;
-    let rollbacks = rollbacks(run, it, &ev, evaluated)?;
+    let rollbacks = rollbacks(i, trials, &ev)?;
     for n in &rollbacks.notes {
-        run.note(t, n.clone())?;
+        trials.ledger.note(t, n.clone())?;
     }
-    history::write_inputs(&run.dir, t, &run.visible)?;
-    let past = lineage::past_changes(&run.dir, t, &rollbacks.changes());
-    let full = run.cfg.evolve.history_full_iterations;
-    it.write_history_input(&lineage::history_md(&run.dir, &past, t, full))?;
+    history::write_inputs(i.dir, t, i.split.visible)?;
+    let past = lineage::past_changes(i.dir, t, &rollbacks.changes());
+    let full = i.evolve.history_full_iterations;
+    it.write_history_input(&lineage::history_md(i.dir, &past, t, full))?;
     // The prompt names the evaluated harness by its tag (iter-NNN), not its commit id:
     // ids hash the commit time, and a replayed run must send byte-identical requests.
-    let prompt = history::prompt_vars(&run.dir, t, &iter_tag(t - 1), &ev, &rollbacks.applied)?;
+    let prompt = history::prompt_vars(i.dir, t, &iter_tag(t - 1), &ev, &rollbacks.applied)?;
     let prompt = minijinja::context! { reverted => lineage::undone(&past), ..prompt };
-    let ec = &run.cfg.evolve;
-    let model = ahe_model::build_client_with(&run.cfg.model("evolve"), &run.client_opts())?;
+    let ec = i.evolve;
+    let model = ahe_model::build_client_with(&i.model, trials.client_opts())?;
+    let (tasks, holdout) = (i.split.tasks, i.split.holdout);
     let inputs = evolve::EvolveInputs {
         iteration: t,
         iter_dir: it,
-        repo: &run.repo,
+        repo,
         evaluated,
-        visible: &run.visible,
+        visible: i.split.visible,
         rollbacks: &rollbacks.applied,
         prompt,
         model: model.clone(),
@@ -51,7 +75,7 @@ pub async fn evolve_phase(
         timeout: Duration::from_secs_f64(ec.evolve_timeout_sec),
         show_verifier_output: ec.show_verifier_output,
         caps: WriteCaps::of(ec),
-        leak: crate::leak::LeakSettings::build(ec.leak_guard, &run.tasks, &run.holdout),
+        leak: crate::leak::LeakSettings::build(ec.leak_guard, tasks, holdout),
         history: past,
         out: None,
     };
@@ -65,19 +89,25 @@ pub async fn evolve_phase(
             out
         }
         _ => {
-            let start = rollbacks.start_tree(&run.repo, evaluated)?;
-            variants::evolve_variants(run, it, inputs, &start, cancel.clone()).await?
+            let start = rollbacks.start_tree(repo, evaluated)?;
+            let v = crate::screen::Screen {
+                evolve: ec,
+                policy: i.policy,
+                rollout_trials: tasks.len() * i.k as usize,
+                trials,
+            };
+            variants::evolve_variants(&v, it, inputs, &start, cancel.clone()).await?
         }
     };
     it.record_role_cost("evolve", &out.usage, out.cost_usd)?;
     for n in &out.notes {
-        run.note(t, n.clone())?;
+        trials.ledger.note(t, n.clone())?;
     }
     stop_on_permanent(Some(&model), "evolve")?;
     // Without budget the pre-flight trial would be refused and revert sound edits.
-    if ec.preflight && !out.changed_files.is_empty() && run.budget_spent(t).is_none() {
-        let start = rollbacks.start_tree(&run.repo, evaluated)?;
-        preflight::preflight(run, it, &start, cancel.clone()).await?;
+    if ec.preflight && !out.changed_files.is_empty() && trials.ledger.budget_spent(t).is_none() {
+        let start = rollbacks.start_tree(repo, evaluated)?;
+        preflight::preflight(trials, i.split, it, &start, cancel.clone()).await?;
     }
     Ok(())
 }
@@ -86,13 +116,12 @@ pub async fn evolve_phase(
 /// unjudged = "keep"` (`rollback = "auto"`, from iteration 2 on);
 /// none under `rollback = "agent"`.
 fn rollbacks(
-    run: &Run,
-    it: &IterationDir,
+    i: &EvolvePhaseInputs,
+    trials: &Trials,
     ev: &crate::attribute::ChangeEvaluation,
-    evaluated: &str,
 ) -> anyhow::Result<rollback::Rollbacks> {
-    let t = it.number();
-    if run.cfg.evolve.rollback != "auto" || t <= 1 {
+    let (it, t) = (i.it, i.it.number());
+    if i.evolve.rollback != "auto" || t <= 1 {
         return Ok(rollback::Rollbacks::default());
     }
     // The canary's culprits are not in the evaluated harness any more.
@@ -100,9 +129,9 @@ fn rollbacks(
     let mut ev = ev.clone();
     ev.changes.retain(|c| !gone.contains(&c.id));
     let mut verdicts = vec![crate::attribute::Verdict::Harmful];
-    if run.cfg.attribution.unjudged == "revert" {
+    if i.policy.unjudged == "revert" {
         verdicts.push(crate::attribute::Verdict::Unjudged);
     }
-    let prev = run.dir.iteration(t - 1);
-    rollback::auto_rollback_of(&prev, &run.repo, &ev, evaluated, &verdicts)
+    let prev = i.dir.iteration(t - 1);
+    rollback::auto_rollback_of(&prev, trials.repo, &ev, i.evaluated, &verdicts)
 }

@@ -13,9 +13,22 @@ use ahe_rundir::final_eval::{Delta, Figure, FinalEval, Reevaluated};
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute_phase::{held_harm, set_best};
-use crate::extra;
-use crate::run::Run;
-use crate::run_dir::IterationDir;
+use crate::config::AttributionConfig;
+use crate::run::Split;
+use crate::run_dir::{IterationDir, RunDir};
+use crate::trials::{SetCost, Trials};
+
+/// What the final re-evaluation reads besides the trials interface.
+pub struct FinalInputs<'a> {
+    /// The run directory (best, each iteration's scores, manifest and verdicts).
+    pub dir: &'a RunDir,
+    /// The run's tasks: every one is re-run; figures are given for visible and held-out.
+    pub split: Split<'a>,
+    /// Fresh trials per task and harness (`[evolve] final_trials`, else 2k).
+    pub trials_per_task: u32,
+    /// `[attribution]`: which verdicts make a harness no runner-up.
+    pub policy: &'a AttributionConfig,
+}
 
 /// The trial-set prefix of the final re-evaluation (`final/iter-NNN`).
 pub const SET_PREFIX: &str = "final/";
@@ -30,17 +43,18 @@ struct Pick {
 
 /// Runs the final re-evaluation into `it` (the final iteration) and writes `final.json`.
 pub async fn final_eval(
-    run: &Run,
+    i: &FinalInputs<'_>,
+    trials: &Trials<'_>,
     it: &IterationDir,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
-    let n = run.cfg.evolve.final_trials.unwrap_or(2 * run.cfg.k);
-    let Some(best) = run
+    let (n, visible, holdout) = (i.trials_per_task, i.split.visible, i.split.holdout);
+    let Some(best) = i
         .dir
         .best()
-        .filter(|b| run.repo.resolve(&b.commit).is_ok())
+        .filter(|b| trials.repo.resolve(&b.commit).is_ok())
     else {
-        run.note(
+        trials.ledger.note(
             it.number(),
             "no final re-evaluation: best.json names no harness of this run",
         )?;
@@ -49,13 +63,15 @@ pub async fn final_eval(
     if n == 0 {
         return Ok(());
     }
-    let picks = picks(run, it.number(), &best)?;
-    let tasks: Vec<String> = run.tasks.iter().map(|t| t.name.clone()).collect();
-    let mut cost = extra::SetCost::default();
+    let picks = picks(i, it.number(), &best)?;
+    let tasks: Vec<String> = i.split.tasks.iter().map(|t| t.name.clone()).collect();
+    let mut cost = SetCost::default();
     let mut fresh: Vec<BTreeMap<String, f64>> = Vec::new();
     for p in &picks {
         let set = format!("{SET_PREFIX}{}", crate::commit::iter_tag(p.iteration));
-        let (res, c) = extra::run_set(run, it, &set, &p.commit, &tasks, n, cancel.clone()).await?;
+        let (res, c) = trials
+            .run_set(it, &set, &p.commit, &tasks, n, cancel.clone())
+            .await?;
         cost.add(&c);
         fresh.push(rates(n, res));
     }
@@ -70,38 +86,39 @@ pub async fn final_eval(
             iteration: p.iteration,
             commit: p.commit.clone(),
             selected_pass_at_1: p.selected,
-            visible: figure(r, &run.visible),
-            held_out: (!run.holdout.is_empty()).then(|| figure(r, &run.holdout)),
+            visible: figure(r, visible),
+            held_out: (!holdout.is_empty()).then(|| figure(r, holdout)),
         });
     }
     out.best_tainted_by =
-        tainted_by(&reverted_changes(run, it.number()), picks[0].iteration).map(String::from);
-    runner_up_may_win(run, &picks, &mut out, &mut fresh)?;
+        tainted_by(&reverted_changes(i.dir, it.number()), picks[0].iteration).map(String::from);
+    runner_up_may_win(i.dir, trials, &picks, &mut out, &mut fresh)?;
     let seed = out.harnesses.iter().position(|h| h.role.contains("seed"));
     let runner = out
         .harnesses
         .iter()
         .position(|h| h.role.contains("runner-up"));
     if let (Some(0), Some(r)) = (seed, runner) {
-        out.runner_up_vs_seed = paired(&fresh[r], &fresh[0], &run.visible);
+        out.runner_up_vs_seed = paired(&fresh[r], &fresh[0], visible);
     }
     if let Some(s) = seed.filter(|s| *s != 0) {
-        out.best_vs_seed = paired(&fresh[0], &fresh[s], &run.visible);
-        if !run.holdout.is_empty() {
-            out.best_vs_seed_held_out = paired(&fresh[0], &fresh[s], &run.holdout);
+        out.best_vs_seed = paired(&fresh[0], &fresh[s], visible);
+        if !holdout.is_empty() {
+            out.best_vs_seed_held_out = paired(&fresh[0], &fresh[s], holdout);
         }
     }
     out.selection_bias = out.harnesses[0].selected_pass_at_1 - out.harnesses[0].visible.pass_at_1;
     out.cost = cost;
-    run.say(format!("[final] {}", out.verdict()));
-    run.dir.write_final_eval(&out)
+    trials.ledger.say(format!("[final] {}", out.verdict()));
+    i.dir.write_final_eval(&out)
 }
 
 /// The runner-up takes best's place when the fresh visible trials rank it higher; a best
 /// that holds a change rolled back later (`out.best_tainted_by`) loses ties to it. On a
 /// switch, best.json is rewritten and `out` and `fresh` put the new best first.
 fn runner_up_may_win(
-    run: &Run,
+    dir: &RunDir,
+    trials: &Trials,
     picks: &[Pick],
     out: &mut FinalEval,
     fresh: &mut [BTreeMap<String, f64>],
@@ -123,15 +140,7 @@ fn runner_up_may_win(
          fresh trials per visible task"
     );
     let selected = picks[r].selected;
-    set_best(
-        &run.dir,
-        &run.repo,
-        to,
-        &picks[r].commit,
-        selected,
-        why,
-        None,
-    )?;
+    set_best(dir, trials.repo, to, &picks[r].commit, selected, why, None)?;
     out.switched = Some([from, to]);
     out.harnesses.swap(0, r);
     fresh.swap(0, r);
@@ -145,10 +154,10 @@ fn runner_up_may_win(
 
 /// best, the seed and the runner-up (the highest visible pass@1 among the other evaluated
 /// iterations), one entry per distinct commit, best first.
-fn picks(run: &Run, last: u32, best: &crate::run_dir::Best) -> anyhow::Result<Vec<Pick>> {
+fn picks(i: &FinalInputs, last: u32, best: &crate::run_dir::Best) -> anyhow::Result<Vec<Pick>> {
     let mut scored: Vec<(u32, String, f64)> = Vec::new();
     for t in 1..=last {
-        let it = run.dir.iteration(t);
+        let it = i.dir.iteration(t);
         if let (Some(c), Ok(s)) = (it.evaluated(), it.scores()) {
             scored.push((t, c, s.visible_pass_at_1()));
         }
@@ -176,11 +185,11 @@ fn picks(run: &Run, last: u32, best: &crate::run_dir::Best) -> anyhow::Result<Ve
     }
     // A harness that holds a change the run later rolled back, or judged HARMFUL or
     // UNJUDGED, is no runner-up: its figure includes the harm.
-    let reverted = reverted_changes(run, last);
+    let reverted = reverted_changes(i.dir, last);
     let runner = scored
         .iter()
         .filter(|x| x.1 != best.commit && tainted_by(&reverted, x.0).is_none())
-        .filter(|x| held_harm(run, &run.dir.iteration(x.0)).is_empty())
+        .filter(|x| held_harm(i.policy, &i.dir.iteration(x.0)).is_empty())
         .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))
         .cloned();
     if let Some(r) = runner {
@@ -191,11 +200,11 @@ fn picks(run: &Run, last: u32, best: &crate::run_dir::Best) -> anyhow::Result<Ve
 
 /// The changes rolled back automatically: (id, iteration that made it, iteration whose evolve
 /// step rolled it back). The harnesses evaluated in iterations made+1 ..= rolled held it.
-fn reverted_changes(run: &Run, last: u32) -> Vec<(String, u32, u32)> {
+fn reverted_changes(dir: &RunDir, last: u32) -> Vec<(String, u32, u32)> {
     let mut made: BTreeMap<String, u32> = BTreeMap::new();
     let mut out = Vec::new();
     for t in 1..=last {
-        let Ok(m) = run.dir.iteration(t).manifest() else {
+        let Ok(m) = dir.iteration(t).manifest() else {
             continue;
         };
         for c in &m.changes {

@@ -12,8 +12,10 @@ use crate::clean;
 use crate::journal::{Entry, Journal};
 use crate::manifest::{Change, Manifest};
 use crate::rollback::Rollback;
-use crate::run::Exercised;
 use crate::run_dir::{IterationDir, RunDir};
+
+/// Per task, the harness files its trials exercised (what attribution matches changes to).
+pub type Exercised = BTreeMap<String, BTreeSet<String>>;
 
 /// The harness files each visible task's trials exercised (from `trace.clean.json`).
 pub fn exercised(it: &IterationDir, visible: &BTreeSet<String>) -> Exercised {

@@ -2,50 +2,50 @@
 //! is committed; an infra error (the edit broke the harness's own machinery) reverts the
 //! agent's edits, keeping only the rollbacks (so the agent's changes get no commit).
 
-use std::sync::Arc;
-
 use tokio_util::sync::CancellationToken;
 
 use crate::manifest::ChangeKind;
-use crate::run::Run;
+use crate::run::Split;
 use crate::run_dir::IterationDir;
+use crate::trials::Trials;
 
 /// Runs one trial of the working tree's harness on the first visible task; on an infra
 /// error resets the working tree to `start` (the tree the agent started from: the evaluated
 /// harness with the automatic rollbacks) and rewrites the manifest and snapshots without
 /// the agent's changes. Returns whether the edits were reverted.
 pub async fn preflight(
-    run: &Run,
+    trials: &Trials<'_>,
+    split: Split<'_>,
     it: &IterationDir,
     start: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<bool> {
     let t = it.number();
-    let Some(task) = run.tasks.iter().find(|x| run.visible.contains(&x.name)) else {
+    let Some(task) = split.tasks.iter().find(|x| split.visible.contains(&x.name)) else {
         return Ok(false);
     };
     // A harness that does not validate is caught by the rollout, with its problems listed.
-    let Ok(harness) = ahe_harness::load(run.repo.dir()) else {
+    let Ok(harness) = ahe_harness::load(trials.repo.dir()) else {
         return Ok(false);
     };
     let out = ahe_bench::EvalDir::new(it.preflight());
     let _ = std::fs::remove_dir_all(out.path());
-    let mut spec = run.rollout_spec(harness, vec![task.clone()], 1, out.path(), vec![]);
+    let mut spec = trials.spec(harness, vec![task.clone()], 1, out.path(), vec![]);
     spec.concurrency = 1;
     spec.infra_retries = 0;
-    let s = crate::rollout_with(spec, &run.client_opts(), cancel, Arc::new(|_| {})).await?;
+    let s = trials.drive(spec, cancel, |_| Ok(())).await?;
     out.write_scores(&s)?;
     if s.statuses.get("infra_error").copied().unwrap_or(0) == 0 {
         return Ok(false);
     }
-    run.note(
+    trials.ledger.note(
         t,
         format!(
             "pre-flight trial of {} hit an infra error: the evolve edits are reverted",
             task.name
         ),
     )?;
-    run.repo.reset_worktree(start)?;
+    trials.repo.reset_worktree(start)?;
     let mut snaps = it.change_snapshots()?;
     snaps.agent.clear();
     it.write_change_snapshots(&snaps)?;

@@ -13,8 +13,22 @@ use ahe_rundir::evidence::SetCost;
 use ahe_rundir::variants::{Screened, VariantResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::run::Run;
+use crate::config::{AttributionConfig, EvolveConfig};
 use crate::run_dir::IterationDir;
+use crate::trials::Trials;
+
+/// What the variants and their screen read: the policies, the rollout's size (the share of
+/// extra trials is a share of it) and the trials interface.
+pub struct Screen<'a> {
+    /// `[evolve]`: variants, their concurrency and focus, screen tasks.
+    pub evolve: &'a EvolveConfig,
+    /// `[attribution]`: `max_extra_share`.
+    pub policy: &'a AttributionConfig,
+    /// Trials of the iteration's rollout (tasks × k).
+    pub rollout_trials: usize,
+    /// Runs the screen's trial sets (and holds the harness repository).
+    pub trials: &'a Trials<'a>,
+}
 
 /// The screen minibatch of iteration `it`: up to `n` visible tasks, failing ones first (the
 /// changes aim at them), then passing ones (they guard against harm), each group in a
@@ -55,17 +69,17 @@ pub fn screen_set(it: &IterationDir, visible: &BTreeSet<String>, n: usize) -> Ve
 /// extra-trial share (`[attribution] max_extra_share` of the rollout's trials, minus the
 /// canary, counterfactual and confirmation trials) cannot pay one trial per task and
 /// variant; with the note saying so (None: the screen runs in full).
-pub fn screen_size(run: &Run, it: &IterationDir, variants: usize) -> (usize, Option<String>) {
-    let want = run.cfg.evolve.screen_tasks;
-    let rollout = run.tasks.len() * run.cfg.k as usize;
-    let cap = run.cfg.attribution.extra_trial_cap(rollout);
+pub fn screen_size(s: &Screen, it: &IterationDir, variants: usize) -> (usize, Option<String>) {
+    let want = s.evolve.screen_tasks;
+    let rollout = s.rollout_trials;
+    let cap = s.policy.extra_trial_cap(rollout);
     let used = it.evidence().total_cost().trials as usize;
     let left = cap.saturating_sub(used);
     let per = want.min(left / variants.max(1));
     let why = format!(
         "{left} of the iteration's {cap} extra trials left ([attribution] max_extra_share = {} \
          of {rollout} rollout trials, {used} spent on attribution)",
-        run.cfg.attribution.max_extra_share
+        s.policy.max_extra_share
     );
     let note = match per {
         _ if per == want => None,
@@ -84,14 +98,14 @@ pub fn screen_size(run: &Run, it: &IterationDir, variants: usize) -> (usize, Opt
 /// its figures and the screen's cost over every kept trial (also those of before a resume).
 /// The sets run side by side, their trials at once never more than `[sandbox] concurrency`.
 pub async fn screen(
-    run: &Run,
+    trials: &Trials<'_>,
     it: &IterationDir,
     results: Vec<VariantResult>,
     tasks: &[String],
     cancel: CancellationToken,
 ) -> anyhow::Result<(Vec<Screened>, SetCost)> {
     // Sets at once × trials per set stays within the sandbox concurrency.
-    let conc = run.cfg.sandbox.concurrency.max(1);
+    let conc = trials.concurrency();
     let at_once = results.len().clamp(1, conc);
     let per_set = (conc / at_once).max(1);
     let sem = tokio::sync::Semaphore::new(at_once);
@@ -104,7 +118,8 @@ pub async fn screen(
                 return Ok(Default::default());
             }
             let _permit = sem.acquire().await?;
-            crate::extra::run_set_with(run, it, &set, &r.commit, tasks, 1, per_set, cancel)
+            trials
+                .run_set_with(it, &set, &r.commit, tasks, 1, per_set, cancel)
                 .await
                 .map(|x| x.0)
         }

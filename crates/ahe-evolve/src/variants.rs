@@ -16,9 +16,11 @@
 use minijinja::context;
 use tokio_util::sync::CancellationToken;
 
+use crate::commit::HarnessRepo;
+use crate::config::EvolveConfig;
 use crate::evolve::{EvolveInputs, EvolveOutcome};
-use crate::run::Run;
 use crate::run_dir::IterationDir;
+use crate::screen::Screen;
 use crate::spend::trace_spend;
 use crate::{read_json, write_json};
 
@@ -50,7 +52,8 @@ fn copy_back(it: &IterationDir, from: &std::path::Path) -> anyhow::Result<()> {
 /// Runs variant `v` from `start` in its own working tree and files (or reads it back when
 /// it finished before a resume); a half-done attempt's calls are counted with the new one's.
 async fn variant(
-    run: &Run,
+    ec: &EvolveConfig,
+    main: &HarnessRepo,
     it: &IterationDir,
     base: &EvolveInputs<'_>,
     start: &str,
@@ -61,17 +64,16 @@ async fn variant(
     let tree_dir = dir.join("harness");
     let done = dir.join("result.json");
     if let Ok(r) = read_json::<VariantResult>(&done) {
-        run.repo.remove_worktree(&tag, &tree_dir)?;
+        main.remove_worktree(&tag, &tree_dir)?;
         return Ok(r);
     }
-    let ec = &run.cfg.evolve;
     let focus = match ec.variant_focus.len() {
         0 => String::new(),
         n => ec.variant_focus[(v as usize - 1) % n].clone(),
     };
     // The trace is appended across attempts: what it holds now, a killed attempt spent.
     let (mut usage, mut cost) = trace_spend(&dir.join("trace.jsonl"));
-    let repo = run.repo.worktree(&tag, &tree_dir, start)?;
+    let repo = main.worktree(&tag, &tree_dir, start)?;
     let mut inp = base.clone();
     inp.repo = &repo;
     inp.out = Some(dir.clone());
@@ -100,7 +102,7 @@ async fn variant(
     };
     write_json(&done, &r)?;
     drop(repo);
-    run.repo.remove_worktree(&tag, &tree_dir)?;
+    main.remove_worktree(&tag, &tree_dir)?;
     Ok(r)
 }
 
@@ -108,34 +110,33 @@ async fn variant(
 /// `variants_concurrency` at once), the screen, the choice; leaves the chosen variant's
 /// harness in the working tree and its files in `evolve/`.
 pub async fn evolve_variants(
-    run: &Run,
+    s: &Screen<'_>,
     it: &IterationDir,
     base: EvolveInputs<'_>,
     start_tree: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<EvolveOutcome> {
-    let n = run.cfg.evolve.variants;
-    let start = match run.repo.tree_of(base.evaluated)? == start_tree {
+    let (ec, repo) = (s.evolve, s.trials.repo);
+    let n = ec.variants;
+    let start = match repo.tree_of(base.evaluated)? == start_tree {
         true => base.evaluated.to_string(),
-        false => run
-            .repo
-            .commit_tree(start_tree, base.evaluated, "variants: start")?,
+        false => repo.commit_tree(start_tree, base.evaluated, "variants: start")?,
     };
-    let at_once = run.cfg.evolve.variants_concurrency.unwrap_or(n).max(1);
+    let at_once = ec.variants_concurrency.unwrap_or(n).max(1);
     let sem = tokio::sync::Semaphore::new(at_once as usize);
     let (sem, base_ref, start_ref) = (&sem, &base, start.as_str());
     let runs = (1..=n).map(|v| async move {
         let _permit = sem.acquire().await?;
-        variant(run, it, base_ref, start_ref, v).await
+        variant(ec, repo, it, base_ref, start_ref, v).await
     });
     let results = futures::future::join_all(runs)
         .await
         .into_iter()
         .collect::<anyhow::Result<Vec<VariantResult>>>()?;
-    let (per_variant, screen_note) = crate::screen::screen_size(run, it, n as usize);
+    let (per_variant, screen_note) = crate::screen::screen_size(s, it, n as usize);
     let tasks = screen_set(it, base.visible, per_variant);
     let (mut screened, screen_cost) =
-        crate::screen::screen(run, it, results, &tasks, cancel).await?;
+        crate::screen::screen(s.trials, it, results, &tasks, cancel).await?;
     it.record_role_cost("screen", &screen_cost.usage, screen_cost.cost_usd)?;
     let best = (0..screened.len())
         .min_by_key(|&i| {
@@ -149,7 +150,7 @@ pub async fn evolve_variants(
         .unwrap_or(0);
     screened[best].chosen = true;
     let chosen = screened[best].result.clone();
-    run.repo.reset_worktree(&chosen.commit)?;
+    repo.reset_worktree(&chosen.commit)?;
     copy_back(it, &it.variant_dir(chosen.variant))?;
     let mut notes = chosen.notes.clone();
     notes.extend(screen_note.clone());
