@@ -415,42 +415,8 @@ impl RunConfig {
                 self.sandbox.backend
             );
         }
-        if self.sandbox.harbor.is_some() && self.sandbox.backend != "harbor" {
-            bail!(
-                "sandbox.harbor: configures the harbor backend, but sandbox.backend = {:?}; set \
-                 backend = \"harbor\", or drop [sandbox.harbor]",
-                self.sandbox.backend
-            );
-        }
-        if self.sandbox.concurrency == 0 {
-            bail!("sandbox.concurrency: must be at least 1");
-        }
-        if !self.sandbox.hosts.is_empty() {
-            if matches!(self.sandbox.backend.as_str(), "local" | "harbor") {
-                bail!(
-                    "sandbox.hosts: lists Docker engines, but sandbox.backend = {:?}; set \
-                     backend = \"docker\" (or \"auto\"), or drop hosts",
-                    self.sandbox.backend
-                );
-            }
-            ahe_sandbox::docker::pool::validate_hosts(&self.sandbox.hosts)
-                .map_err(|e| anyhow!("sandbox.{e}"))?;
-        }
-        if self.evolve.variants == 0 {
-            bail!("evolve.variants: must be at least 1 (1 = one evolve agent, no screen)");
-        }
-        if self.evolve.variants_concurrency == Some(0) {
-            bail!(
-                "evolve.variants_concurrency: must be at least 1 (leave it out to run every \
-                 variant at once)"
-            );
-        }
-        if self.evolve.variants > 1 && self.evolve.screen_tasks == 0 {
-            bail!("evolve.screen_tasks: must be at least 1 when evolve.variants > 1");
-        }
-        if self.evolve.debugger_concurrency == 0 {
-            bail!("evolve.debugger_concurrency: must be at least 1");
-        }
+        self.validate_sandbox()?;
+        self.validate_evolve()?;
         if self.agent.max_turns == Some(0) {
             bail!("agent.max_turns: must be at least 1");
         }
@@ -488,6 +454,52 @@ impl RunConfig {
             self.model(r)
                 .validate()
                 .map_err(|e| anyhow!("models.{r}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// `[sandbox]`: harbor settings only with the harbor backend, engines only with docker.
+    fn validate_sandbox(&self) -> anyhow::Result<()> {
+        if self.sandbox.harbor.is_some() && self.sandbox.backend != "harbor" {
+            bail!(
+                "sandbox.harbor: configures the harbor backend, but sandbox.backend = {:?}; set \
+                 backend = \"harbor\", or drop [sandbox.harbor]",
+                self.sandbox.backend
+            );
+        }
+        if self.sandbox.concurrency == 0 {
+            bail!("sandbox.concurrency: must be at least 1");
+        }
+        if !self.sandbox.hosts.is_empty() {
+            if matches!(self.sandbox.backend.as_str(), "local" | "harbor") {
+                bail!(
+                    "sandbox.hosts: lists Docker engines, but sandbox.backend = {:?}; set \
+                     backend = \"docker\" (or \"auto\"), or drop hosts",
+                    self.sandbox.backend
+                );
+            }
+            ahe_sandbox::docker::pool::validate_hosts(&self.sandbox.hosts)
+                .map_err(|e| anyhow!("sandbox.{e}"))?;
+        }
+        Ok(())
+    }
+
+    /// `[evolve]`: variants, their concurrency and screen, the debugger's concurrency.
+    fn validate_evolve(&self) -> anyhow::Result<()> {
+        if self.evolve.variants == 0 {
+            bail!("evolve.variants: must be at least 1 (1 = one evolve agent, no screen)");
+        }
+        if self.evolve.variants_concurrency == Some(0) {
+            bail!(
+                "evolve.variants_concurrency: must be at least 1 (leave it out to run every \
+                 variant at once)"
+            );
+        }
+        if self.evolve.variants > 1 && self.evolve.screen_tasks == 0 {
+            bail!("evolve.screen_tasks: must be at least 1 when evolve.variants > 1");
+        }
+        if self.evolve.debugger_concurrency == 0 {
+            bail!("evolve.debugger_concurrency: must be at least 1");
         }
         Ok(())
     }

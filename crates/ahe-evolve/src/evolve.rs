@@ -485,26 +485,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
             .unwrap_or_default(),
         validation_refused: Vec::new(),
     };
-    let rollback_files: BTreeSet<String> = rollbacks.iter().flat_map(|c| c.files.clone()).collect();
-    let changed = inp.repo.changed_files(inp.evaluated)?;
-    // Defence in depth: the jail already refuses these.
-    let outside: Vec<String> = changed
-        .iter()
-        .filter(|f| !is_editable(f))
-        .cloned()
-        .collect();
-    if !outside.is_empty() {
-        inp.repo.restore_files(inp.evaluated, &outside)?;
-        notes.push(format!(
-            "reverted edits outside the component paths: {}",
-            outside.join(", ")
-        ));
-    }
-    let agent_edits: Vec<String> = changed
-        .iter()
-        .filter(|f| is_editable(f) && !rollback_files.contains(*f))
-        .cloned()
-        .collect();
+    let agent_edits = agent_edits(&inp, &rollbacks, &mut notes)?;
     let leak_guard = match (&tools.guard, submitted.as_mut()) {
         (Some(g), Some(m)) => g.finish(m, tools.refused.load(Ordering::Relaxed), &mut notes)?,
         _ => None,
@@ -526,12 +507,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         ));
     }
     if keep {
-        if let Err(problems) = ahe_harness::load(inp.repo.dir()) {
-            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            notes.push(format!(
-                "the edited harness does not validate, edits reverted:\n  {}",
-                list.join("\n  ")
-            ));
+        if let Some(list) = validation_problems(&inp, &mut notes) {
             proposed.validation_refused = list;
             keep = false;
         }
@@ -560,6 +536,47 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         usage: out.usage,
         cost_usd: out.cost_usd,
     })
+}
+
+/// The files the agent edited (rollbacks' files aside), after reverting any edit outside the
+/// component paths (defence in depth: the jail already refuses those), with a note.
+fn agent_edits(
+    inp: &EvolveInputs,
+    rollbacks: &[crate::Change],
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<String>> {
+    let rollback_files: BTreeSet<&String> = rollbacks.iter().flat_map(|c| &c.files).collect();
+    let changed = inp.repo.changed_files(inp.evaluated)?;
+    let outside: Vec<String> = changed
+        .iter()
+        .filter(|f| !is_editable(f))
+        .cloned()
+        .collect();
+    if !outside.is_empty() {
+        inp.repo.restore_files(inp.evaluated, &outside)?;
+        notes.push(format!(
+            "reverted edits outside the component paths: {}",
+            outside.join(", ")
+        ));
+    }
+    Ok(changed
+        .into_iter()
+        .filter(|f| is_editable(f) && !rollback_files.contains(f))
+        .collect())
+}
+
+/// The problems of the edited harness when it does not validate (noted: its edits are
+/// reverted); None when it does.
+fn validation_problems(inp: &EvolveInputs, notes: &mut Vec<String>) -> Option<Vec<String>> {
+    let Err(problems) = ahe_harness::load(inp.repo.dir()) else {
+        return None;
+    };
+    let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    notes.push(format!(
+        "the edited harness does not validate, edits reverted:\n  {}",
+        list.join("\n  ")
+    ));
+    Some(list)
 }
 
 #[cfg(test)]

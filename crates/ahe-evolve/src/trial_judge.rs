@@ -161,10 +161,17 @@ impl ModelJudge {
                 truncated => cut, cap => self.cap, trace => text,
             },
         );
-        let mut messages = vec![
+        let messages = vec![
             Message::System { content: system },
             Message::User { content: user },
         ];
+        self.converse(messages, last_turn, &mut rec).await;
+        rec
+    }
+
+    /// Asks until an answer parses (at most `RETRIES` more times, each retry told what was
+    /// wrong), recording the calls, answers and outcome in `rec`.
+    async fn converse(&self, mut messages: Vec<Message>, last_turn: u32, rec: &mut JudgeRecord) {
         for attempt in 0..=RETRIES {
             let req = ChatRequest {
                 role: Role::Judge,
@@ -183,7 +190,7 @@ impl ModelJudge {
                         ModelError::Budget(m) => format!("budget spent: {m}"),
                         e => format!("the judge model failed: {e}"),
                     });
-                    return rec;
+                    return;
                 }
             };
             rec.calls += 1;
@@ -200,7 +207,7 @@ impl ModelJudge {
                     rec.reason = Some(a.reason.trim().to_string());
                     rec.evidence_turns = a.evidence_turns;
                     rec.note = None;
-                    return rec;
+                    return;
                 }
                 Err(why) => {
                     rec.outcome = JudgeOutcome::Unparsable;
@@ -212,7 +219,6 @@ impl ModelJudge {
                 }
             }
         }
-        rec
     }
 }
 

@@ -251,6 +251,30 @@ impl Builder {
         i
     }
 
+    /// A message event: the main agent's system prompt, each agent's first user message,
+    /// then runtime feedback (belonging to the agent's latest turn).
+    fn message(&mut self, a: usize, is_main: bool, e: RawEvent) {
+        let text = e.content.unwrap_or_default();
+        match e.role.as_deref() {
+            Some("system") if is_main && self.system_prompt.is_none() => {
+                self.system_prompt = Some(text)
+            }
+            Some("system") => {}
+            _ if !self.agents[a].seen_user => {
+                self.agents[a].seen_user = true;
+                if is_main && self.user.is_none() {
+                    self.user = Some(text);
+                }
+            }
+            _ => {
+                let last = self.agents[a].last_turn.or(self.turns.len().checked_sub(1));
+                if let Some(i) = last {
+                    self.turns[i].feedback.push(text);
+                }
+            }
+        }
+    }
+
     fn push(&mut self, e: RawEvent) {
         let a = self.agent(e.agent.as_deref().unwrap_or("main"));
         let is_main = self.agents[a].name == "main";
@@ -265,28 +289,7 @@ impl Builder {
                     self.subagent_runs.push(st.name.clone());
                 }
             }
-            "message" => {
-                let text = e.content.unwrap_or_default();
-                match e.role.as_deref() {
-                    Some("system") if is_main && self.system_prompt.is_none() => {
-                        self.system_prompt = Some(text)
-                    }
-                    Some("system") => {}
-                    _ if !self.agents[a].seen_user => {
-                        self.agents[a].seen_user = true;
-                        if is_main && self.user.is_none() {
-                            self.user = Some(text);
-                        }
-                    }
-                    _ => {
-                        // Runtime feedback belongs to the agent's latest turn.
-                        let last = self.agents[a].last_turn.or(self.turns.len().checked_sub(1));
-                        if let Some(i) = last {
-                            self.turns[i].feedback.push(text);
-                        }
-                    }
-                }
-            }
+            "message" => self.message(a, is_main, e),
             "assistant" => {
                 let i = self.turn(a, turn);
                 let t = &mut self.turns[i];
@@ -299,23 +302,7 @@ impl Builder {
             }
             "tool_call" => {
                 let i = self.turn(a, turn);
-                let id = e.id.unwrap_or_default();
-                let calls = &mut self.turns[i].tool_calls;
-                let pos = calls.iter().position(|c| c.output.is_none() && c.id == id);
-                let c = match pos {
-                    Some(p) => &mut calls[p],
-                    None => {
-                        calls.push(pending(id, e.name.unwrap_or_default(), Value::Null));
-                        calls.last_mut().expect("just pushed")
-                    }
-                };
-                c.args = e.args.unwrap_or(std::mem::take(&mut c.args));
-                c.output = Some(e.output.unwrap_or_default());
-                c.ok = e.ok.unwrap_or(false);
-                c.exit_code = e.exit_code;
-                c.truncated = e.truncated.unwrap_or(false);
-                c.error = e.error;
-                c.duration_ms = e.duration_ms.unwrap_or(0);
+                tool_result(&mut self.turns[i].tool_calls, e);
             }
             "middleware" => {
                 let i = self.turn(a, turn);
@@ -338,6 +325,27 @@ impl Builder {
             _ => {}
         }
     }
+}
+
+/// A tool call's result: fills the pending call with its id (or a new one when the
+/// assistant event did not announce it).
+fn tool_result(calls: &mut Vec<CleanToolCall>, e: RawEvent) {
+    let id = e.id.unwrap_or_default();
+    let pos = calls.iter().position(|c| c.output.is_none() && c.id == id);
+    let c = match pos {
+        Some(p) => &mut calls[p],
+        None => {
+            calls.push(pending(id, e.name.unwrap_or_default(), Value::Null));
+            calls.last_mut().expect("just pushed")
+        }
+    };
+    c.args = e.args.unwrap_or(std::mem::take(&mut c.args));
+    c.output = Some(e.output.unwrap_or_default());
+    c.ok = e.ok.unwrap_or(false);
+    c.exit_code = e.exit_code;
+    c.truncated = e.truncated.unwrap_or(false);
+    c.error = e.error;
+    c.duration_ms = e.duration_ms.unwrap_or(0);
 }
 
 /// An error outside any turn (turn 0) of the main agent.

@@ -104,6 +104,32 @@ pub fn overview_md(
     list: &str,
 ) -> String {
     let mut s = crate::debug::overview_title(iteration);
+    s.push_str(&patterns_md(iteration, p, failing, how));
+    s.push_str(&suspect_md(scores, visible));
+    s.push_str("## Per-task list\n\n");
+    let body = list.split_once('\n').map_or(list, |(first, rest)| {
+        if first.starts_with("# ") {
+            rest.trim_start()
+        } else {
+            list
+        }
+    });
+    if body.starts_with("## ") {
+        s.push('#');
+    }
+    s.push_str(&body.replace("\n## ", "\n### "));
+    s
+}
+
+/// The failure-pattern section: the patterns with their tasks and evidence, failing tasks in
+/// none, patterns gone since the last iteration; or why there are none.
+fn patterns_md(
+    iteration: u32,
+    p: &Patterns,
+    failing: &BTreeSet<String>,
+    how: Option<&str>,
+) -> String {
+    let mut s = String::new();
     match &p.fallback {
         _ if failing.is_empty() => s.push_str("No visible task failed: no failure pattern.\n\n"),
         Some(why) => s.push_str(&format!(
@@ -160,6 +186,12 @@ pub fn overview_md(
             }
         }
     }
+    s
+}
+
+/// The suspect trials of visible tasks, listed apart (empty when there are none).
+fn suspect_md(scores: &Scores, visible: &[String]) -> String {
+    let mut s = String::new();
     let suspect: Vec<String> = scores
         .tasks
         .iter()
@@ -177,17 +209,5 @@ pub fn overview_md(
             suspect.join(", ")
         ));
     }
-    s.push_str("## Per-task list\n\n");
-    let body = list.split_once('\n').map_or(list, |(first, rest)| {
-        if first.starts_with("# ") {
-            rest.trim_start()
-        } else {
-            list
-        }
-    });
-    if body.starts_with("## ") {
-        s.push('#');
-    }
-    s.push_str(&body.replace("\n## ", "\n### "));
     s
 }
