@@ -247,7 +247,7 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
     if !overlap {
         // The old debug phase: every task's debugger after the last trial.
         let all =
-            ahe_evolve::clean::load_results(&ahe_bench::EvalDir::new(tmp.path()).trials()).unwrap();
+            ahe_rundir::clean::load_results(&ahe_bench::EvalDir::new(tmp.path()).trials()).unwrap();
         dbg.prime(&all);
     }
     let (_, spans) = dbg.finish().await;

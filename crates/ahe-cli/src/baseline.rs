@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ahe_evolve::{RolloutSpec, RunConfig, RunDir};
+use ahe_evolve::{RolloutSpec, RunConfig};
+use ahe_rundir::RunDir;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
@@ -40,7 +41,7 @@ pub struct BaselineArgs {
     json: bool,
 }
 
-pub use ahe_evolve::final_record::{Baseline, BASELINE_LABEL as LABEL};
+pub use ahe_rundir::final_eval::{Baseline, BASELINE_LABEL as LABEL};
 
 /// Runs `ahe baseline`.
 pub fn run(a: BaselineArgs) -> Result<(), CliError> {

@@ -381,7 +381,7 @@ pub(crate) fn resolve_harness(
         return Ok((arg.to_path_buf(), None));
     };
     let repo =
-        ahe_evolve::commit::HarnessRepo::open(&ahe_evolve::RunDir::new(&run).harness_repo())?;
+        ahe_evolve::commit::HarnessRepo::open(&ahe_rundir::RunDir::new(&run).harness_repo())?;
     let commit = repo.resolve(&rev)?;
     let dest = std::env::temp_dir().join(format!(
         "ahe-replay-{}-{}",

@@ -429,7 +429,7 @@ async fn run_cell(plan: &Plan, c: &Cell, env: &Env) -> anyhow::Result<ahe_bench:
     )?;
     env.journal("cell_started", c, json!({}));
     let eval = EvalDir::new(&c.dir);
-    let prior: Vec<ahe_bench::TrialResult> = ahe_evolve::clean::load_results(&eval.trials())
+    let prior: Vec<ahe_bench::TrialResult> = ahe_rundir::clean::load_results(&eval.trials())
         .unwrap_or_default()
         .into_iter()
         .filter(|r| r.status != ahe_bench::TrialStatus::InfraError && r.attempt <= plan.k)

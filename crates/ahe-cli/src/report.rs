@@ -33,7 +33,7 @@ pub fn run(a: ReportArgs) -> Result<(), CliError> {
         report::generate_eval(&a.run, &opts).map_err(CliError::failed)
     } else {
         report::generate(&a.run, &opts).map_err(|e| {
-            if ahe_evolve::RunDir::new(&a.run).looks_like_run() {
+            if ahe_rundir::RunDir::new(&a.run).looks_like_run() {
                 CliError::failed(e)
             } else {
                 CliError::usage(e)

@@ -90,7 +90,7 @@ fn position(log: &Log, what: &str) -> Option<usize> {
 }
 
 fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(ahe_evolve::RunDir::new(run).journal_path())
+    std::fs::read_to_string(ahe_rundir::RunDir::new(run).journal_path())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -116,7 +116,7 @@ fn a_tasks_debugger_starts_before_the_last_trial_finishes() {
     );
     assert_eq!(count(&log, "debugger:hello-file"), 1);
     assert_eq!(count(&log, "debugger:fix-sum"), 1);
-    let it = ahe_evolve::RunDir::new(runs.join("ov")).iteration(1);
+    let it = ahe_rundir::RunDir::new(runs.join("ov")).iteration(1);
     let overview = std::fs::read_to_string(it.overview_path()).unwrap();
     assert!(
         overview.contains("`hello-file`") && overview.contains("`fix-sum`"),
@@ -132,7 +132,7 @@ fn killed_during_the_overlapped_phase_the_run_resumes_without_repeating_work() {
     let cfg = config(d.path(), &server.base_url());
     let runs = d.path().join("runs");
     let run = runs.join("ov");
-    let detail = ahe_evolve::RunDir::new(&run)
+    let detail = ahe_rundir::RunDir::new(&run)
         .iteration(1)
         .detail_path("hello-file");
     let mut child = evolve(&cfg, &runs).spawn().unwrap();
@@ -198,7 +198,7 @@ fn killed_during_the_overlapped_phase_the_run_resumes_without_repeating_work() {
     // The debugger's cost survives the resume: the kept report's call (before the kill) and
     // fix-sum's, 10 prompt tokens each (the server's usage), each counted once.
     let s = json_file(
-        &ahe_evolve::RunDir::new(&run)
+        &ahe_rundir::RunDir::new(&run)
             .iteration(1)
             .eval()
             .scores_path(),
@@ -240,7 +240,7 @@ fn killed_during_the_overview_the_resumed_run_counts_every_overview_call_once() 
     std::fs::write(&cfg, cfg_text).unwrap();
     let runs = d.path().join("runs");
     let run = runs.join("ov");
-    let it = ahe_evolve::RunDir::new(&run).iteration(1);
+    let it = ahe_rundir::RunDir::new(&run).iteration(1);
     let trace = it.overview_trace_dir().join("trace.jsonl");
     let mut child = evolve(&cfg, &runs).spawn().unwrap();
     let t0 = Instant::now();

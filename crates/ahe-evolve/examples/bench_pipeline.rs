@@ -11,11 +11,12 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
+use ahe_attribution::attribute;
 use ahe_bench::trial::{write_result, Timings};
 use ahe_bench::{AgentEnd, Scores, TrialResult, TrialStatus};
-use ahe_evolve::manifest::{Change, ChangeKind, Component, Manifest};
-use ahe_evolve::{attribute, clean};
 use ahe_report::{generate, ReportOptions};
+use ahe_rundir::clean;
+use ahe_rundir::manifest::{Change, ChangeKind, Component, Manifest};
 use serde_json::json;
 
 /// Deterministic xorshift generator (no dependency, same data every run).

@@ -9,14 +9,15 @@ use tokio_util::sync::CancellationToken;
 use crate::attribute_phase::{judge, update_best, BestUpdate};
 use crate::inputs::{attribute_inputs, debug_inputs, evolve_inputs, final_inputs, rollout_inputs};
 use crate::jail::WriteCaps;
-use crate::journal::{now, Entry, Phase};
 use crate::overlap::DebugOverlap;
 use crate::run::Run;
-use crate::run_dir::IterationDir;
 use crate::{
-    baseline, canary, clean, commit_phase, confirm, counterfactual, debug_phase, evolve_phase,
-    final_eval, rollout_phase,
+    baseline, canary, commit_phase, confirm, counterfactual, debug_phase, evolve_phase, final_eval,
+    rollout_phase,
 };
+use ahe_rundir::clean;
+use ahe_rundir::journal::{now, Entry, Phase};
+use ahe_rundir::run_dir::IterationDir;
 
 /// Why the loop stopped.
 enum Stop {

@@ -6,9 +6,10 @@ use std::collections::BTreeSet;
 
 use crate::commit::HarnessRepo;
 use crate::config::AttributionConfig;
-use crate::run_dir::{Best, IterationDir, RunDir};
-use crate::{attribute, history};
+use crate::history;
+use ahe_attribution::attribute;
 use ahe_rundir::run_dir::Contender;
+use ahe_rundir::run_dir::{Best, IterationDir, RunDir};
 
 /// What attribution reads besides the iteration itself.
 pub struct AttributeInputs<'a> {
@@ -77,8 +78,8 @@ pub(crate) fn held_harm(policy: &AttributionConfig, it: &IterationDir) -> Vec<St
         .iter()
         .filter(|c| !gone.contains(&c.id))
         .filter(|c| {
-            c.verdict == crate::attribute::Verdict::Harmful
-                || (revert_unjudged && c.verdict == crate::attribute::Verdict::Unjudged)
+            c.verdict == ahe_attribution::attribute::Verdict::Harmful
+                || (revert_unjudged && c.verdict == ahe_attribution::attribute::Verdict::Unjudged)
         })
         .map(|c| c.id.clone())
         .collect()
@@ -126,7 +127,7 @@ pub fn update_best(
         .filter(|(t, _)| visible.contains(*t))
         .filter_map(|(t, x)| prev.scores.tasks.get(t).map(|y| (y.pass_at_1, x.pass_at_1)))
         .unzip();
-    let Some((delta, ci)) = crate::stats::paired_delta_ci(&p, &c) else {
+    let Some((delta, ci)) = ahe_attribution::stats::paired_delta_ci(&p, &c) else {
         return Ok(BestUpdate::Kept);
     };
     if ci[0] > 0.0 {

@@ -14,8 +14,8 @@ use anyhow::{bail, Context};
 use tokio_util::sync::CancellationToken;
 
 use crate::commit::{iter_tag, HarnessRepo};
-use crate::run_dir::RunDir;
 use crate::trials::Trials;
+use ahe_rundir::run_dir::RunDir;
 
 /// What the baseline will run: N, the spend it matches, the seed and its finished trials.
 pub struct Plan {
@@ -56,9 +56,9 @@ pub fn plan(rd: &RunDir, repo: &HarnessRepo, cap: u32) -> anyhow::Result<Plan> {
     let seed = repo.resolve(&iter_tag(0))?;
     let mut prior = Vec::new();
     if rd.iteration(1).evaluated().as_deref() == Some(seed.as_str()) {
-        prior = crate::clean::load_results(&rd.iteration(1).trials())?;
+        prior = ahe_rundir::clean::load_results(&rd.iteration(1).trials())?;
     }
-    prior.extend(crate::clean::load_results(&rd.baseline().trials()).unwrap_or_default());
+    prior.extend(ahe_rundir::clean::load_results(&rd.baseline().trials()).unwrap_or_default());
     prior.retain(|r| r.status != TrialStatus::InfraError && r.attempt <= n);
     Ok(Plan {
         basis,

@@ -11,15 +11,15 @@ use std::collections::BTreeSet;
 use ahe_bench::TaskStatus;
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
 use crate::attribute_phase::AttributeInputs;
 use crate::commit::HarnessRepo;
 use crate::counterfactual::{find_culprits, harnesses, plan, Budget, Wave};
-use crate::evidence::{CanaryRecord, CfTest};
-use crate::journal::Entry;
-use crate::manifest::Manifest;
-use crate::run_dir::IterationDir;
 use crate::trials::{SetCost, SetResults, Tally, Trials};
+use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
+use ahe_rundir::evidence::{CanaryRecord, CfTest};
+use ahe_rundir::journal::Entry;
+use ahe_rundir::manifest::Manifest;
+use ahe_rundir::run_dir::IterationDir;
 
 /// The name of the canary trial set.
 pub const SET: &str = "canary";
@@ -168,7 +168,7 @@ fn regressed(tasks: &[String], prev: &ahe_bench::Scores, results: &SetResults) -
                 prev_k: p.k,
                 cur_passed: c.passed,
                 cur_k: c.trials,
-                p_value: crate::stats::fisher_exact(p.passed, p.k, c.passed, c.trials),
+                p_value: ahe_attribution::stats::fisher_exact(p.passed, p.k, c.passed, c.trials),
                 within_noise: true,
                 extra_passed: 0,
                 extra_trials: 0,
@@ -192,7 +192,7 @@ async fn culprits(
         regressed,
         ..Default::default()
     };
-    let cleaned = crate::clean::clean_all(&cx.it.extra_eval(SET).trials())?;
+    let cleaned = ahe_rundir::clean::clean_all(&cx.it.extra_eval(SET).trials())?;
     let budget = cfg.extra_trial_cap(cx.trials.tasks.len() * i.k as usize);
     let (plans, skipped) = plan(
         &ev,

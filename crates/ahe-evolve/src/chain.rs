@@ -11,8 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::commit::{iter_tag, HarnessRepo};
-use crate::manifest::Manifest;
-use crate::run_dir::IterationDir;
+use ahe_rundir::manifest::Manifest;
+use ahe_rundir::run_dir::IterationDir;
 
 pub use ahe_rundir::snapshots::{ChangeSnapshot, ChangeSnapshots};
 

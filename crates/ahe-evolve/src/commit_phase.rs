@@ -4,9 +4,9 @@
 
 use crate::commit::{iter_tag, HarnessRepo};
 use crate::jail::WriteCaps;
-use crate::journal::Journal;
-use crate::run_dir::IterationDir;
 use crate::{chain, history};
+use ahe_rundir::journal::Journal;
+use ahe_rundir::run_dir::IterationDir;
 
 /// Commits iteration `it`'s edits on top of `evaluated`, recording each note as it comes.
 pub fn commit(

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute::TaskMove;
 use crate::attribute_phase::AttributeInputs;
-use crate::run_dir::IterationDir;
 use crate::trials::{Tally, Trials};
+use ahe_attribution::attribute::TaskMove;
+use ahe_rundir::run_dir::IterationDir;
 
 /// The name of the confirmation trial set.
 pub const SET: &str = "confirm";

@@ -9,14 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
 use crate::attribute_phase::AttributeInputs;
 use crate::commit::HarnessRepo;
-use crate::evidence::{CfKind, CfSkip, CfTest};
 use crate::history::Exercised;
-use crate::manifest::Manifest;
-use crate::run_dir::IterationDir;
 use crate::trials::{SetCost, Tally, Trials};
+use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
+use ahe_rundir::evidence::{CfKind, CfSkip, CfTest};
+use ahe_rundir::manifest::Manifest;
+use ahe_rundir::run_dir::IterationDir;
 
 /// One (task, change) pair to test.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,7 +66,7 @@ pub fn plan(
         .collect();
     regressed.sort_by(|a, b| a.p_value.total_cmp(&b.p_value));
     let claimers = |t: &str| {
-        let named = |c: &&crate::Change| c.predicted_fixes.iter().any(|x| x == t);
+        let named = |c: &&ahe_rundir::manifest::Change| c.predicted_fixes.iter().any(|x| x == t);
         manifest.changes.iter().filter(named).count()
     };
     let fixes = ev
@@ -113,7 +113,7 @@ pub fn plan(
 /// that named the task (risk or predicted fix, by `kind`), then those matched by their own
 /// (non-global) files, then those matched by a global file.
 fn candidates(m: &TaskMove, kind: CfKind, manifest: &Manifest, ex: &BTreeSet<String>) -> Vec<Pair> {
-    let rank = |c: &crate::Change| {
+    let rank = |c: &ahe_rundir::manifest::Change| {
         let named = match kind {
             CfKind::Regression => &c.risk_tasks,
             CfKind::Fix => &c.predicted_fixes,

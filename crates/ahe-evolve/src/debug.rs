@@ -13,9 +13,9 @@ use minijinja::context;
 use serde_json::Value;
 
 use crate::agent::{run_host_agent, HostLimits, HostTool};
-use crate::clean::{read_clean, CleanTrace};
-use crate::run_dir::IterationDir;
 use crate::text;
+use ahe_rundir::clean::{read_clean, CleanTrace};
+use ahe_rundir::run_dir::IterationDir;
 
 const SYSTEM: &str = include_str!("../templates/debugger_system.md");
 const USER: &str = include_str!("../templates/debugger_user.md");
@@ -251,7 +251,7 @@ async fn analyze_task(
     trace_path: &Path,
 ) -> (String, String, Option<crate::agent::HostOutcome>) {
     let mut dirs =
-        crate::clean::trial_dirs(task_dir.parent().unwrap_or(task_dir)).unwrap_or_default();
+        ahe_rundir::clean::trial_dirs(task_dir.parent().unwrap_or(task_dir)).unwrap_or_default();
     dirs.retain(|d| d.parent() == Some(task_dir));
     let traces: Vec<CleanTrace> = dirs.iter().filter_map(|d| read_clean(d).ok()).collect();
     let pre = pre_analysis(task, &traces);

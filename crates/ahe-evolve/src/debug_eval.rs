@@ -11,8 +11,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::debug_phase::{overview_chars_for, settings_for};
-use crate::run_dir::IterationDir;
 use crate::RunConfig;
+use ahe_rundir::run_dir::IterationDir;
 
 /// `configs/base.toml`, the config `ahe debug` uses when given none.
 const BASE_CONFIG: &str = include_str!("../../../configs/base.toml");
@@ -63,7 +63,7 @@ pub async fn debug_eval_dir(
 ) -> anyhow::Result<EvalDebug> {
     let eval = EvalDir::new(dir);
     let scores = eval.read_scores()?;
-    let clean = crate::clean::clean_all(&eval.trials())?;
+    let clean = ahe_rundir::clean::clean_all(&eval.trials())?;
     let opts = ahe_model::ClientOptions {
         default_cache_dir: Some(eval.model_cache()),
         budget: None,
@@ -90,6 +90,6 @@ pub async fn debug_eval_dir(
         overview_cost_usd: o.cost_usd,
         overview: it.overview_path(),
     };
-    crate::write_json(&it.analysis().join("debug.json"), &out)?;
+    ahe_rundir::write_json(&it.analysis().join("debug.json"), &out)?;
     Ok(out)
 }

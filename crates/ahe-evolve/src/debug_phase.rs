@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::agent::stop_on_permanent;
 use crate::config::EvolveConfig;
 use crate::debug::DebugSettings;
-use crate::journal::Phase;
 use crate::ledger::Ledger;
 use crate::overlap::DebugOverlap;
 use crate::overview;
-use crate::run_dir::{IterationDir, RunDir};
+use ahe_rundir::journal::Phase;
+use ahe_rundir::run_dir::{IterationDir, RunDir};
 
 /// What the debug phase of one iteration reads.
 pub struct DebugInputs<'a> {

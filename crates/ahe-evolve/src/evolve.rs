@@ -21,11 +21,11 @@ use crate::chain::{ChangeSnapshot, ChangeSnapshots};
 use crate::commit::HarnessRepo;
 use crate::jail::{any, Jail, WriteCaps};
 use crate::leak::Guard;
-use crate::manifest::{is_editable, Manifest};
 use crate::rollback::Rollback;
-use crate::run_dir::IterationDir;
 use crate::text;
 use ahe_rundir::analysis::Proposed;
+use ahe_rundir::manifest::{is_editable, Manifest};
+use ahe_rundir::run_dir::IterationDir;
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
 const USER: &str = include_str!("../templates/evolve_user.md");
@@ -295,7 +295,10 @@ impl HostTool for DeleteFile {
 
 /// The evolve agent's shared tool state: the jail, the leak guard, the reserved ids of
 /// the automatic rollbacks, the tree the agent starts from.
-fn build_tools(inp: &EvolveInputs<'_>, rollbacks: &[crate::Change]) -> anyhow::Result<Arc<Tools>> {
+fn build_tools(
+    inp: &EvolveInputs<'_>,
+    rollbacks: &[ahe_rundir::manifest::Change],
+) -> anyhow::Result<Arc<Tools>> {
     Ok(Arc::new(Tools {
         jail: build_jail(
             inp.iter_dir,
@@ -428,8 +431,8 @@ fn write_records(
         agent: recorded.iter().map(snapshot).collect(),
     };
     let it = inp.iter_dir;
-    crate::write_json(&agent_file(inp, it.change_snapshots_path()), &snapshots)?;
-    crate::write_json(&agent_file(inp, it.manifest_path()), manifest)
+    ahe_rundir::write_json(&agent_file(inp, it.change_snapshots_path()), &snapshots)?;
+    ahe_rundir::write_json(&agent_file(inp, it.manifest_path()), manifest)
 }
 
 /// The note naming agent edits that neither the manifest nor a `commit_change` names.
@@ -462,7 +465,8 @@ fn unlisted_note(
 pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
     let evolve_dir = inp.out.clone().unwrap_or_else(|| inp.iter_dir.evolve());
     std::fs::create_dir_all(&evolve_dir)?;
-    let rollbacks: Vec<crate::Change> = inp.rollbacks.iter().map(|r| r.change.clone()).collect();
+    let rollbacks: Vec<ahe_rundir::manifest::Change> =
+        inp.rollbacks.iter().map(|r| r.change.clone()).collect();
     let tools = build_tools(&inp, &rollbacks)?;
     let out = run_agent(&inp, &tools, &evolve_dir).await?;
     // Whatever wrote the files: no git metadata, nothing over the caps.
@@ -528,7 +532,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
         leak_guard,
     };
     write_records(&inp, &recorded, &manifest)?;
-    crate::write_json(&agent_file(&inp, inp.iter_dir.proposed_path()), &proposed)?;
+    ahe_rundir::write_json(&agent_file(&inp, inp.iter_dir.proposed_path()), &proposed)?;
     Ok(EvolveOutcome {
         manifest,
         changed_files: inp.repo.changed_files(inp.evaluated)?,
@@ -542,7 +546,7 @@ pub async fn evolve(inp: EvolveInputs<'_>) -> anyhow::Result<EvolveOutcome> {
 /// component paths (defence in depth: the jail already refuses those), with a note.
 fn agent_edits(
     inp: &EvolveInputs,
-    rollbacks: &[crate::Change],
+    rollbacks: &[ahe_rundir::manifest::Change],
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<String>> {
     let rollback_files: BTreeSet<&String> = rollbacks.iter().flat_map(|c| &c.files).collect();

@@ -11,9 +11,9 @@ use crate::commit::iter_tag;
 use crate::config::{AttributionConfig, EvolveConfig};
 use crate::jail::WriteCaps;
 use crate::run::Split;
-use crate::run_dir::{IterationDir, RunDir};
 use crate::trials::Trials;
 use crate::{evolve, history, lineage, preflight, rollback, variants};
+use ahe_rundir::run_dir::{IterationDir, RunDir};
 
 /// What the evolve phase of one iteration reads besides the trials interface (which also
 /// holds the harness repository, notes and budget).
@@ -118,7 +118,7 @@ pub async fn evolve_phase(
 fn rollbacks(
     i: &EvolvePhaseInputs,
     trials: &Trials,
-    ev: &crate::attribute::ChangeEvaluation,
+    ev: &ahe_attribution::attribute::ChangeEvaluation,
 ) -> anyhow::Result<rollback::Rollbacks> {
     let (it, t) = (i.it, i.it.number());
     if i.evolve.rollback != "auto" || t <= 1 {
@@ -128,9 +128,9 @@ fn rollbacks(
     let gone = it.evidence().canary_reverted();
     let mut ev = ev.clone();
     ev.changes.retain(|c| !gone.contains(&c.id));
-    let mut verdicts = vec![crate::attribute::Verdict::Harmful];
+    let mut verdicts = vec![ahe_attribution::attribute::Verdict::Harmful];
     if i.policy.unjudged == "revert" {
-        verdicts.push(crate::attribute::Verdict::Unjudged);
+        verdicts.push(ahe_attribution::attribute::Verdict::Unjudged);
     }
     let prev = i.dir.iteration(t - 1);
     rollback::auto_rollback_of(&prev, trials.repo, &ev, i.evaluated, &verdicts)

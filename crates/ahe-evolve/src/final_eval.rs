@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use crate::attribute_phase::{held_harm, set_best};
 use crate::config::AttributionConfig;
 use crate::run::Split;
-use crate::run_dir::{IterationDir, RunDir};
 use crate::trials::{SetCost, Trials};
+use ahe_rundir::run_dir::{IterationDir, RunDir};
 
 /// What the final re-evaluation reads besides the trials interface.
 pub struct FinalInputs<'a> {
@@ -154,7 +154,11 @@ fn runner_up_may_win(
 
 /// best, the seed and the runner-up (the highest visible pass@1 among the other evaluated
 /// iterations), one entry per distinct commit, best first.
-fn picks(i: &FinalInputs, last: u32, best: &crate::run_dir::Best) -> anyhow::Result<Vec<Pick>> {
+fn picks(
+    i: &FinalInputs,
+    last: u32,
+    best: &ahe_rundir::run_dir::Best,
+) -> anyhow::Result<Vec<Pick>> {
     let mut scored: Vec<(u32, String, f64)> = Vec::new();
     for t in 1..=last {
         let it = i.dir.iteration(t);
@@ -209,7 +213,7 @@ fn reverted_changes(dir: &RunDir, last: u32) -> Vec<(String, u32, u32)> {
         };
         for c in &m.changes {
             match c.id.strip_prefix("rollback-") {
-                Some(id) if c.kind == crate::manifest::ChangeKind::Rollback => {
+                Some(id) if c.kind == ahe_rundir::manifest::ChangeKind::Rollback => {
                     if let Some(i) = made.get(id) {
                         out.push((id.to_string(), *i, t));
                     }
@@ -263,7 +267,7 @@ fn paired(
         .filter(|(t, _)| keep.contains(*t))
         .filter_map(|(t, v)| b.get(t).map(|w| (*w, *v)))
         .unzip();
-    let (delta, ci) = crate::stats::paired_delta_ci(&x, &y)?;
+    let (delta, ci) = ahe_attribution::stats::paired_delta_ci(&x, &y)?;
     Some(Delta {
         delta,
         ci,

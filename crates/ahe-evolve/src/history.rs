@@ -7,12 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use ahe_bench::TrialStatus;
 use minijinja::context;
 
-use crate::attribute::ChangeEvaluation;
-use crate::clean;
-use crate::journal::{Entry, Journal};
-use crate::manifest::{Change, Manifest};
 use crate::rollback::Rollback;
-use crate::run_dir::{IterationDir, RunDir};
+use ahe_attribution::attribute::ChangeEvaluation;
+use ahe_rundir::clean;
+use ahe_rundir::journal::{Entry, Journal};
+use ahe_rundir::manifest::{Change, Manifest};
+use ahe_rundir::run_dir::{IterationDir, RunDir};
 
 /// Per task, the harness files its trials exercised (what attribution matches changes to).
 pub type Exercised = BTreeMap<String, BTreeSet<String>>;
@@ -79,7 +79,7 @@ pub fn stability(run: &RunDir, t: u32, visible: &BTreeSet<String>) -> String {
 /// A readable summary of what the previous iteration's changes did
 /// (`templates/change_summary.md`).
 pub fn change_summary(ev: &ChangeEvaluation) -> String {
-    let moves = |v: &[crate::attribute::TaskMove]| -> Vec<String> {
+    let moves = |v: &[ahe_attribution::attribute::TaskMove]| -> Vec<String> {
         v.iter()
             .map(|m| {
                 let noise = if m.within_noise {
@@ -96,7 +96,7 @@ pub fn change_summary(ev: &ChangeEvaluation) -> String {
         .iter()
         .map(|c| {
             context! {
-                id => &c.id, verdict => crate::attribute::verdict_name(c.verdict),
+                id => &c.id, verdict => ahe_attribution::attribute::verdict_name(c.verdict),
                 description => &c.description, predicted_fixes => &c.predicted_fixes,
                 actually_fixed => &c.actually_fixed, still_failed => &c.still_failed,
                 risk_tasks => &c.risk_tasks, risk_realized => &c.risk_realized,
@@ -227,7 +227,7 @@ pub fn step_message(t: u32, m: &Manifest, change: Option<&Change>, i: usize, n: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{ChangeKind, Component};
+    use ahe_rundir::manifest::{ChangeKind, Component};
 
     #[test]
     fn summary_md_lists_changes_and_this_iterations_notes() {

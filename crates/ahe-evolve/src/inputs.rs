@@ -8,7 +8,7 @@ use crate::final_eval::FinalInputs;
 use crate::overlap::DebugOverlap;
 use crate::rollout_phase::RolloutInputs;
 use crate::run::Run;
-use crate::run_dir::IterationDir;
+use ahe_rundir::run_dir::IterationDir;
 
 /// What the rollout of `it` (evaluating `evaluated`) reads; `ahead` are the debuggers that
 /// start during it.

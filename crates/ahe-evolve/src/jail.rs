@@ -271,7 +271,12 @@ mod tests {
             .unwrap();
         std::os::unix::fs::symlink("/etc/hostname", h.join("memory/abs.md")).unwrap();
         let jail = Jail::new()
-            .root("harness", &h, true, Box::new(crate::manifest::is_editable))
+            .root(
+                "harness",
+                &h,
+                true,
+                Box::new(ahe_rundir::manifest::is_editable),
+            )
             .unwrap()
             .root("analysis", &a, false, any())
             .unwrap();
@@ -321,7 +326,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let h = d.path().join("harness");
         let jail = Jail::new()
-            .root("harness", &h, true, Box::new(crate::manifest::is_editable))
+            .root(
+                "harness",
+                &h,
+                true,
+                Box::new(ahe_rundir::manifest::is_editable),
+            )
             .unwrap();
         for bad in [
             "harness/tools/.gitignore",
@@ -359,7 +369,12 @@ mod tests {
             max_total_bytes: 250,
         };
         let jail = Jail::new()
-            .root("harness", &h, true, Box::new(crate::manifest::is_editable))
+            .root(
+                "harness",
+                &h,
+                true,
+                Box::new(ahe_rundir::manifest::is_editable),
+            )
             .unwrap()
             .caps(caps);
         let e = jail

@@ -337,7 +337,8 @@ fn the_refusal_names_file_line_task_and_kind() {
 
 #[test]
 fn manifests_without_a_record_still_load_and_records_round_trip() {
-    let old: crate::Manifest = serde_json::from_str(r#"{"iteration": 2, "changes": []}"#).unwrap();
+    let old: ahe_rundir::manifest::Manifest =
+        serde_json::from_str(r#"{"iteration": 2, "changes": []}"#).unwrap();
     assert_eq!(old.leak_guard, None);
     assert!(!serde_json::to_string(&old).unwrap().contains("leak_guard"));
     let rec = LeakRecord {
@@ -353,7 +354,7 @@ fn manifests_without_a_record_still_load_and_records_round_trip() {
         rejected_submissions: 0,
         dropped_changes: vec![],
     };
-    let m = crate::Manifest {
+    let m = ahe_rundir::manifest::Manifest {
         leak_guard: Some(rec),
         ..old
     };
@@ -362,5 +363,8 @@ fn manifests_without_a_record_still_load_and_records_round_trip() {
         text.contains(r#""kind":"name""#) && text.contains(r#""policy":"warn""#),
         "{text}"
     );
-    assert_eq!(serde_json::from_str::<crate::Manifest>(&text).unwrap(), m);
+    assert_eq!(
+        serde_json::from_str::<ahe_rundir::manifest::Manifest>(&text).unwrap(),
+        m
+    );
 }

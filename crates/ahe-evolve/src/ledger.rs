@@ -8,8 +8,8 @@ use std::time::Instant;
 use ahe_bench::Progress;
 use anyhow::Context;
 
-use crate::journal::{now, Entry, Journal, Phase};
-use crate::run_dir::RunDir;
+use ahe_rundir::journal::{now, Entry, Journal, Phase};
+use ahe_rundir::run_dir::RunDir;
 
 /// A run's journal and live display, borrowed for notes and phase boundaries.
 #[derive(Clone, Copy)]

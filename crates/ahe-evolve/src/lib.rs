@@ -41,11 +41,6 @@ pub mod trials;
 pub mod variants;
 pub mod worktree;
 
-pub use ahe_attribution::{attribute, stats};
-pub use ahe_rundir::{clean, evidence, final_eval as final_record, journal, manifest, run_dir};
-pub use ahe_rundir::{read_json, write_json};
 pub use config::RunConfig;
-pub use manifest::{Change, Component, Manifest};
 pub use rollout::{rollout, rollout_with, select_backend, HarnessAgent, RolloutSpec};
 pub use run::Run;
-pub use run_dir::{Best, IterationDir, RunDir};

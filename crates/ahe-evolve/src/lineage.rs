@@ -12,8 +12,8 @@ use ahe_rundir::attribution::{verdict_name, CounterfactualSummary};
 use minijinja::context;
 use serde::Serialize;
 
-use crate::manifest::{Change, ChangeKind};
-use crate::run_dir::RunDir;
+use ahe_rundir::manifest::{Change, ChangeKind};
+use ahe_rundir::run_dir::RunDir;
 
 const HISTORY: &str = include_str!("../templates/history.md");
 const FATE: &str = include_str!("../templates/history_fate.md");
@@ -187,8 +187,9 @@ pub fn past_changes(run: &RunDir, t: u32, applied: &[Change]) -> Vec<PastChange>
 }
 
 /// The changes of iteration `i`'s variants that the screen did not choose.
-fn not_chosen(it: &crate::run_dir::IterationDir, i: u32) -> Vec<PastChange> {
-    let Ok(rec) = crate::read_json::<ahe_rundir::variants::VariantsRecord>(&it.variants_path())
+fn not_chosen(it: &ahe_rundir::run_dir::IterationDir, i: u32) -> Vec<PastChange> {
+    let Ok(rec) =
+        ahe_rundir::read_json::<ahe_rundir::variants::VariantsRecord>(&it.variants_path())
     else {
         return Vec::new();
     };

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use crate::run_dir::RunDir;
+use ahe_rundir::run_dir::RunDir;
 
 /// The refusal of a run directory another live `ahe evolve` holds.
 pub(crate) fn in_use(dir: &Path, pid: &str) -> String {

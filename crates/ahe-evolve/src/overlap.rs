@@ -18,7 +18,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::debug::{DebugSettings, TaskDebug};
-use crate::run_dir::IterationDir;
+use ahe_rundir::run_dir::IterationDir;
 
 /// The work of one task's debugger: given the task and its scores over its k trials.
 pub type DebugJob = Arc<dyn Fn(String, TaskScore) -> BoxFuture<'static, TaskDebug> + Send + Sync>;
@@ -95,7 +95,7 @@ impl DebugOverlap {
     pub fn trial_done(&self, r: &TrialResult) {
         if let Some(it) = &self.iter_dir {
             // A failure shows again (and is noted) in the clean phase, which cleans all.
-            let _ = crate::clean::write_clean(it.trial(&r.task, r.attempt).path());
+            let _ = ahe_rundir::clean::write_clean(it.trial(&r.task, r.attempt).path());
         }
         if !self.tasks.contains(&r.task) {
             return;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use ahe_bench::{AgentEnd, TrialStatus};
 
 use super::*;
-use crate::run_dir::IterationScores;
+use ahe_rundir::run_dir::IterationScores;
 
 fn result(task: &str, attempt: u32, status: TrialStatus, ms: u64) -> TrialResult {
     let mut r = TrialResult::new(task, attempt);

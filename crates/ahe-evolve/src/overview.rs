@@ -17,8 +17,8 @@ use ahe_rundir::analysis::{Pattern, Patterns, Trend};
 use minijinja::context;
 use serde::Deserialize;
 
-use crate::run_dir::IterationDir;
 use crate::text;
+use ahe_rundir::run_dir::IterationDir;
 
 pub use render::{overview_md, trend_of};
 

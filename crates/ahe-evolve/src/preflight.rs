@@ -4,10 +4,10 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::manifest::ChangeKind;
 use crate::run::Split;
-use crate::run_dir::IterationDir;
 use crate::trials::Trials;
+use ahe_rundir::manifest::ChangeKind;
+use ahe_rundir::run_dir::IterationDir;
 
 /// Runs one trial of the working tree's harness on the first visible task; on an infra
 /// error resets the working tree to `start` (the tree the agent started from: the evaluated

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::attribute::{ChangeEvaluation, Verdict};
 use crate::commit::HarnessRepo;
-use crate::manifest::{Change, ChangeKind, Manifest};
-use crate::run_dir::IterationDir;
+use ahe_attribution::attribute::{ChangeEvaluation, Verdict};
 use ahe_rundir::attribution::ChangeVerdict;
+use ahe_rundir::manifest::{Change, ChangeKind, Manifest};
+use ahe_rundir::run_dir::IterationDir;
 use ahe_rundir::snapshots::ChangeSnapshot;
 
 /// Lines per harness-relative file (what `lines_removed` / `lines_added` give).
@@ -184,7 +184,7 @@ fn rollback_change(t: u32, c: &Change, v: &ChangeVerdict, files: Vec<String>, ho
         kind: ChangeKind::Rollback,
         description: format!(
             "Automatic rollback of {} change {} (iteration {t}: {}) by {how}",
-            crate::attribute::verdict_name(v.verdict),
+            ahe_attribution::attribute::verdict_name(v.verdict),
             c.id,
             c.description
         ),

@@ -5,11 +5,11 @@ use std::collections::BTreeSet;
 use ahe_bench::{Progress, Scores, TrialResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::journal::Entry;
 use crate::overlap::DebugOverlap;
 use crate::run::Split;
-use crate::run_dir::{IterationDir, IterationRecord, IterationScores, RunDir};
 use crate::trials::Trials;
+use ahe_rundir::journal::Entry;
+use ahe_rundir::run_dir::{IterationDir, IterationRecord, IterationScores, RunDir};
 
 /// What the rollout of one iteration reads besides the trials interface.
 pub struct RolloutInputs<'a> {
@@ -40,7 +40,7 @@ pub async fn rollout_iteration(
     let harness = trials.checkout(i.evaluated, &it.harness_checkout())?;
     let journal = trials.ledger.journal;
     let done = journal.trials_done(t);
-    let prior: Vec<TrialResult> = crate::clean::load_results(&it.trials())
+    let prior: Vec<TrialResult> = ahe_rundir::clean::load_results(&it.trials())
         .unwrap_or_default()
         .into_iter()
         .filter(|r| done.contains(&(r.task.clone(), r.attempt)))

@@ -9,11 +9,11 @@ use ahe_bench::{Progress, Task};
 use anyhow::bail;
 
 use crate::commit::HarnessRepo;
-use crate::journal::Journal;
 use crate::ledger::Ledger;
-use crate::run_dir::RunDir;
 use crate::trials::Trials;
 use crate::RunConfig;
+use ahe_rundir::journal::Journal;
+use ahe_rundir::run_dir::RunDir;
 
 /// A run being executed: config, tasks, journal, harness repository, sandbox backend.
 pub struct Run {

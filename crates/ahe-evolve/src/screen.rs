@@ -14,8 +14,8 @@ use ahe_rundir::variants::{Screened, VariantResult};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AttributionConfig, EvolveConfig};
-use crate::run_dir::IterationDir;
 use crate::trials::Trials;
+use ahe_rundir::run_dir::IterationDir;
 
 /// What the variants and their screen read: the policies, the rollout's size (the share of
 /// extra trials is a share of it) and the trials interface.

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 
 use crate::commit::HarnessRepo;
-use crate::journal::Journal;
 use crate::lock::{in_use, RunLock};
 use crate::run::{split_holdout, Run};
-use crate::run_dir::RunDir;
 use crate::RunConfig;
+use ahe_rundir::journal::Journal;
+use ahe_rundir::run_dir::RunDir;
 
 /// Makes config paths absolute (so a run resumes from any directory).
 fn absolutize(cfg: &mut RunConfig, base: &Path) {

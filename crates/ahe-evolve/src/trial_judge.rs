@@ -14,9 +14,9 @@ use ahe_model::{ChatRequest, Message, ModelClient, ModelError, Role, ToolChoice,
 use minijinja::context;
 use serde::{Deserialize, Serialize};
 
-use crate::clean::{clean_trial, CleanTrace};
-use crate::run_dir::RoleCost;
 use crate::text::render;
+use ahe_rundir::clean::{clean_trial, CleanTrace};
+use ahe_rundir::run_dir::RoleCost;
 
 const SYSTEM: &str = include_str!("../templates/judge_system.md");
 const USER: &str = include_str!("../templates/judge_user.md");

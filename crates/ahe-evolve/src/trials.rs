@@ -12,10 +12,10 @@ use ahe_bench::{Progress, Scores, Task, TrialResult};
 use tokio_util::sync::CancellationToken;
 
 use crate::commit::HarnessRepo;
-use crate::journal::Entry;
 use crate::ledger::Ledger;
-use crate::run_dir::IterationDir;
 use crate::{RolloutSpec, RunConfig};
+use ahe_rundir::journal::Entry;
+use ahe_rundir::run_dir::IterationDir;
 
 pub use ahe_rundir::evidence::{SetCost, Tally};
 
@@ -211,7 +211,7 @@ impl<'a> Trials<'a> {
 /// The trials of set `set` on disk that the journal has as done, by task, in attempt order.
 fn finished(it: &IterationDir, set: &str, done: &BTreeSet<(String, u32)>) -> SetResults {
     let mut out = SetResults::new();
-    for r in crate::clean::load_results(&it.extra_eval(set).trials()).unwrap_or_default() {
+    for r in ahe_rundir::clean::load_results(&it.extra_eval(set).trials()).unwrap_or_default() {
         if done.contains(&(r.task.clone(), r.attempt)) {
             out.entry(r.task.clone()).or_default().push(r);
         }

@@ -19,10 +19,10 @@ use tokio_util::sync::CancellationToken;
 use crate::commit::HarnessRepo;
 use crate::config::EvolveConfig;
 use crate::evolve::{EvolveInputs, EvolveOutcome};
-use crate::run_dir::IterationDir;
 use crate::screen::Screen;
 use crate::spend::trace_spend;
-use crate::{read_json, write_json};
+use ahe_rundir::run_dir::IterationDir;
+use ahe_rundir::{read_json, write_json};
 
 const FOCUS: &str = include_str!("../templates/variant_focus.md");
 

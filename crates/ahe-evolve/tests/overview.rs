@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use ahe_bench::{Scores, TrialResult, TrialStatus};
 use ahe_evolve::overview::{trend_of, write_overview};
-use ahe_evolve::run_dir::{IterationScores, RunDir};
-use ahe_evolve::IterationDir;
 use ahe_model::{Budget, ClientOptions, ModelClient, ModelConfig};
 use ahe_rundir::analysis::Trend;
+use ahe_rundir::run_dir::{IterationScores, RunDir};
+use ahe_rundir::IterationDir;
 
 /// (task, trial statuses; `S` = a suspect failure)
 type Plan<'a> = &'a [(&'a str, &'a str)];

@@ -9,11 +9,11 @@ mod fixture;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ahe_attribution::attribute::{self, ChangeEvaluation, Verdict};
 use ahe_bench::{Scores, TrialResult, TrialStatus};
-use ahe_evolve::attribute::{self, ChangeEvaluation, Verdict};
 use ahe_evolve::chain;
 use ahe_evolve::rollback::{auto_rollback, LostLines};
-use ahe_evolve::{IterationDir, Manifest};
+use ahe_rundir::{IterationDir, Manifest};
 use fixture::{commit_change, write, Fixture, SEED_MEMORY, SUBMIT};
 
 const BAD: &str = "- NO-ECHO: never create files with echo.";

@@ -2,8 +2,8 @@
 //! named, with its reasons and turns, in the debugger's pre-analysis.
 
 use ahe_bench::{Suspect, SuspectReason, TrialResult, TrialStatus};
-use ahe_evolve::clean::clean_trial;
 use ahe_evolve::debug::pre_analysis;
+use ahe_rundir::clean::clean_trial;
 
 #[test]
 fn pre_analysis_names_suspect_trials_with_reasons_and_turns() {

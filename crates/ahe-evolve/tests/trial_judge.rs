@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use ahe_bench::judge::{JudgeOutcome, REASON_PREFIX};
 use ahe_bench::{EvalDir, Scores, TrialDir, TrialJudge, TrialResult, TrialStatus};
-use ahe_evolve::run_dir::IterationScores;
 use ahe_evolve::trial_judge::{bounded_trace, parse_answer, ModelJudge, Verdict};
 use ahe_evolve::RolloutSpec;
 use ahe_model::ModelConfig;
+use ahe_rundir::run_dir::IterationScores;
 use tokio_util::sync::CancellationToken;
 
 fn root() -> PathBuf {
@@ -94,7 +94,7 @@ fn judge_calls(s: &Scores) -> u64 {
 
 /// Every trial's result on disk (what a resumed rollout gets as `prior`).
 fn results(tmp: &Path) -> Vec<TrialResult> {
-    ahe_evolve::clean::load_results(&tmp.join("out/trials")).unwrap()
+    ahe_rundir::clean::load_results(&tmp.join("out/trials")).unwrap()
 }
 
 const GAMED_HELLO: &str = r#"
@@ -388,7 +388,7 @@ fn answers_are_parsed_strictly() {
 
 #[test]
 fn long_traces_are_cut_in_the_middle_with_a_note() {
-    let mut t: ahe_evolve::clean::CleanTrace = serde_json::from_value(serde_json::json!({
+    let mut t: ahe_rundir::clean::CleanTrace = serde_json::from_value(serde_json::json!({
         "schema_version": 1, "trial_id": "x", "task": "t", "attempt": 1, "status": "pass",
         "reward": 1.0, "agent_end": null, "trace": "complete", "usage": {
             "input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0},
@@ -397,7 +397,7 @@ fn long_traces_are_cut_in_the_middle_with_a_note() {
     }))
     .unwrap();
     for n in 1..=200 {
-        t.turns.push(ahe_evolve::clean::CleanTurn {
+        t.turns.push(ahe_rundir::clean::CleanTurn {
             turn: n,
             agent: "main".into(),
             content: Some(format!("step {n}: {}", "x".repeat(500))),

@@ -149,7 +149,7 @@ pub fn files(dir: &Path) -> anyhow::Result<Vec<String>> {
 
 /// The held-out tasks of a run (from its first iteration's record; empty if none).
 pub fn holdout_of(run: &Path) -> BTreeSet<String> {
-    ahe_evolve::RunDir::new(run)
+    ahe_rundir::RunDir::new(run)
         .iteration(1)
         .scores()
         .ok()

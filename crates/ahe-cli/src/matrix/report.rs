@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use ahe_attribution::stats::{excludes_zero, paired_delta_ci};
 use ahe_bench::Scores;
-use ahe_evolve::stats::{excludes_zero, paired_delta_ci};
 use serde_json::{json, Value};
 
 use super::plan::Ablate;

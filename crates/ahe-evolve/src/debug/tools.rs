@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::agent::{arg_str, schema, HostTool, ToolReply};
-use crate::clean::CleanTrace;
+use ahe_rundir::clean::CleanTrace;
 
 /// The cleaned traces and trial directories of the one task a debugger may read.
 pub(super) struct TaskTraces {

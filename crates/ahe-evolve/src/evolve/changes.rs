@@ -14,7 +14,7 @@ use super::{say, spec, Tools};
 use crate::agent::{HostTool, ToolReply};
 use crate::commit::HarnessRepo;
 use crate::leak::LeakPolicy;
-use crate::manifest::{Change, Manifest};
+use ahe_rundir::manifest::{Change, Manifest};
 
 /// One `commit_change` call.
 #[derive(Debug, Clone)]

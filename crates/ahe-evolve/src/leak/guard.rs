@@ -92,7 +92,10 @@ impl Guard {
         let files = crate::commit::HarnessRepo::open(&self.dir)?.changed_files(&self.evaluated)?;
         let repo = git2::Repository::open(&self.dir)?;
         let mut hits = Vec::new();
-        for f in files.iter().filter(|f| crate::manifest::is_editable(f)) {
+        for f in files
+            .iter()
+            .filter(|f| ahe_rundir::manifest::is_editable(f))
+        {
             let Ok(new) = std::fs::read(self.dir.join(f)) else {
                 continue; // deleted: adds nothing
             };
@@ -113,7 +116,7 @@ impl Guard {
     /// leaking files and drops the changes left with no file. Returns the manifest's record.
     pub fn finish(
         &self,
-        m: &mut crate::Manifest,
+        m: &mut ahe_rundir::manifest::Manifest,
         rejected_submissions: u32,
         notes: &mut Vec<String>,
     ) -> anyhow::Result<Option<LeakRecord>> {

@@ -13,8 +13,8 @@ use ahe_evolve::evolve::{self, EvolveOutcome};
 use ahe_evolve::jail::WriteCaps;
 use ahe_evolve::leak::LeakSettings;
 use ahe_evolve::rollback::Rollback;
-use ahe_evolve::IterationDir;
 use ahe_model::ModelConfig;
+use ahe_rundir::IterationDir;
 
 /// The seed's `memory/MEMORY.md`: lines a change can insert above and below.
 pub const SEED_MEMORY: &str = "# Notes\n\n- seed note one\n- seed note two\n";

@@ -9,14 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 
+use ahe_attribution::attribute;
 use ahe_bench::{AgentEnd, Scores, TrialResult, TrialStatus};
-use ahe_evolve::attribute;
-use ahe_evolve::clean::{
+use ahe_model::Usage;
+use ahe_rundir::clean::{
     CleanError, CleanMiddleware, CleanToolCall, CleanTrace, CleanTurn, TraceState,
 };
-use ahe_evolve::journal::{Entry, Phase};
-use ahe_evolve::manifest::{Change, ChangeKind, Component, Manifest};
-use ahe_model::Usage;
+use ahe_rundir::journal::{Entry, Phase};
+use ahe_rundir::manifest::{Change, ChangeKind, Component, Manifest};
 use serde_json::json;
 
 /// Size of the synthetic run.
@@ -113,7 +113,7 @@ fn trace(task: &str, attempt: u32, r: &TrialResult, spec: &Spec) -> CleanTrace {
         })
         .collect();
     CleanTrace {
-        schema_version: ahe_evolve::clean::CLEAN_SCHEMA_VERSION,
+        schema_version: ahe_rundir::clean::CLEAN_SCHEMA_VERSION,
         trial_id: r.trial_id.clone(),
         task: task.into(),
         attempt,
