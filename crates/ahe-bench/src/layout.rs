@@ -19,8 +19,9 @@ pub struct TrialDir(PathBuf);
 const SCORES: &str = "scores.json";
 /// File name of a trial's result.
 const RESULT: &str = "result.json";
-/// File name of a trial's raw event trace.
-const TRACE: &str = "trace.jsonl";
+/// File name of a raw event trace (a trial's, and the run's host agents': debugger,
+/// overview, evolve agent).
+pub const TRACE: &str = "trace.jsonl";
 /// File name of a trial's cleaned trace (written by the Clean phase of ahe-evolve).
 const CLEAN: &str = "trace.clean.json";
 /// File name of the trajectory judge's record of a trial.

@@ -241,7 +241,7 @@ fn killed_during_the_overview_the_resumed_run_counts_every_overview_call_once() 
     let runs = d.path().join("runs");
     let run = runs.join("ov");
     let it = ahe_rundir::RunDir::new(&run).iteration(1);
-    let trace = it.overview_trace_dir().join("trace.jsonl");
+    let trace = it.overview_trace();
     let mut child = evolve(&cfg, &runs).spawn().unwrap();
     let t0 = Instant::now();
     // Killed (-9) once the first part's call is done, while the second one's runs.

@@ -153,7 +153,7 @@ pub async fn baseline_phase(
 ) -> anyhow::Result<()> {
     let p = plan(dir, trials.repo, cap)?;
     let out = dir.baseline();
-    let checkout = out.path().join("harness");
+    let checkout = dir.baseline_harness();
     let harness = trials.checkout(&p.seed, &checkout)?;
     let tasks = (trials.tasks.iter())
         .filter(|t| p.tasks.contains(&t.name))

@@ -1,5 +1,8 @@
 //! Commit: the run's harness git repository (git2) — commits, tags, diffs, rollback, replay.
 
+pub mod revert;
+pub mod worktree;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};

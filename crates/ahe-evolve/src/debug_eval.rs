@@ -90,6 +90,6 @@ pub async fn debug_eval_dir(
         overview_cost_usd: o.cost_usd,
         overview: it.overview_path(),
     };
-    ahe_rundir::write_json(&it.analysis().join("debug.json"), &out)?;
+    ahe_rundir::write_json(&it.debug_summary_path(), &out)?;
     Ok(out)
 }

@@ -115,7 +115,7 @@ pub async fn debug_phase(i: &DebugInputs<'_>, ahead: Option<&DebugOverlap>) -> a
     let chars = overview_chars_for(i.evolve, &i.model);
     let o = overview::write_overview(it, prev.as_ref(), &visible, &scores, model, chars, &r.list);
     // The overview's trace is appended across attempts: what it held before this one.
-    let (mut usage, mut cost) = crate::spend::trace_spend(&overview_trace(it));
+    let (mut usage, mut cost) = crate::spend::trace_spend(&it.overview_trace());
     let o = o.await?;
     usage.add(&o.usage);
     cost += o.cost_usd;
@@ -130,9 +130,4 @@ pub async fn debug_phase(i: &DebugInputs<'_>, ahead: Option<&DebugOverlap>) -> a
         i.ledger.note(t, msg)?;
     }
     Ok(())
-}
-
-/// The overview's `trace.jsonl` (every model call of its synthesis, appended).
-fn overview_trace(it: &IterationDir) -> std::path::PathBuf {
-    it.overview_trace_dir().join("trace.jsonl")
 }

@@ -23,8 +23,8 @@ use crate::jail::{any, Jail, WriteCaps};
 use crate::leak::Guard;
 use crate::rollback::Rollback;
 use crate::text;
-use ahe_rundir::analysis::Proposed;
 use ahe_rundir::manifest::{is_editable, Manifest};
+use ahe_rundir::run_dir::analysis::Proposed;
 use ahe_rundir::run_dir::IterationDir;
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");

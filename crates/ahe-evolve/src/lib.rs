@@ -27,7 +27,6 @@ pub mod lock;
 pub mod overlap;
 pub mod overview;
 pub mod preflight;
-pub mod revert;
 pub mod rollback;
 pub mod rollout;
 pub mod rollout_phase;
@@ -39,7 +38,6 @@ pub mod text;
 pub mod trial_judge;
 pub mod trials;
 pub mod variants;
-pub mod worktree;
 
 pub use config::RunConfig;
 pub use rollout::{rollout, rollout_with, select_backend, HarnessAgent, RolloutSpec};

@@ -13,7 +13,7 @@ use ahe_bench::{Scores, TaskStatus, TrialStatus};
 use ahe_harness::trace::Event;
 use ahe_harness::TraceWriter;
 use ahe_model::{ChatRequest, Message, ModelClient, Role, ToolChoice, Usage};
-use ahe_rundir::analysis::{Pattern, Patterns, Trend};
+use ahe_rundir::run_dir::analysis::{Pattern, Patterns, Trend};
 use minijinja::context;
 use serde::Deserialize;
 

@@ -61,8 +61,8 @@ async fn variant(
 ) -> anyhow::Result<VariantResult> {
     let dir = it.variant_dir(v);
     let tag = format!("{}-v{v}", crate::commit::iter_tag(it.number()));
-    let tree_dir = dir.join("harness");
-    let done = dir.join("result.json");
+    let tree_dir = it.variant_harness(v);
+    let done = it.variant_result(v);
     if let Ok(r) = read_json::<VariantResult>(&done) {
         main.remove_worktree(&tag, &tree_dir)?;
         return Ok(r);
@@ -72,7 +72,7 @@ async fn variant(
         n => ec.variant_focus[(v as usize - 1) % n].clone(),
     };
     // The trace is appended across attempts: what it holds now, a killed attempt spent.
-    let (mut usage, mut cost) = trace_spend(&dir.join("trace.jsonl"));
+    let (mut usage, mut cost) = trace_spend(&it.variant_trace(v));
     let repo = main.worktree(&tag, &tree_dir, start)?;
     let mut inp = base.clone();
     inp.repo = &repo;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ahe_bench::{Scores, TrialResult, TrialStatus};
 use ahe_evolve::overview::{trend_of, write_overview};
 use ahe_model::{Budget, ClientOptions, ModelClient, ModelConfig};
-use ahe_rundir::analysis::Trend;
+use ahe_rundir::run_dir::analysis::Trend;
 use ahe_rundir::run_dir::{IterationScores, RunDir};
 use ahe_rundir::IterationDir;
 
@@ -68,7 +68,7 @@ fn client(dir: &std::path::Path, script: &str, budget: Option<Arc<Budget>>) -> M
 }
 
 /// `p` under another name and with `system_prompt` (matched by tasks and component).
-fn renamed(p: &ahe_rundir::analysis::Pattern) -> ahe_rundir::analysis::Pattern {
+fn renamed(p: &ahe_rundir::run_dir::analysis::Pattern) -> ahe_rundir::run_dir::analysis::Pattern {
     let mut q = p.clone();
     q.name = "Other words".into();
     q.component = "system_prompt".into();
@@ -163,7 +163,7 @@ async fn tasks_sharing_a_cause_become_one_pattern_with_count_and_trend() {
         o1.patterns,
         "patterns.json is written"
     );
-    let trace = std::fs::read_to_string(it1.overview_trace_dir().join("trace.jsonl")).unwrap();
+    let trace = std::fs::read_to_string(it1.overview_trace()).unwrap();
     assert!(
         trace.contains("\"event\":\"assistant\"") && trace.contains("detail/a.md"),
         "{trace}"

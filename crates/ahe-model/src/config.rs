@@ -1,5 +1,7 @@
 //! Model configuration: which provider and model, prices, retries, limits.
 
+pub mod frontier;
+
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};

@@ -10,7 +10,6 @@ pub mod budget;
 pub mod cache;
 pub mod client;
 pub mod config;
-pub mod frontier;
 mod http;
 pub mod local;
 pub mod mock;

@@ -4,8 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::config::frontier;
 use crate::config::ModelConfig;
-use crate::frontier;
 
 /// What an openai request carries beyond the conversation (from the model config).
 #[derive(Debug, Clone, PartialEq)]

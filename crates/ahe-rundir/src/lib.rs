@@ -4,7 +4,6 @@
 //! are types here. This crate is a leaf above `ahe-bench` (whose `TrialDir` owns a trial's
 //! files): no other code spells a run's file names.
 
-pub mod analysis;
 pub mod attribution;
 pub mod clean;
 pub mod evidence;

@@ -5,6 +5,8 @@
 //! evaluated commit, per-role costs) are the typed [`IterationRecord`], stored in
 //! `scores.json` `meta` beside the evaluation's facts.
 
+pub mod analysis;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -101,6 +103,11 @@ impl RunDir {
     /// and `baseline.json`.
     pub fn baseline(&self) -> EvalDir {
         EvalDir::new(self.root.join("baseline"))
+    }
+
+    /// `baseline/harness/`: the seed's export while the baseline's trials run.
+    pub fn baseline_harness(&self) -> PathBuf {
+        self.root.join("baseline").join("harness")
     }
 
     /// `baseline/baseline.json`: the matched-budget comparison.
@@ -428,7 +435,7 @@ impl IterationDir {
 
     /// `evolve/trace.jsonl`: the evolve agent's trace.
     pub fn evolve_trace(&self) -> PathBuf {
-        self.evolve().join("trace.jsonl")
+        self.evolve().join(ahe_bench::layout::TRACE)
     }
 
     /// Path of `evolve/manifest.json`.

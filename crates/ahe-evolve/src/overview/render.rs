@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use ahe_bench::scores::TaskScore;
 use ahe_bench::{Scores, TrialStatus};
-use ahe_rundir::analysis::{Pattern, Patterns, Trend};
+use ahe_rundir::run_dir::analysis::{Pattern, Patterns, Trend};
 
 /// One mark per trial: ✓ pass, ✗ not, ⚑ suspect.
 pub(super) fn marks(ts: &TaskScore) -> String {

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{answer_tokens, bad_request, openai_auth, reasoning_model, reasoning_spend, Shared};
-use crate::frontier::REASONING_EFFORTS;
+use crate::config::frontier::REASONING_EFFORTS;
 use crate::openai::{arguments_text, parse_arguments};
 use crate::testserver::RecordedRequest;
 use crate::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};

@@ -330,9 +330,9 @@ pub(super) fn openai_auth(s: &Shared, req: &RecordedRequest) -> Option<(u16, Val
     })
 }
 
-/// Whether `model` is an OpenAI reasoning family (see [`crate::frontier::is_reasoning_model`]).
+/// Whether `model` is an OpenAI reasoning family (see [`crate::config::frontier::is_reasoning_model`]).
 pub(crate) fn reasoning_model(model: &str) -> bool {
-    crate::frontier::is_reasoning_model(model)
+    crate::config::frontier::is_reasoning_model(model)
 }
 
 /// Reasoning tokens the stand-in "spends" at an effort level (medium by default).

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 use super::{
     answer_tokens, bad_request, lock, openai_auth, reasoning_model, reasoning_spend, sign, Shared,
 };
-use crate::frontier::REASONING_EFFORTS;
+use crate::config::frontier::REASONING_EFFORTS;
 use crate::openai::{arguments_text, parse_arguments};
 use crate::testserver::RecordedRequest;
 use crate::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};

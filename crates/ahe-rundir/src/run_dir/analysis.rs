@@ -98,6 +98,32 @@ impl IterationDir {
         self.analysis().join("overview")
     }
 
+    /// `analysis/overview/trace.jsonl`: every model call of the overview's synthesis, appended
+    /// across attempts.
+    pub fn overview_trace(&self) -> PathBuf {
+        self.overview_trace_dir().join(ahe_bench::layout::TRACE)
+    }
+
+    /// `analysis/debug.json`: the summary of `ahe debug EVAL_DIR` (counts, tokens, cost).
+    pub fn debug_summary_path(&self) -> PathBuf {
+        self.analysis().join("debug.json")
+    }
+
+    /// `evolve/variants/v<N>/result.json`: variant N once committed (read back on resume).
+    pub fn variant_result(&self, n: u32) -> PathBuf {
+        self.variant_dir(n).join("result.json")
+    }
+
+    /// `evolve/variants/v<N>/trace.jsonl`: variant N's agent trace, appended across attempts.
+    pub fn variant_trace(&self, n: u32) -> PathBuf {
+        self.variant_dir(n).join(ahe_bench::layout::TRACE)
+    }
+
+    /// `evolve/variants/v<N>/harness/`: variant N's working tree while its agent works.
+    pub fn variant_harness(&self, n: u32) -> PathBuf {
+        self.variant_dir(n).join("harness")
+    }
+
     /// `evolve/variants/v<N>/`: variant N's trace, manifest, snapshots and `result.json`, and
     /// while its agent works its own working tree `harness/` (a linked git worktree).
     pub fn variant_dir(&self, n: u32) -> PathBuf {
