@@ -29,8 +29,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The `anthropic-version` header sent with every request.
 pub const API_VERSION: &str = "2023-06-01";
 
-/// `max_tokens` sent when neither the request nor the config sets one (the API requires it).
-pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+use crate::config::frontier::ANTHROPIC_DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS;
 
 /// Most `cache_control` breakpoints the API takes in one request.
 pub const MAX_BREAKPOINTS: usize = 4;

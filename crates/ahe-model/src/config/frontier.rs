@@ -6,6 +6,10 @@ use serde_json::{json, Map, Value};
 
 use crate::config::ModelConfig;
 
+/// `max_tokens` sent to the Anthropic API when neither the request nor the config sets one
+/// (the API requires it; extended thinking adds its budget on top).
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 8192;
+
 /// Accepted `reasoning_effort` values (which of them a model takes varies).
 pub const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
 
@@ -133,9 +137,7 @@ impl ModelConfig {
             }
         }
         if let Some(b) = self.thinking_budget_tokens {
-            let max = self
-                .max_tokens
-                .unwrap_or(crate::anthropic::DEFAULT_MAX_TOKENS);
+            let max = self.max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS);
             if b < MIN_THINKING_BUDGET {
                 errs.push(format!(
                     "thinking_budget_tokens: must be >= {MIN_THINKING_BUDGET} (got {b})"
