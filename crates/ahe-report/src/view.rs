@@ -15,7 +15,7 @@ mod attribution;
 mod run;
 mod variants;
 use attribution::{attribution_view, change_view};
-pub use run::{run_view, GridRow, RunView};
+pub use run::{run_summary, run_view, GridRow, RunSummary, RunView};
 pub use variants::{VariantRow, VariantsView};
 
 /// One row of the iterations table: headline figures of an iteration.
