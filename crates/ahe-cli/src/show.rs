@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
-use ahe_report::format::{iter_label, secs, tokens, usd};
+use ahe_report::format::{iter_label, secs, tokens};
 use ahe_report::json;
 use ahe_report::model::{IterationReport, RunReport};
+use ahe_report::view::trial::trial_view;
 use ahe_report::view::{iter_view, run_summary, SummaryRow};
 use clap::Args;
 
@@ -63,11 +64,16 @@ pub fn run(a: ShowArgs) -> Result<(), CliError> {
         ))
     };
     let (doc, text) = match (a.iteration, a.task.as_deref(), a.trial) {
+        (Some(t), Some(task), Some(attempt)) if !a.json => {
+            let it = run.iteration(t).ok_or_else(|| missing_iter(t))?;
+            let trace = run.trial(t, task, attempt).map_err(CliError::usage)?;
+            let text = trial_text(&trial_view(&trace), t, &it.trial_rel(task, attempt));
+            (serde_json::Value::Null, Some(text))
+        }
         (Some(t), Some(task), Some(attempt)) => {
             run.iteration(t).ok_or_else(|| missing_iter(t))?;
             let doc = json::trial_doc(&run, t, task, attempt).map_err(CliError::usage)?;
-            let text = (!a.json).then(|| trial_text(&doc));
-            (doc, text)
+            (doc, None)
         }
         (only, Some(task), _) => {
             if let Some(t) = only {

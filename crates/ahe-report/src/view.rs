@@ -13,6 +13,7 @@ use super::model::{verdict_name, IterationReport, RunReport, ROLES, VERDICTS};
 use super::{href, trial_page_href};
 mod attribution;
 mod run;
+pub mod trial;
 mod variants;
 use attribution::{attribution_view, change_view};
 pub use run::{run_summary, run_view, GridRow, RunSummary, RunView};
