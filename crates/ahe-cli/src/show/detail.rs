@@ -1,5 +1,6 @@
-//! `ahe show --task T` and `--trial A`: one task's history across iterations and one
-//! trial's turns, laid out from the `--json` documents.
+//! `ahe show --task T` and `--trial A`: one task's history across iterations (laid out from
+//! the `--json` task document) and one trial's turns (from the trial view its HTML page
+//! renders, `ahe_report::view::trial`).
 
 use super::*;
 use ahe_report::view::trial::{
