@@ -4,10 +4,11 @@
 
 use std::path::PathBuf;
 
-use ahe_report::format::{f3, iter_label, secs, tokens, usd};
+use ahe_report::format::{iter_label, secs, tokens};
 use ahe_report::json;
 use ahe_report::model::{IterationReport, RunReport};
-use ahe_report::view::{iter_view, summary_row};
+use ahe_report::view::trial::trial_view;
+use ahe_report::view::{iter_view, run_summary, SummaryRow};
 use clap::Args;
 
 use crate::CliError;
@@ -63,11 +64,16 @@ pub fn run(a: ShowArgs) -> Result<(), CliError> {
         ))
     };
     let (doc, text) = match (a.iteration, a.task.as_deref(), a.trial) {
+        (Some(t), Some(task), Some(attempt)) if !a.json => {
+            let it = run.iteration(t).ok_or_else(|| missing_iter(t))?;
+            let trace = run.trial(t, task, attempt).map_err(CliError::usage)?;
+            let text = trial_text(&trial_view(&trace), t, &it.trial_rel(task, attempt));
+            (serde_json::Value::Null, Some(text))
+        }
         (Some(t), Some(task), Some(attempt)) => {
             run.iteration(t).ok_or_else(|| missing_iter(t))?;
             let doc = json::trial_doc(&run, t, task, attempt).map_err(CliError::usage)?;
-            let text = (!a.json).then(|| trial_text(&doc));
-            (doc, text)
+            (doc, None)
         }
         (only, Some(task), _) => {
             if let Some(t) = only {
@@ -154,78 +160,36 @@ fn abbrev(v: &str) -> &'static str {
     }
 }
 
+/// The run's summary (`ahe_report::view::RunSummary`, the one report.md and report.html
+/// show at their top) as text: header lines, then the iterations table.
 fn run_text(run: &RunReport) -> String {
+    let h = run_summary(run);
     let mut s = format!(
         "run {} — {}{} · model {} · {} visible + {} held-out tasks · k={}\n",
-        run.name,
-        run.status(),
-        run.ended
+        h.name,
+        h.status,
+        h.ended
             .as_ref()
             .map(|r| format!(" ({r})"))
             .unwrap_or_default(),
-        if run.model.is_empty() {
-            "?"
-        } else {
-            &run.model
-        },
-        run.visible_tasks().len(),
-        run.holdout.len(),
-        run.info.k
+        if h.model.is_empty() { "?" } else { &h.model },
+        h.n_visible,
+        h.n_holdout,
+        h.k
     );
-    if let Some(i) = &run.incomplete {
-        s.push_str(&format!("incomplete: {}\n", i.message));
+    if let Some(i) = &h.incomplete {
+        s.push_str(&format!("incomplete: {i}\n"));
     }
-    match &run.best {
-        Some(b) => s.push_str(&format!(
-            "best: iteration {} · visible pass@1 {} · commit {}\n",
-            b.iteration,
-            f3(b.pass_at_1),
-            b.commit.chars().take(12).collect::<String>()
+    match &h.best {
+        Some((iteration, pass, commit)) => s.push_str(&format!(
+            "best: iteration {iteration} · visible pass@1 {pass} · commit {commit}\n"
         )),
         None => s.push_str("best: none yet\n"),
     }
-    for l in run.closing() {
+    for l in &h.closing {
         s.push_str(&format!("  {l}\n"));
     }
-    let rows: Vec<Vec<String>> = run
-        .iterations
-        .iter()
-        .map(|it| {
-            let r = summary_row(run, it);
-            let dash = |v: String| if v.is_empty() { "–".to_string() } else { v };
-            let verdicts: Vec<String> = r
-                .verdicts
-                .iter()
-                .map(|(n, c, _)| format!("{}{c}", abbrev(n)))
-                .collect();
-            vec![
-                format!(
-                    "{}{}{}",
-                    r.label,
-                    if r.best { " ★" } else { "" },
-                    if r.status.is_empty() {
-                        ""
-                    } else {
-                        " (incomplete)"
-                    }
-                ),
-                r.pass,
-                dash(r.pass_ci),
-                r.holdout,
-                if r.delta_significant {
-                    format!("{}*", r.delta)
-                } else {
-                    r.delta
-                },
-                r.fixed,
-                r.regressed,
-                dash(verdicts.join(" ")),
-                r.changes,
-                r.cost,
-                r.wall,
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = h.summary.iter().map(summary_cells).collect();
     s.push_str(&table(
         &[
             "iter", "pass@1", "95% CI", "held-out", "Δ", "fixed", "regr", "verdicts", "changes",
@@ -236,10 +200,51 @@ fn run_text(run: &RunReport) -> String {
     ));
     s.push_str(&format!(
         "total: {} · {} wall · verdicts of the previous iteration's changes: E effective, P partially, I ineffective, U unjudged, M mixed, H harmful · * Δ interval excludes 0\n",
-        run.cost_text(),
-        secs(run.wall_sec())
+        h.cost, h.wall
     ));
     s
+}
+
+/// One row of the iterations table as text cells.
+fn summary_cells(r: &SummaryRow) -> Vec<String> {
+    let dash = |v: &str| {
+        if v.is_empty() {
+            "–".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let verdicts: Vec<String> = r
+        .verdicts
+        .iter()
+        .map(|(n, c, _)| format!("{}{c}", abbrev(n)))
+        .collect();
+    vec![
+        format!(
+            "{}{}{}",
+            r.label,
+            if r.best { " ★" } else { "" },
+            if r.status.is_empty() {
+                ""
+            } else {
+                " (incomplete)"
+            }
+        ),
+        r.pass.clone(),
+        dash(&r.pass_ci),
+        r.holdout.clone(),
+        if r.delta_significant {
+            format!("{}*", r.delta)
+        } else {
+            r.delta.clone()
+        },
+        r.fixed.clone(),
+        r.regressed.clone(),
+        dash(&verdicts.join(" ")),
+        r.changes.clone(),
+        r.cost.clone(),
+        r.wall.clone(),
+    ]
 }
 
 fn list(v: &[String]) -> String {

@@ -81,6 +81,58 @@ pub struct Charts {
     pub phases: String,
 }
 
+/// Seconds per phase per iteration, one series per evolve phase.
+fn phase_series(run: &RunReport) -> Vec<Series> {
+    super::model::EVOLVE_PHASES
+        .iter()
+        .map(|p| Series {
+            label: phase_name(*p).to_string(),
+            values: run
+                .iterations
+                .iter()
+                .map(|i| {
+                    i.phases
+                        .iter()
+                        .find(|x| x.phase == phase_name(*p))
+                        .and_then(|x| x.secs)
+                        .unwrap_or(0.0)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The wall time per phase chart: long runs are drawn in minutes or hours, not seconds.
+fn phase_chart(cats: &[String], phase_series: &[Series]) -> String {
+    let max = (0..cats.len())
+        .map(|c| phase_series.iter().map(|s| s.values[c]).sum::<f64>())
+        .fold(0.0, f64::max);
+    let (div, unit) = if max >= 7200.0 {
+        (3600.0, "h")
+    } else if max >= 120.0 {
+        (60.0, "min")
+    } else {
+        (1.0, "s")
+    };
+    let scaled: Vec<Series> = phase_series
+        .iter()
+        .map(|s| Series {
+            label: s.label.clone(),
+            values: s.values.iter().map(|v| v / div).collect(),
+        })
+        .collect();
+    let fmt = move |v: f64| {
+        if unit == "s" {
+            secs(v)
+        } else if v >= 10.0 || v == 0.0 {
+            format!("{v:.0} {unit}")
+        } else {
+            format!("{v:.1} {unit}")
+        }
+    };
+    svg::stacked_bars("wall time per phase per iteration", cats, &scaled, &fmt)
+}
+
 /// Draws every chart of a run (heatmap links go to trial pages when `pages`).
 pub fn charts(run: &RunReport, pages: bool) -> Charts {
     let scored: Vec<&IterationReport> = run.iterations.iter().collect();
@@ -108,22 +160,6 @@ pub fn charts(run: &RunReport, pages: bool) -> Charts {
             })
             .collect()
     };
-    let phase_series: Vec<Series> = super::model::EVOLVE_PHASES
-        .iter()
-        .map(|p| Series {
-            label: phase_name(*p).to_string(),
-            values: scored
-                .iter()
-                .map(|i| {
-                    i.phases
-                        .iter()
-                        .find(|x| x.phase == phase_name(*p))
-                        .and_then(|x| x.secs)
-                        .unwrap_or(0.0)
-                })
-                .collect(),
-        })
-        .collect();
     Charts {
         pass: svg::pass_chart(&points),
         heatmap: heatmap_svg(run, pages),
@@ -141,36 +177,7 @@ pub fn charts(run: &RunReport, pages: bool) -> Charts {
                 &usd,
             )
         }),
-        phases: {
-            // Long runs are drawn in minutes or hours rather than seconds.
-            let max = (0..cats.len())
-                .map(|c| phase_series.iter().map(|s| s.values[c]).sum::<f64>())
-                .fold(0.0, f64::max);
-            let (div, unit) = if max >= 7200.0 {
-                (3600.0, "h")
-            } else if max >= 120.0 {
-                (60.0, "min")
-            } else {
-                (1.0, "s")
-            };
-            let scaled: Vec<Series> = phase_series
-                .iter()
-                .map(|s| Series {
-                    label: s.label.clone(),
-                    values: s.values.iter().map(|v| v / div).collect(),
-                })
-                .collect();
-            let fmt = move |v: f64| {
-                if unit == "s" {
-                    secs(v)
-                } else if v >= 10.0 || v == 0.0 {
-                    format!("{v:.0} {unit}")
-                } else {
-                    format!("{v:.1} {unit}")
-                }
-            };
-            svg::stacked_bars("wall time per phase per iteration", &cats, &scaled, &fmt)
-        },
+        phases: phase_chart(&cats, &phase_series(run)),
     }
 }
 

@@ -170,13 +170,16 @@ fn trial_row(r: &TrialResult, pages: bool) -> EvalTrialRow {
     }
 }
 
-/// The view of an evaluation from its scores and its trials' results.
-pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bool) -> EvalView {
-    let name = dir
-        .canonicalize()
+/// The evaluation's name: its directory's (canonical) file name.
+fn eval_name(dir: &Path) -> String {
+    dir.canonicalize()
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| dir.display().to_string());
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+/// The (label, value) facts of an evaluation: model, harness, sandbox, source, tasks, k.
+fn eval_facts(scores: &Scores) -> Vec<(String, String)> {
     let m = &scores.meta;
     let mut facts: Vec<(String, String)> = Vec::new();
     for (k, v) in [
@@ -199,11 +202,21 @@ pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bo
         "tasks".into(),
         format!("{}, k = {}", scores.n_tasks, scores.k),
     ));
+    facts
+}
+
+/// One row per task of the evaluation, each with its trials by attempt.
+fn eval_task_rows(
+    dir: &Path,
+    scores: &Scores,
+    results: &[TrialResult],
+    pages: bool,
+) -> Vec<EvalTaskRow> {
     let detail = |task: &str| {
         let rel = format!("analysis/detail/{task}.md");
         dir.join(&rel).is_file().then(|| href(&rel))
     };
-    let tasks: Vec<EvalTaskRow> = scores
+    scores
         .tasks
         .iter()
         .map(|(task, ts)| {
@@ -228,7 +241,14 @@ pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bo
                 trials,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The view of an evaluation from its scores and its trials' results.
+pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bool) -> EvalView {
+    let name = eval_name(dir);
+    let facts = eval_facts(scores);
+    let tasks = eval_task_rows(dir, scores, results, pages);
     let t = &scores.tokens;
     let d = &scores.durations;
     EvalView {

@@ -37,24 +37,24 @@ pub(super) fn env() -> &'static Environment<'static> {
 /// Renders `report.html` (links to trial pages when `pages`, else to trial directories).
 pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::Result<String> {
     let v = run_view(run, pages);
-    let best = v.best.as_ref().map(|(iteration, pass, commit)| {
+    let best = v.head.best.as_ref().map(|(iteration, pass, commit)| {
         format!("iteration {iteration} (visible pass@1 {pass}, commit {commit}, git tag best)")
     });
     let tmpl = env().get_template("report.html")?;
     let html = tmpl.render(context! {
-        name => v.name,
+        name => v.head.name,
         generated => chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string(),
-        incomplete => v.incomplete,
-        facts => v.facts,
+        incomplete => v.head.incomplete,
+        facts => v.head.facts,
         best => best,
-        best_anchor => v.best_anchor,
-        closing => v.closing,
+        best_anchor => v.head.best_anchor,
+        closing => v.head.closing,
         pass_svg => Value::from_safe_string(charts.pass.clone()),
         heatmap_svg => Value::from_safe_string(charts.heatmap.clone()),
         tokens_svg => Value::from_safe_string(charts.tokens.clone()),
         cost_svg => charts.cost.clone().map(Value::from_safe_string),
         phase_svg => Value::from_safe_string(charts.phases.clone()),
-        summary => v.summary,
+        summary => v.head.summary,
         roles => v.roles,
         role_rows => v.role_rows,
         phase_names => v.phase_names,

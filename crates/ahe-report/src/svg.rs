@@ -43,6 +43,115 @@ fn y_of(v: f64) -> f64 {
     TOP + (1.0 - v.clamp(0.0, 1.0)) * PLOT_H
 }
 
+/// The x of point `i` of the pass@1 chart.
+fn pass_x(i: usize, slot: f64) -> f64 {
+    LEFT + (i as f64 + 0.5) * slot
+}
+
+/// The pass@1 chart's grid (0 to 1 by quarters), iteration labels and axis title.
+fn pass_axes(s: &mut String, points: &[PassPoint], slot: f64, plot_w: f64) {
+    for i in 0..=4 {
+        let v = i as f64 / 4.0;
+        let y = y_of(v);
+        let _ = write!(
+            s,
+            r#"<line class="grid" x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{v:.2}</text>"#,
+            LEFT + plot_w,
+            LEFT - 6.0,
+            y + 4.0
+        );
+    }
+    for (i, p) in points.iter().enumerate() {
+        let _ = write!(
+            s,
+            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            pass_x(i, slot),
+            TOP + PLOT_H + 18.0,
+            esc(&p.label)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle">iteration</text>"#,
+        LEFT + plot_w / 2.0,
+        TOP + PLOT_H + 38.0
+    );
+}
+
+/// One point of the pass@1 chart (`kind`: `visible`, a circle, or `holdout`, a square)
+/// with its 95% error bar, at `cx`.
+fn pass_point(s: &mut String, p: &PassPoint, kind: &str, (v, ci): (f64, [f64; 2]), cx: f64) {
+    let (ylo, yhi) = (y_of(ci[0]), y_of(ci[1]));
+    let _ = write!(
+        s,
+        r#"<g class="point {kind}" data-iteration="{}" data-value="{v:.4}" data-lo="{:.4}" data-hi="{:.4}"><title>iteration {}: {} pass@1 {v:.3} (95% CI {:.3}–{:.3})</title><line class="ci" x1="{cx:.1}" x2="{cx:.1}" y1="{ylo:.1}" y2="{yhi:.1}"/><line class="ci" x1="{:.1}" x2="{:.1}" y1="{ylo:.1}" y2="{ylo:.1}"/><line class="ci" x1="{:.1}" x2="{:.1}" y1="{yhi:.1}" y2="{yhi:.1}"/>"#,
+        p.iteration,
+        ci[0],
+        ci[1],
+        esc(&p.label),
+        if kind == "visible" {
+            "visible"
+        } else {
+            "held-out"
+        },
+        ci[0],
+        ci[1],
+        cx - 4.0,
+        cx + 4.0,
+        cx - 4.0,
+        cx + 4.0,
+    );
+    let y = y_of(v);
+    if kind == "visible" {
+        let _ = write!(s, r#"<circle cx="{cx:.1}" cy="{y:.1}" r="5"/>"#);
+    } else {
+        let _ = write!(
+            s,
+            r#"<rect x="{:.1}" y="{:.1}" width="9" height="9"/>"#,
+            cx - 4.5,
+            y - 4.5
+        );
+    }
+    s.push_str("</g>");
+}
+
+/// The pass@1 chart's legend at `lx` (the held-out square only when `both` are drawn); it
+/// closes the chart.
+fn pass_legend(s: &mut String, lx: f64, both: bool) {
+    let _ = write!(
+        s,
+        r#"<g class="legend"><g class="point visible"><circle cx="{:.1}" cy="{:.1}" r="5"/></g><text x="{:.1}" y="{:.1}">visible pass@1</text>"#,
+        lx + 5.0,
+        TOP + 10.0,
+        lx + 16.0,
+        TOP + 14.0
+    );
+    if both {
+        let _ = write!(
+            s,
+            r#"<g class="point holdout"><rect x="{:.1}" y="{:.1}" width="9" height="9"/></g><text x="{:.1}" y="{:.1}">held-out pass@1</text>"#,
+            lx + 0.5,
+            TOP + 25.5,
+            lx + 16.0,
+            TOP + 34.0
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<circle class="best-ring" cx="{:.1}" cy="{:.1}" r="7"/><text x="{:.1}" y="{:.1}">best</text><line class="ci" x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}"/><text x="{:.1}" y="{:.1}">95% interval</text></g></svg>"#,
+        lx + 5.0,
+        TOP + 50.0,
+        lx + 16.0,
+        TOP + 54.0,
+        lx + 5.0,
+        lx + 5.0,
+        TOP + 62.0,
+        TOP + 78.0,
+        lx + 16.0,
+        TOP + 74.0
+    );
+}
+
 /// pass@1 per iteration: visible (circles, joined) and held-out (squares) with 95% error
 /// bars; the best iteration ringed. Each point is a `<g class="point …">` with
 /// `data-iteration`, `data-value`, `data-lo`, `data-hi`.
@@ -57,33 +166,8 @@ pub fn pass_chart(points: &[PassPoint]) -> String {
         s,
         r#"<svg class="chart pass-chart" xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" role="img" aria-label="pass@1 per iteration">"#
     );
-    for i in 0..=4 {
-        let v = i as f64 / 4.0;
-        let y = y_of(v);
-        let _ = write!(
-            s,
-            r#"<line class="grid" x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{v:.2}</text>"#,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            y + 4.0
-        );
-    }
-    let x_of = |i: usize| LEFT + (i as f64 + 0.5) * slot;
-    for (i, p) in points.iter().enumerate() {
-        let _ = write!(
-            s,
-            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x_of(i),
-            TOP + PLOT_H + 18.0,
-            esc(&p.label)
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle">iteration</text>"#,
-        LEFT + plot_w / 2.0,
-        TOP + PLOT_H + 38.0
-    );
+    pass_axes(&mut s, points, slot, plot_w);
+    let x_of = |i: usize| pass_x(i, slot);
     let both = points.iter().any(|p| p.holdout.is_some());
     let off = if both { 7.0 } else { 0.0 };
     let line: Vec<String> = points
@@ -117,75 +201,12 @@ pub fn pass_chart(points: &[PassPoint]) -> String {
             }
         }
         for (kind, val, dx) in [("visible", p.visible, -off), ("holdout", p.holdout, off)] {
-            let Some((v, ci)) = val else { continue };
-            let cx = x + dx;
-            let (ylo, yhi) = (y_of(ci[0]), y_of(ci[1]));
-            let _ = write!(
-                s,
-                r#"<g class="point {kind}" data-iteration="{}" data-value="{v:.4}" data-lo="{:.4}" data-hi="{:.4}"><title>iteration {}: {} pass@1 {v:.3} (95% CI {:.3}–{:.3})</title><line class="ci" x1="{cx:.1}" x2="{cx:.1}" y1="{ylo:.1}" y2="{yhi:.1}"/><line class="ci" x1="{:.1}" x2="{:.1}" y1="{ylo:.1}" y2="{ylo:.1}"/><line class="ci" x1="{:.1}" x2="{:.1}" y1="{yhi:.1}" y2="{yhi:.1}"/>"#,
-                p.iteration,
-                ci[0],
-                ci[1],
-                esc(&p.label),
-                if kind == "visible" {
-                    "visible"
-                } else {
-                    "held-out"
-                },
-                ci[0],
-                ci[1],
-                cx - 4.0,
-                cx + 4.0,
-                cx - 4.0,
-                cx + 4.0,
-            );
-            let y = y_of(v);
-            if kind == "visible" {
-                let _ = write!(s, r#"<circle cx="{cx:.1}" cy="{y:.1}" r="5"/>"#);
-            } else {
-                let _ = write!(
-                    s,
-                    r#"<rect x="{:.1}" y="{:.1}" width="9" height="9"/>"#,
-                    cx - 4.5,
-                    y - 4.5
-                );
+            if let Some(val) = val {
+                pass_point(&mut s, p, kind, val, x + dx);
             }
-            s.push_str("</g>");
         }
     }
-    let lx = LEFT + plot_w + 20.0;
-    let _ = write!(
-        s,
-        r#"<g class="legend"><g class="point visible"><circle cx="{:.1}" cy="{:.1}" r="5"/></g><text x="{:.1}" y="{:.1}">visible pass@1</text>"#,
-        lx + 5.0,
-        TOP + 10.0,
-        lx + 16.0,
-        TOP + 14.0
-    );
-    if both {
-        let _ = write!(
-            s,
-            r#"<g class="point holdout"><rect x="{:.1}" y="{:.1}" width="9" height="9"/></g><text x="{:.1}" y="{:.1}">held-out pass@1</text>"#,
-            lx + 0.5,
-            TOP + 25.5,
-            lx + 16.0,
-            TOP + 34.0
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<circle class="best-ring" cx="{:.1}" cy="{:.1}" r="7"/><text x="{:.1}" y="{:.1}">best</text><line class="ci" x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}"/><text x="{:.1}" y="{:.1}">95% interval</text></g></svg>"#,
-        lx + 5.0,
-        TOP + 50.0,
-        lx + 16.0,
-        TOP + 54.0,
-        lx + 5.0,
-        lx + 5.0,
-        TOP + 62.0,
-        TOP + 78.0,
-        lx + 16.0,
-        TOP + 74.0
-    );
+    pass_legend(&mut s, LEFT + plot_w + 20.0, both);
     s
 }
 
@@ -202,6 +223,47 @@ pub struct HeatCell {
     pub href: Option<String>,
 }
 
+/// Width and height of a heatmap cell.
+const HEAT_CELL: (f64, f64) = (46.0, 20.0);
+
+/// One cell of the heatmap at `(x, y)`: a grey box where the task was not run, else its
+/// result (linked when it has a link).
+fn heat_cell(s: &mut String, task: &str, iter: u32, cell: Option<&HeatCell>, (x, y): (f64, f64)) {
+    let (cw, ch) = HEAT_CELL;
+    let Some(cell) = cell else {
+        let _ = write!(
+            s,
+            r#"<rect class="cell c-none" x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/>"#,
+            x + 1.0,
+            y + 1.0,
+            cw - 2.0,
+            ch - 2.0
+        );
+        return;
+    };
+    if let Some(href) = &cell.href {
+        let _ = write!(s, r#"<a href="{}">"#, esc(href));
+    }
+    let _ = write!(
+        s,
+        r#"<rect class="cell {}" data-task="{}" data-iteration="{iter}" x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{}</title></rect><text class="cell-text t{}" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        cell.class,
+        esc(task),
+        x + 1.0,
+        y + 1.0,
+        cw - 2.0,
+        ch - 2.0,
+        esc(&cell.title),
+        cell.class,
+        x + cw / 2.0,
+        y + ch / 2.0 + 4.0,
+        esc(&cell.text)
+    );
+    if cell.href.is_some() {
+        s.push_str("</a>");
+    }
+}
+
 /// A task × iteration grid of k-trial results. Rows are `(task, held_out)`; `cells[r][c]`
 /// is None where the task was not run. Each cell is a `<rect class="cell …">` with
 /// `data-task` and `data-iteration`.
@@ -210,8 +272,8 @@ pub fn heatmap(
     cols: &[(u32, String)],
     cells: &[Vec<Option<HeatCell>>],
 ) -> String {
-    const CW: f64 = 46.0;
-    const CH: f64 = 20.0;
+    const CW: f64 = HEAT_CELL.0;
+    const CH: f64 = HEAT_CELL.1;
     const HEAD: f64 = 26.0;
     let max_chars = rows
         .iter()
@@ -259,42 +321,11 @@ pub fn heatmap(
         );
         for (c, (iter, _)) in cols.iter().enumerate() {
             let x = label_w + c as f64 * CW;
-            let Some(cell) = cells
+            let cell = cells
                 .get(r)
                 .and_then(|row| row.get(c))
-                .and_then(|x| x.as_ref())
-            else {
-                let _ = write!(
-                    s,
-                    r#"<rect class="cell c-none" x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/>"#,
-                    x + 1.0,
-                    y + 1.0,
-                    CW - 2.0,
-                    CH - 2.0
-                );
-                continue;
-            };
-            if let Some(href) = &cell.href {
-                let _ = write!(s, r#"<a href="{}">"#, esc(href));
-            }
-            let _ = write!(
-                s,
-                r#"<rect class="cell {}" data-task="{}" data-iteration="{iter}" x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{}</title></rect><text class="cell-text t{}" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                cell.class,
-                esc(task),
-                x + 1.0,
-                y + 1.0,
-                CW - 2.0,
-                CH - 2.0,
-                esc(&cell.title),
-                cell.class,
-                x + CW / 2.0,
-                y + CH / 2.0 + 4.0,
-                esc(&cell.text)
-            );
-            if cell.href.is_some() {
-                s.push_str("</a>");
-            }
+                .and_then(|x| x.as_ref());
+            heat_cell(&mut s, task, *iter, cell, (x, y));
         }
     }
     s.push_str("</svg>");
@@ -310,6 +341,48 @@ pub struct Series {
     pub values: Vec<f64>,
 }
 
+/// Top margin of a stacked bar chart.
+const BARS_TOP: f64 = 20.0;
+/// Left margin of a stacked bar chart (room for the value labels).
+const BARS_LEFT: f64 = 64.0;
+
+/// A stacked bar chart's grid: five lines from 0 to `top`, labelled with `fmt`.
+fn bar_grid(
+    s: &mut String,
+    top: f64,
+    pw: f64,
+    y_of: &dyn Fn(f64) -> f64,
+    fmt: &dyn Fn(f64) -> String,
+) {
+    const L: f64 = BARS_LEFT;
+    for i in 0..=4 {
+        let v = top * i as f64 / 4.0;
+        let y = y_of(v);
+        let _ = write!(
+            s,
+            r#"<line class="grid" x1="{L}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            L + pw,
+            L - 6.0,
+            y + 4.0,
+            esc(&fmt(v))
+        );
+    }
+}
+
+/// A stacked bar chart's legend at `lx`: one swatch and label per series.
+fn bar_legend(s: &mut String, lx: f64, series: &[Series]) {
+    for (i, se) in series.iter().enumerate() {
+        let y = BARS_TOP + 4.0 + i as f64 * 18.0;
+        let _ = write!(
+            s,
+            r#"<rect class="seg s{i}" x="{lx:.1}" y="{y:.1}" width="11" height="11"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            lx + 16.0,
+            y + 10.0,
+            esc(&se.label)
+        );
+    }
+}
+
 /// Stacked vertical bars, one per category (iteration), one segment per series. Segments are
 /// `<rect class="seg s<i>" data-series data-category data-value>`; `fmt` formats values.
 pub fn stacked_bars(
@@ -319,8 +392,8 @@ pub fn stacked_bars(
     fmt: &dyn Fn(f64) -> String,
 ) -> String {
     const PH: f64 = 160.0;
-    const T: f64 = 20.0;
-    const L: f64 = 64.0;
+    const T: f64 = BARS_TOP;
+    const L: f64 = BARS_LEFT;
     let n = categories.len().max(1);
     let slot = (520.0 / n as f64).clamp(34.0, 80.0);
     let pw = slot * n as f64;
@@ -343,18 +416,7 @@ pub fn stacked_bars(
         r#"<svg class="chart bars" xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" role="img" aria-label="{}">"#,
         esc(aria)
     );
-    for i in 0..=4 {
-        let v = top * i as f64 / 4.0;
-        let y = y_of(v);
-        let _ = write!(
-            s,
-            r#"<line class="grid" x1="{L}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-            L + pw,
-            L - 6.0,
-            y + 4.0,
-            esc(&fmt(v))
-        );
-    }
+    bar_grid(&mut s, top, pw, &y_of, fmt);
     let bw = (slot * 0.6).min(40.0);
     for (c, cat) in categories.iter().enumerate() {
         let x = L + (c as f64 + 0.5) * slot - bw / 2.0;
@@ -402,17 +464,7 @@ pub fn stacked_bars(
         L + pw / 2.0,
         T + PH + 34.0
     );
-    let lx = L + pw + 20.0;
-    for (i, se) in series.iter().enumerate() {
-        let y = T + 4.0 + i as f64 * 18.0;
-        let _ = write!(
-            s,
-            r#"<rect class="seg s{i}" x="{lx:.1}" y="{y:.1}" width="11" height="11"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            lx + 16.0,
-            y + 10.0,
-            esc(&se.label)
-        );
-    }
+    bar_legend(&mut s, BARS_LEFT + pw + 20.0, series);
     s.push_str("</svg>");
     s
 }

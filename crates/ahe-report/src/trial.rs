@@ -6,40 +6,12 @@ use std::sync::OnceLock;
 
 use minijinja::context;
 use rayon::prelude::*;
-use serde::Serialize;
 
-use super::format::{secs, tokens, usd};
 use super::html::env;
 use super::model::RunReport;
+use super::view::trial::trial_view;
 use super::{url_segment, write_atomic};
 use ahe_rundir::clean::CleanTrace;
-
-#[derive(Serialize)]
-struct CallView {
-    name: String,
-    summary: String,
-    args: String,
-    output: Option<String>,
-    ok: bool,
-    exit_code: Option<i32>,
-    truncated: bool,
-    error: Option<String>,
-    duration: String,
-}
-
-#[derive(Serialize)]
-struct TurnView {
-    turn: u32,
-    agent: String,
-    content: Option<String>,
-    calls: Vec<CallView>,
-    middleware: Vec<(String, String, String)>,
-    feedback: Vec<String>,
-    errors: Vec<(String, String)>,
-    tokens: String,
-    duration: String,
-    has_error: bool,
-}
 
 /// Where a trial page sits: what it names as its source and where its links go.
 #[derive(Debug, Clone)]
@@ -69,94 +41,30 @@ pub fn render_trial(run: &RunReport, iteration: u32, t: &CleanTrace) -> anyhow::
     render_trial_page(&ctx, t)
 }
 
-/// Renders one trial's page from its cleaned trace, with the links of `ctx`.
+/// Renders one trial's page from its cleaned trace (through its
+/// [`TrialView`](super::view::trial::TrialView)), with the
+/// links of `ctx`.
 pub fn render_trial_page(ctx: &PageContext, t: &CleanTrace) -> anyhow::Result<String> {
-    let turns: Vec<TurnView> = t
-        .turns
-        .iter()
-        .map(|turn| {
-            let calls: Vec<CallView> = turn
-                .tool_calls
-                .iter()
-                .map(|c| {
-                    let args = serde_json::to_string_pretty(&c.args).unwrap_or_default();
-                    let one_line = match &c.args {
-                        serde_json::Value::Object(m) if m.len() == 1 => m
-                            .values()
-                            .next()
-                            .map(|v| {
-                                v.as_str()
-                                    .map(String::from)
-                                    .unwrap_or_else(|| v.to_string())
-                            })
-                            .unwrap_or_default(),
-                        v => v.to_string(),
-                    };
-                    let mut summary: String =
-                        one_line.replace('\n', " ⏎ ").chars().take(120).collect();
-                    if one_line.chars().count() > 120 {
-                        summary.push('…');
-                    }
-                    CallView {
-                        name: c.name.clone(),
-                        summary,
-                        args,
-                        output: c.output.clone(),
-                        ok: c.ok && c.error.is_none(),
-                        exit_code: c.exit_code,
-                        truncated: c.truncated,
-                        error: c.error.clone(),
-                        duration: format!("{} ms", c.duration_ms),
-                    }
-                })
-                .collect();
-            let errors: Vec<(String, String)> = t
-                .errors
-                .iter()
-                .filter(|e| e.turn == turn.turn && e.agent == turn.agent && e.turn > 0)
-                .map(|e| (e.kind.clone(), e.message.clone()))
-                .collect();
-            TurnView {
-                turn: turn.turn,
-                agent: turn.agent.clone(),
-                content: turn.content.clone().filter(|c| !c.is_empty()),
-                has_error: !errors.is_empty() || calls.iter().any(|c| !c.ok),
-                calls,
-                middleware: turn
-                    .middleware
-                    .iter()
-                    .map(|m| (m.hook.clone(), m.name.clone(), m.decision.to_string()))
-                    .collect(),
-                feedback: turn.feedback.clone(),
-                errors,
-                tokens: format!(
-                    "{} in / {} out",
-                    tokens(turn.usage.input_tokens),
-                    tokens(turn.usage.output_tokens)
-                ),
-                duration: format!("{} ms", turn.duration_ms),
-            }
-        })
-        .collect();
+    let v = trial_view(t);
     let tmpl = env().get_template("trial.html")?;
     Ok(tmpl.render(context! {
         run => ctx.source,
         iteration => ctx.iteration,
-        task => t.task,
-        attempt => t.attempt,
-        trial_id => t.trial_id,
-        status => t.status,
-        reward => t.reward.map(|r| format!("{r}")).unwrap_or_else(|| "none".into()),
-        agent_end => t.agent_end.clone().unwrap_or_else(|| "did not run".into()),
-        trace_state => serde_json::to_value(t.trace).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
-        tokens => format!("{} in / {} out", tokens(t.usage.input_tokens), tokens(t.usage.output_tokens)),
-        cost => usd(t.cost_usd),
-        duration => secs(t.duration_ms as f64 / 1000.0),
-        subagents => t.subagent_runs,
-        errors => t.errors.iter().map(|e| (e.turn, e.agent.clone(), e.kind.clone(), e.message.clone())).collect::<Vec<_>>(),
-        system_prompt => t.system_prompt,
-        user => t.user,
-        turns => turns,
+        task => v.task,
+        attempt => v.attempt,
+        trial_id => v.trial_id,
+        status => v.status,
+        reward => v.reward.map(|r| format!("{r}")).unwrap_or_else(|| "none".into()),
+        agent_end => v.agent_end.unwrap_or_else(|| "did not run".into()),
+        trace_state => v.trace_state,
+        tokens => v.tokens,
+        cost => v.cost,
+        duration => v.duration,
+        subagents => v.subagents,
+        errors => v.errors,
+        system_prompt => v.system_prompt,
+        user => v.user,
+        turns => v.turns,
         back => ctx.back,
         stamp => page_stamp(),
         raw => ctx.raw,

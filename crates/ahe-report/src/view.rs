@@ -13,9 +13,10 @@ use super::model::{verdict_name, IterationReport, RunReport, ROLES, VERDICTS};
 use super::{href, trial_page_href};
 mod attribution;
 mod run;
+pub mod trial;
 mod variants;
 use attribution::{attribution_view, change_view};
-pub use run::{run_view, GridRow, RunView};
+pub use run::{run_summary, run_view, GridRow, RunSummary, RunView};
 pub use variants::{VariantRow, VariantsView};
 
 /// One row of the iterations table: headline figures of an iteration.
@@ -288,6 +289,161 @@ pub fn trial_href(it: &IterationReport, task: &str, attempt: u32, pages: bool) -
     }
 }
 
+/// The (label, link) and (label, path) of an iteration's analysis and evolve files.
+type Files = (Vec<(String, String)>, Vec<(String, String)>);
+
+/// The analysis and evolve files of an iteration: as links (scores.json included) and as
+/// run-relative paths.
+fn iteration_links(it: &IterationReport) -> Files {
+    let mut links = Vec::new();
+    let mut files = Vec::new();
+    for (label, f) in [
+        ("analysis overview", &it.files.overview),
+        ("evolve summary", &it.files.summary),
+        ("harness diff", &it.files.diff),
+    ] {
+        if let Some(p) = f {
+            links.push((label.to_string(), href(p)));
+            files.push((label.to_string(), p.clone()));
+        }
+    }
+    if it.scores.is_some() {
+        links.push(("scores.json".into(), href(&it.scores_rel())));
+    }
+    (links, files)
+}
+
+/// One row per task with a result or a trial in the iteration.
+fn task_rows(run: &RunReport, it: &IterationReport, pages: bool) -> Vec<TaskRow> {
+    let mut by_task: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for tr in &it.trials {
+        by_task.entry(&tr.task).or_default().push(tr.attempt);
+    }
+    let mut tasks: Vec<TaskRow> = Vec::new();
+    for task in run.tasks.iter() {
+        let attempts = by_task.get(task.as_str()).cloned().unwrap_or_default();
+        if let Some(row) = task_row(run, it, task, attempts, pages) {
+            tasks.push(row);
+        }
+    }
+    tasks
+}
+
+/// One task's row of the iteration (none when it has neither a result nor a trial).
+fn task_row(
+    run: &RunReport,
+    it: &IterationReport,
+    task: &String,
+    attempts: Vec<u32>,
+    pages: bool,
+) -> Option<TaskRow> {
+    let cell = it.cell(task);
+    if cell.is_none() && attempts.is_empty() {
+        return None;
+    }
+    let status_of = |a: u32| -> String {
+        it.task(task)
+            .and_then(|s| s.trials.iter().find(|x| x.attempt == a))
+            .map(|x| x.status.as_str().to_string())
+            .or_else(|| it.journal_trials.get(task).and_then(|m| m.get(&a)).cloned())
+            .unwrap_or_else(|| "running".into())
+    };
+    let scored_trials = it.task(task).map(|s| s.trials.as_slice()).unwrap_or(&[]);
+    let first_failing = cell
+        .as_ref()
+        .filter(|c| c.passed < c.k || c.status == "infra")
+        .map(|_| {
+            let a = scored_trials
+                .iter()
+                .find(|x| x.status.as_str() != "pass")
+                .map(|x| x.attempt)
+                .unwrap_or(1);
+            (a, trial_href(it, task, a, pages))
+        });
+    Some(TaskRow {
+        status: cell.as_ref().map(|c| c.status.clone()).unwrap_or_default(),
+        has_cell: cell.is_some(),
+        suspect: scored_trials
+            .iter()
+            .filter(|x| x.suspect)
+            .map(|x| x.attempt)
+            .collect(),
+        first_failing,
+        task: task.clone(),
+        holdout: run.holdout.contains(task),
+        text: cell.as_ref().map(cell_text).unwrap_or_default(),
+        class: cell.as_ref().map(cell_class).unwrap_or("c-none").into(),
+        movement: it.task_move(task).unwrap_or("").into(),
+        detail: it.files.details.get(task).map(|p| href(p)),
+        trials: attempts
+            .iter()
+            .map(|a| (*a, trial_href(it, task, *a, pages), status_of(*a)))
+            .collect(),
+    })
+}
+
+/// The headline score line: visible pass@1 with its interval and all tasks', or not yet.
+fn score_line(it: &IterationReport) -> String {
+    match it.visible() {
+        Some((p, c)) => {
+            let s = it.scores.as_ref().map(|s| s.pass_at_1).unwrap_or(p);
+            format!(
+                "visible pass@1 {} (95% CI {}), all tasks {}",
+                f3(p),
+                ci(c),
+                f3(s)
+            )
+        }
+        None => "not scored yet".into(),
+    }
+}
+
+/// Journal notes, each flagged when it reads like a warning (revert, budget, failure...).
+fn flagged_notes(it: &IterationReport) -> Vec<(String, bool)> {
+    it.notes
+        .iter()
+        .map(|n| {
+            let l = n.to_lowercase();
+            let warn = ["revert", "rollback", "budget", "could not", "infra", "fail"]
+                .iter()
+                .any(|w| l.contains(w));
+            (n.clone(), warn)
+        })
+        .collect()
+}
+
+/// (phase, wall time, `unfinished` or `–`) of the iteration's phases, in order.
+fn phase_cells(it: &IterationReport) -> Vec<(String, String)> {
+    it.phases
+        .iter()
+        .map(|p| {
+            let v = match (p.secs, p.started) {
+                (Some(s), _) => secs(s),
+                (None, true) => "unfinished".into(),
+                (None, false) => "–".into(),
+            };
+            (p.phase.clone(), v)
+        })
+        .collect()
+}
+
+/// (role, input tokens, output tokens, dollars) of the roles that ran in the iteration.
+fn role_cells(run: &RunReport, it: &IterationReport) -> Vec<(String, String, String, String)> {
+    ROLES
+        .iter()
+        .filter_map(|r| {
+            it.roles.get(*r).map(|u| {
+                (
+                    r.to_string(),
+                    tokens(u.input_tokens),
+                    tokens(u.output_tokens),
+                    run.usd(u.cost_usd),
+                )
+            })
+        })
+        .collect()
+}
+
 /// The view of one iteration (links to trial pages when `pages`, else to directories).
 pub fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView {
     let t = it.iteration;
@@ -305,84 +461,7 @@ pub fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView
         .filter(|c| c.kind == ahe_rundir::manifest::ChangeKind::Rollback)
         .map(|c| format!("{}: {} ({})", c.id, c.description, c.files.join(", ")))
         .collect();
-    let mut links = Vec::new();
-    let mut files = Vec::new();
-    for (label, f) in [
-        ("analysis overview", &it.files.overview),
-        ("evolve summary", &it.files.summary),
-        ("harness diff", &it.files.diff),
-    ] {
-        if let Some(p) = f {
-            links.push((label.to_string(), href(p)));
-            files.push((label.to_string(), p.clone()));
-        }
-    }
-    if it.scores.is_some() {
-        links.push(("scores.json".into(), href(&it.scores_rel())));
-    }
-    let mut by_task: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
-    for tr in &it.trials {
-        by_task.entry(&tr.task).or_default().push(tr.attempt);
-    }
-    let mut tasks: Vec<TaskRow> = Vec::new();
-    for task in run.tasks.iter() {
-        let cell = it.cell(task);
-        let attempts = by_task.get(task.as_str()).cloned().unwrap_or_default();
-        if cell.is_none() && attempts.is_empty() {
-            continue;
-        }
-        let status_of = |a: u32| -> String {
-            it.task(task)
-                .and_then(|s| s.trials.iter().find(|x| x.attempt == a))
-                .map(|x| x.status.as_str().to_string())
-                .or_else(|| it.journal_trials.get(task).and_then(|m| m.get(&a)).cloned())
-                .unwrap_or_else(|| "running".into())
-        };
-        let scored_trials = it.task(task).map(|s| s.trials.as_slice()).unwrap_or(&[]);
-        let first_failing = cell
-            .as_ref()
-            .filter(|c| c.passed < c.k || c.status == "infra")
-            .map(|_| {
-                let a = scored_trials
-                    .iter()
-                    .find(|x| x.status.as_str() != "pass")
-                    .map(|x| x.attempt)
-                    .unwrap_or(1);
-                (a, trial_href(it, task, a, pages))
-            });
-        tasks.push(TaskRow {
-            status: cell.as_ref().map(|c| c.status.clone()).unwrap_or_default(),
-            has_cell: cell.is_some(),
-            suspect: scored_trials
-                .iter()
-                .filter(|x| x.suspect)
-                .map(|x| x.attempt)
-                .collect(),
-            first_failing,
-            task: task.clone(),
-            holdout: run.holdout.contains(task),
-            text: cell.as_ref().map(cell_text).unwrap_or_default(),
-            class: cell.as_ref().map(cell_class).unwrap_or("c-none").into(),
-            movement: it.task_move(task).unwrap_or("").into(),
-            detail: it.files.details.get(task).map(|p| href(p)),
-            trials: attempts
-                .iter()
-                .map(|a| (*a, trial_href(it, task, *a, pages), status_of(*a)))
-                .collect(),
-        });
-    }
-    let score = match it.visible() {
-        Some((p, c)) => {
-            let s = it.scores.as_ref().map(|s| s.pass_at_1).unwrap_or(p);
-            format!(
-                "visible pass@1 {} (95% CI {}), all tasks {}",
-                f3(p),
-                ci(c),
-                f3(s)
-            )
-        }
-        None => "not scored yet".into(),
-    };
+    let (links, files) = iteration_links(it);
     IterView {
         variants: variants::variants_view(run, it),
         visible: it.visible().map(|(p, c)| (f3(p), ci(c))),
@@ -406,7 +485,7 @@ pub fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView
             .as_deref()
             .map(|c| c.chars().take(12).collect())
             .unwrap_or_default(),
-        score,
+        score: score_line(it),
         holdout: it
             .holdout()
             .map(|(p, c)| format!("held-out pass@1 {} (95% CI {})", f3(p), ci(c)))
@@ -419,44 +498,11 @@ pub fn iter_view(run: &RunReport, it: &IterationReport, pages: bool) -> IterView
         changes,
         rollbacks,
         leaks: super::format::leak_lines(it.manifest.as_ref()),
-        notes: it
-            .notes
-            .iter()
-            .map(|n| {
-                let l = n.to_lowercase();
-                let warn = ["revert", "rollback", "budget", "could not", "infra", "fail"]
-                    .iter()
-                    .any(|w| l.contains(w));
-                (n.clone(), warn)
-            })
-            .collect(),
+        notes: flagged_notes(it),
         links,
-        tasks,
-        phases: it
-            .phases
-            .iter()
-            .map(|p| {
-                let v = match (p.secs, p.started) {
-                    (Some(s), _) => secs(s),
-                    (None, true) => "unfinished".into(),
-                    (None, false) => "–".into(),
-                };
-                (p.phase.clone(), v)
-            })
-            .collect(),
-        roles: ROLES
-            .iter()
-            .filter_map(|r| {
-                it.roles.get(*r).map(|u| {
-                    (
-                        r.to_string(),
-                        tokens(u.input_tokens),
-                        tokens(u.output_tokens),
-                        run.usd(u.cost_usd),
-                    )
-                })
-            })
-            .collect(),
+        tasks: task_rows(run, it, pages),
+        phases: phase_cells(it),
+        roles: role_cells(run, it),
     }
 }
 

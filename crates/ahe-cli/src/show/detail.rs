@@ -1,7 +1,11 @@
-//! `ahe show --task T` and `--trial A`: one task's history across iterations and one
-//! trial's turns, laid out from the `--json` documents.
+//! `ahe show --task T` and `--trial A`: one task's history across iterations (laid out from
+//! the `--json` task document) and one trial's turns (from the trial view its HTML page
+//! renders, `ahe_report::view::trial`).
 
 use super::*;
+use ahe_report::view::trial::{
+    excerpt_lines, one_line_clip, TrialView, TurnView, EXCERPT_LINE_CHARS, TEXT_SUMMARY_CHARS,
+};
 
 pub(super) fn task_text(run: &RunReport, doc: &serde_json::Value, only: Option<u32>) -> String {
     let task = doc["task"].as_str().unwrap_or("");
@@ -111,129 +115,87 @@ pub(super) fn task_text(run: &RunReport, doc: &serde_json::Value, only: Option<u
     s
 }
 
-/// At most `n` lines of `text`, each cut to 160 characters, indented.
+/// At most `n` lines of `text` (control characters made visible first), each cut to
+/// [`EXCERPT_LINE_CHARS`] characters, indented.
 fn excerpt(text: &str, n: usize, indent: &str) -> String {
-    let text = clean(text);
-    let lines: Vec<&str> = text.lines().collect();
+    let (lines, more) = excerpt_lines(&clean(text), n, EXCERPT_LINE_CHARS);
     let mut s = String::new();
-    for l in lines.iter().take(n) {
-        let cut: String = l.chars().take(160).collect();
-        s.push_str(indent);
-        s.push_str(&cut);
-        if l.chars().count() > 160 {
-            s.push('…');
-        }
-        s.push('\n');
+    for l in lines {
+        s.push_str(&format!("{indent}{l}\n"));
     }
-    if lines.len() > n {
-        s.push_str(&format!("{indent}… {} more lines\n", lines.len() - n));
+    if more > 0 {
+        s.push_str(&format!("{indent}… {more} more lines\n"));
     }
     s
 }
 
-pub(super) fn trial_text(doc: &serde_json::Value) -> String {
-    let g = |k: &str| -> String {
-        match &doc[k] {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Null => "–".into(),
-            v => v.to_string(),
-        }
-    };
-    let u = &doc["usage"];
+/// One trial's view (`ahe_report::view::trial::TrialView`, the one its HTML page renders)
+/// as text: its result line, files, suspect signs and errors, the task, then every turn.
+pub(super) fn trial_text(v: &TrialView, iteration: u32, dir: &str) -> String {
+    // The reward as `--json` writes it (`1.0`), `–` when there is none.
+    let reward = v
+        .reward
+        .and_then(serde_json::Number::from_f64)
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| "–".into());
     let mut s = format!(
-        "{} #{} · iteration {} · {} · reward {} · agent {} · trace {} · {} turns · {} in / {} out · {} · {}\n",
-        g("task"),
-        g("attempt"),
-        g("iteration"),
-        g("status"),
-        g("reward"),
-        g("agent_end"),
-        g("trace"),
-        doc["turns"].as_array().map(|a| a.len()).unwrap_or(0),
-        tokens(u["input_tokens"].as_u64().unwrap_or(0)),
-        tokens(u["output_tokens"].as_u64().unwrap_or(0)),
-        usd(doc["cost_usd"].as_f64().unwrap_or(0.0)),
-        secs(doc["duration_ms"].as_f64().unwrap_or(0.0) / 1000.0)
+        "{} #{} · iteration {iteration} · {} · reward {reward} · agent {} · trace {} · {} turns · {} · {} · {}\n",
+        v.task,
+        v.attempt,
+        v.status,
+        v.agent_end.as_deref().unwrap_or("–"),
+        v.trace_state,
+        v.turns.len(),
+        v.tokens,
+        v.cost,
+        v.duration
     );
-    s.push_str(&format!("files: {}/\n", g("dir")));
-    for r in doc["suspect"].as_array().into_iter().flatten() {
-        let turn = r["turn"]
-            .as_u64()
-            .map(|t| format!(" turn {t}"))
-            .unwrap_or_default();
-        s.push_str(&format!(
-            "SUSPECT{turn}: {}\n",
-            clean(r["reason"].as_str().unwrap_or(""))
-        ));
+    s.push_str(&format!("files: {dir}/\n"));
+    for (turn, reason) in &v.suspect {
+        let turn = turn.map(|t| format!(" turn {t}")).unwrap_or_default();
+        s.push_str(&format!("SUSPECT{turn}: {}\n", clean(reason)));
     }
-    for e in doc["errors"].as_array().into_iter().flatten() {
-        s.push_str(&format!(
-            "ERROR [{}] turn {}: {}\n",
-            e["kind"].as_str().unwrap_or(""),
-            e["turn"],
-            clean(e["message"].as_str().unwrap_or(""))
-        ));
+    for (turn, _, kind, message) in &v.errors {
+        s.push_str(&format!("ERROR [{kind}] turn {turn}: {}\n", clean(message)));
     }
     s.push_str("\ntask:\n");
-    s.push_str(&excerpt(doc["user"].as_str().unwrap_or(""), 6, "  "));
-    for t in doc["turns"].as_array().into_iter().flatten() {
-        let tu = &t["usage"];
+    s.push_str(&excerpt(&v.user, 6, "  "));
+    for t in &v.turns {
+        s.push_str(&turn_text(t));
+    }
+    s
+}
+
+/// One turn of a trial as text: its head, the answer, each call with its observation, the
+/// middleware decisions and runtime messages.
+fn turn_text(t: &TurnView) -> String {
+    let mut s = format!("\nturn {} ({}) · {}\n", t.turn, t.agent, t.tokens);
+    if let Some(c) = &t.content {
+        s.push_str(&excerpt(c, 10, "  "));
+    }
+    for c in &t.calls {
         s.push_str(&format!(
-            "\nturn {} ({}) · {} in / {} out\n",
-            t["turn"],
-            t["agent"].as_str().unwrap_or(""),
-            tokens(tu["input_tokens"].as_u64().unwrap_or(0)),
-            tokens(tu["output_tokens"].as_u64().unwrap_or(0))
+            "  → {} {}{}\n",
+            c.name,
+            one_line_clip(&clean(&c.one_line), TEXT_SUMMARY_CHARS),
+            match (c.exit_code, c.reported_ok) {
+                (Some(x), _) => format!("  [exit {x}]"),
+                (None, false) => "  [failed]".into(),
+                _ => String::new(),
+            }
         ));
-        if let Some(c) = t["content"].as_str().filter(|c| !c.is_empty()) {
-            s.push_str(&excerpt(c, 10, "  "));
+        if let Some(e) = &c.error {
+            s.push_str(&format!("    ERROR: {}\n", clean(e)));
         }
-        for c in t["tool_calls"].as_array().into_iter().flatten() {
-            let args = match &c["args"] {
-                serde_json::Value::Object(m) if m.len() == 1 => m
-                    .values()
-                    .next()
-                    .map(|v| {
-                        v.as_str()
-                            .map(String::from)
-                            .unwrap_or_else(|| v.to_string())
-                    })
-                    .unwrap_or_default(),
-                v => v.to_string(),
-            };
-            let first: String = clean(&args)
-                .replace('\n', " ⏎ ")
-                .chars()
-                .take(140)
-                .collect();
-            s.push_str(&format!(
-                "  → {} {}{}\n",
-                c["name"].as_str().unwrap_or(""),
-                first,
-                match (c["exit_code"].as_i64(), c["ok"].as_bool()) {
-                    (Some(x), _) => format!("  [exit {x}]"),
-                    (None, Some(false)) => "  [failed]".into(),
-                    _ => String::new(),
-                }
-            ));
-            if let Some(e) = c["error"].as_str() {
-                s.push_str(&format!("    ERROR: {}\n", clean(e)));
-            }
-            if let Some(o) = c["output"].as_str() {
-                s.push_str(&excerpt(o, 8, "    │ "));
-            }
+        if let Some(o) = &c.output {
+            s.push_str(&excerpt(o, 8, "    │ "));
         }
-        for m in t["middleware"].as_array().into_iter().flatten() {
-            s.push_str(&format!(
-                "  middleware {} at {}: {}\n",
-                m["name"].as_str().unwrap_or(""),
-                m["hook"].as_str().unwrap_or(""),
-                m["decision"]
-            ));
-        }
-        for f in t["feedback"].as_array().into_iter().flatten() {
-            s.push_str(&format!("  runtime: {}\n", clean(f.as_str().unwrap_or(""))));
-        }
+    }
+    for (hook, name, decision) in &t.middleware {
+        s.push_str(&format!("  middleware {name} at {hook}: {decision}\n"));
+    }
+    for f in &t.feedback {
+        s.push_str(&format!("  runtime: {}\n", clean(f)));
     }
     s
 }

@@ -90,28 +90,23 @@ fn phase_output(it: &IterationDir, p: Phase) -> Option<std::path::PathBuf> {
     }
 }
 
-/// One iteration from the journal entries and its directory (`n`: planned iterations).
-pub(super) fn load_iteration(
-    it: &IterationDir,
-    n: u32,
-    entries: &[Entry],
-    ended: bool,
-) -> IterationReport {
-    let t = it.number();
-    let is_final = n > 0 && t == n + 1;
-    let expected: &[Phase] = if is_final {
-        &FINAL_PHASES
-    } else {
-        &EVOLVE_PHASES
-    };
-    let mut started: BTreeMap<&'static str, bool> = BTreeMap::new();
-    let mut secs: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let mut notes = Vec::new();
-    let mut journal_trials: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();
+/// What the journal says about one iteration: phases started and their times, notes, and
+/// trials done (by task, then attempt).
+#[derive(Default)]
+struct JournalFacts {
+    started: BTreeMap<&'static str, bool>,
+    secs: BTreeMap<&'static str, f64>,
+    notes: Vec<String>,
+    trials: BTreeMap<String, BTreeMap<u32, String>>,
+}
+
+/// The journal entries of iteration `t`.
+fn journal_facts(entries: &[Entry], t: u32) -> JournalFacts {
+    let mut j = JournalFacts::default();
     for e in entries {
         match e {
             Entry::PhaseStart { iter, phase, .. } if *iter == t => {
-                started.insert(phase_name(*phase), true);
+                j.started.insert(phase_name(*phase), true);
             }
             Entry::PhaseEnd {
                 iter,
@@ -119,16 +114,16 @@ pub(super) fn load_iteration(
                 secs: s,
                 ..
             } if *iter == t => {
-                secs.insert(phase_name(*phase), *s);
+                j.secs.insert(phase_name(*phase), *s);
             }
-            Entry::Note { iter, message } if *iter == t => notes.push(message.clone()),
+            Entry::Note { iter, message } if *iter == t => j.notes.push(message.clone()),
             Entry::TrialDone {
                 iter,
                 task,
                 attempt,
                 status,
             } if *iter == t => {
-                journal_trials
+                j.trials
                     .entry(task.clone())
                     .or_default()
                     .insert(*attempt, status.clone());
@@ -136,12 +131,22 @@ pub(super) fn load_iteration(
             _ => {}
         }
     }
+    j
+}
+
+/// The phases an iteration is expected to run, and their times from the journal.
+fn phase_times(is_final: bool, j: &JournalFacts) -> (Vec<Phase>, Vec<PhaseTime>) {
+    let expected: &[Phase] = if is_final {
+        &FINAL_PHASES
+    } else {
+        &EVOLVE_PHASES
+    };
     // The closing phases (final re-evaluation, baseline) count where the run reached them:
     // runs of older versions, and runs without a baseline, never had them.
     let mut expected: Vec<Phase> = expected.to_vec();
     if is_final {
-        expected.retain(|p| *p != Phase::Final || started.contains_key(phase_name(*p)));
-        if started.contains_key(phase_name(Phase::Baseline)) {
+        expected.retain(|p| *p != Phase::Final || j.started.contains_key(phase_name(*p)));
+        if j.started.contains_key(phase_name(Phase::Baseline)) {
             expected.push(Phase::Baseline);
         }
     }
@@ -151,22 +156,17 @@ pub(super) fn load_iteration(
             let name = phase_name(*p);
             PhaseTime {
                 phase: name.into(),
-                started: started.contains_key(name) || secs.contains_key(name),
-                finished: secs.contains_key(name),
-                secs: secs.get(name).copied(),
+                started: j.started.contains_key(name) || j.secs.contains_key(name),
+                finished: j.secs.contains_key(name),
+                secs: j.secs.get(name).copied(),
             }
         })
         .collect();
+    (expected, phases)
+}
 
-    let loaded = it.scores().ok();
-    let record = loaded
-        .as_ref()
-        .map(|s| s.record.clone())
-        .unwrap_or_default();
-    let roles_of = loaded.as_ref().map(|s| s.roles()).unwrap_or_default();
-    let scores: Option<Scores> = loaded.map(|s| s.scores);
-    let evaluation: Option<ChangeEvaluation> = it.change_evaluation().ok();
-    let manifest: Option<Manifest> = it.manifest().ok();
+/// The analysis and evolve files an iteration holds (run-relative paths).
+fn iteration_files(it: &IterationDir) -> IterationFiles {
     let present = |p: std::path::PathBuf| p.is_file().then(|| it.rel(&p));
     let mut files = IterationFiles {
         overview: present(it.overview_path()),
@@ -182,12 +182,21 @@ pub(super) fn load_iteration(
             }
         }
     }
-    let trials = list_trials(it);
+    files
+}
 
-    // Completeness: every started phase finished, every finished phase left its output,
-    // and (unless the run ended, e.g. on budget) every expected phase ran.
-    let mut incomplete = None;
-    for (p, pt) in expected.iter().zip(&phases) {
+/// Where an iteration stops short: the first expected phase that started but did not
+/// finish, finished without its output, or (unless the run ended, e.g. on budget) never ran.
+fn completeness(
+    it: &IterationDir,
+    expected: &[Phase],
+    phases: &[PhaseTime],
+    scored: bool,
+    j: &JournalFacts,
+    ended: bool,
+) -> Option<Incomplete> {
+    let t = it.number();
+    for (p, pt) in expected.iter().zip(phases) {
         let missing = phase_output(it, *p)
             .filter(|f| pt.finished && !f.is_file())
             .map(|f| {
@@ -197,10 +206,10 @@ pub(super) fn load_iteration(
                     .to_string()
             });
         let msg = if pt.started && !pt.finished {
-            Some(match (*p, scores.is_none()) {
+            Some(match (*p, !scored) {
                 (Phase::Rollout, true) => format!(
                     "phase rollout did not finish ({} trials done)",
-                    journal_trials.values().map(|m| m.len()).sum::<usize>()
+                    j.trials.values().map(|m| m.len()).sum::<usize>()
                 ),
                 _ => format!("phase {} did not finish", phase_name(*p)),
             })
@@ -215,22 +224,43 @@ pub(super) fn load_iteration(
             None
         };
         if let Some(m) = msg {
-            incomplete = Some(Incomplete {
+            return Some(Incomplete {
                 iteration: t,
                 phase: Some(phase_name(*p).into()),
                 message: format!("iteration {t}: {m}"),
             });
-            break;
         }
     }
-    if incomplete.is_none() && ended && !phases[0].finished {
-        incomplete = Some(Incomplete {
-            iteration: t,
-            phase: Some("rollout".into()),
-            message: format!("iteration {t}: phase rollout has not run"),
-        });
-    }
+    (ended && !phases[0].finished).then(|| Incomplete {
+        iteration: t,
+        phase: Some("rollout".into()),
+        message: format!("iteration {t}: phase rollout has not run"),
+    })
+}
 
+/// One iteration from the journal entries and its directory (`n`: planned iterations).
+pub(super) fn load_iteration(
+    it: &IterationDir,
+    n: u32,
+    entries: &[Entry],
+    ended: bool,
+) -> IterationReport {
+    let t = it.number();
+    let is_final = n > 0 && t == n + 1;
+    let j = journal_facts(entries, t);
+    let (expected, phases) = phase_times(is_final, &j);
+    let loaded = it.scores().ok();
+    let record = loaded
+        .as_ref()
+        .map(|s| s.record.clone())
+        .unwrap_or_default();
+    let roles_of = loaded.as_ref().map(|s| s.roles()).unwrap_or_default();
+    let scores: Option<Scores> = loaded.map(|s| s.scores);
+    let evaluation: Option<ChangeEvaluation> = it.change_evaluation().ok();
+    let manifest: Option<Manifest> = it.manifest().ok();
+    let files = iteration_files(it);
+    let trials = list_trials(it);
+    let incomplete = completeness(it, &expected, &phases, scores.is_some(), &j, ended);
     let roles: BTreeMap<String, RoleUsage> = roles_of
         .into_iter()
         .map(|(role, c)| {
@@ -249,12 +279,12 @@ pub(super) fn load_iteration(
         phases,
         complete: incomplete.is_none(),
         incomplete,
-        journal_trials,
+        journal_trials: j.trials,
         scores,
         record,
         evaluation,
         manifest,
-        notes,
+        notes: j.notes,
         roles,
         files,
         trials,

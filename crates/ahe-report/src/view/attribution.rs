@@ -63,10 +63,9 @@ fn opt_ratio(v: Option<f64>) -> String {
     v.map(f3).unwrap_or_else(|| "–".into())
 }
 
-pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> {
-    let e = it.evaluation.as_ref()?;
-    let st = &e.stats;
-    let delta = match (st.delta, st.delta_ci) {
+/// The Δ pass@1 sentence: value, paired interval, significance and pairs, or why none.
+fn delta_line(st: &ahe_rundir::attribution::RunStats) -> String {
+    match (st.delta, st.delta_ci) {
         (Some(d), Some(c)) => format!(
             "Δ pass@1 = {d:+.3} (paired 95% CI {:+.3}…{:+.3}{}) over {} paired tasks",
             c[0],
@@ -79,9 +78,12 @@ pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> 
             st.n_paired
         ),
         _ => "no previous iteration to compare with".into(),
-    };
-    let p = &e.prediction;
-    let delta_view = match (st.delta, st.delta_ci) {
+    }
+}
+
+/// Δ pass@1 as values, when there is a previous iteration.
+fn delta_values(st: &ahe_rundir::attribution::RunStats) -> Option<DeltaView> {
+    match (st.delta, st.delta_ci) {
         (Some(d), Some(c)) => Some(DeltaView {
             value: format!("{d:+.3}"),
             lo: format!("{:+.3}", c[0]),
@@ -90,21 +92,70 @@ pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> 
             n_paired: st.n_paired,
         }),
         _ => None,
-    };
+    }
+}
+
+/// Prediction quality as (label, value) cells: precision, recall and the counts.
+fn prediction_cells(p: &ahe_rundir::attribution::PredictionQuality) -> Vec<(String, String)> {
+    vec![
+        ("fix precision".into(), opt_ratio(p.fix_precision)),
+        ("fix recall".into(), opt_ratio(p.fix_recall)),
+        ("risk precision".into(), opt_ratio(p.risk_precision)),
+        ("risk recall".into(), opt_ratio(p.risk_recall)),
+        (
+            "predicted fixes / fixed".into(),
+            format!("{} / {}", p.predicted_fixes, p.fixed),
+        ),
+        (
+            "predicted risks / regressed".into(),
+            format!("{} / {}", p.predicted_risks, p.regressed),
+        ),
+    ]
+}
+
+/// The judged changes with their predictions and outcomes.
+fn judged_rows(e: &ahe_rundir::attribution::ChangeEvaluation) -> Vec<JudgedRow> {
+    e.changes
+        .iter()
+        .map(|c| JudgedRow {
+            id: c.id.clone(),
+            verdict: verdict_name(c.verdict).to_string(),
+            predicted_fixes: c.predicted_fixes.clone(),
+            actually_fixed: c.actually_fixed.clone(),
+            risk_tasks: c.risk_tasks.clone(),
+            risk_realized: c.risk_realized.clone(),
+        })
+        .collect()
+}
+
+/// The judged changes as (id, verdict, CSS class, anchor of the change) tuples.
+fn judged_tuples(
+    e: &ahe_rundir::attribution::ChangeEvaluation,
+) -> Vec<(String, String, String, String)> {
+    e.changes
+        .iter()
+        .map(|c| {
+            let v = verdict_name(c.verdict);
+            let anchor = format!("iter-{:03}-{}", e.manifest_iteration.unwrap_or(0), c.id);
+            (c.id.clone(), v.to_string(), verdict_class(v), anchor)
+        })
+        .collect()
+}
+
+/// Tasks listed with the changes they matched, `a, b`.
+fn matched(v: &[ahe_rundir::attribution::FileMatch]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|m| (m.task.clone(), m.matched_changes.join(", ")))
+        .collect()
+}
+
+pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> {
+    let e = it.evaluation.as_ref()?;
+    let st = &e.stats;
+    let p = &e.prediction;
     Some(AttributionView {
-        delta_view,
-        judged_rows: e
-            .changes
-            .iter()
-            .map(|c| JudgedRow {
-                id: c.id.clone(),
-                verdict: verdict_name(c.verdict).to_string(),
-                predicted_fixes: c.predicted_fixes.clone(),
-                actually_fixed: c.actually_fixed.clone(),
-                risk_tasks: c.risk_tasks.clone(),
-                risk_realized: c.risk_realized.clone(),
-            })
-            .collect(),
+        delta_view: delta_values(st),
+        judged_rows: judged_rows(e),
         precision: PredictionView {
             fix_precision: opt_ratio(p.fix_precision),
             fix_recall: opt_ratio(p.fix_recall),
@@ -112,7 +163,7 @@ pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> 
             risk_recall: opt_ratio(p.risk_recall),
         },
         manifest_iteration: e.manifest_iteration,
-        delta,
+        delta: delta_line(st),
         prev: st.prev_pass_at_1.map(f3).unwrap_or_else(|| "–".into()),
         has_moves: !(e.fixed.is_empty()
             && e.regressed.is_empty()
@@ -126,40 +177,11 @@ pub(super) fn attribution_view(it: &IterationReport) -> Option<AttributionView> 
             ("worsened".into(), moves(&e.worsened)),
             ("infra".into(), moves(&e.infra_changes)),
         ],
-        unattributed: e
-            .unattributed_regressions
-            .iter()
-            .map(|m| (m.task.clone(), m.matched_changes.join(", ")))
-            .collect(),
-        unpredicted: e
-            .unpredicted_fixes
-            .iter()
-            .map(|m| (m.task.clone(), m.matched_changes.join(", ")))
-            .collect(),
-        prediction: vec![
-            ("fix precision".into(), opt_ratio(p.fix_precision)),
-            ("fix recall".into(), opt_ratio(p.fix_recall)),
-            ("risk precision".into(), opt_ratio(p.risk_precision)),
-            ("risk recall".into(), opt_ratio(p.risk_recall)),
-            (
-                "predicted fixes / fixed".into(),
-                format!("{} / {}", p.predicted_fixes, p.fixed),
-            ),
-            (
-                "predicted risks / regressed".into(),
-                format!("{} / {}", p.predicted_risks, p.regressed),
-            ),
-        ],
+        unattributed: matched(&e.unattributed_regressions),
+        unpredicted: matched(&e.unpredicted_fixes),
+        prediction: prediction_cells(p),
         evidence: evidence_lines(e),
-        judged: e
-            .changes
-            .iter()
-            .map(|c| {
-                let v = verdict_name(c.verdict);
-                let anchor = format!("iter-{:03}-{}", e.manifest_iteration.unwrap_or(0), c.id);
-                (c.id.clone(), v.to_string(), verdict_class(v), anchor)
-            })
-            .collect(),
+        judged: judged_tuples(e),
     })
 }
 

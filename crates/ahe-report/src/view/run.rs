@@ -9,9 +9,11 @@ use super::{iter_view, summary_row, IterView, SummaryRow};
 use crate::format::{cell_class, cell_text, f3, iter_label, secs, tokens, usd};
 use crate::model::{phase_name, RunReport, EVOLVE_PHASES};
 
-/// The run's view (see the module doc).
+/// The run's summary, computed once: the header facts, the best harness, the closing
+/// lines and the iterations table. `ahe show` prints it as its run view; `report.md` and
+/// `report.html` show it at the top (it is flattened into [`RunView`]).
 #[derive(Debug, Clone, Serialize)]
-pub struct RunView {
+pub struct RunSummary {
     /// Run name.
     pub name: String,
     /// Why the run directory is incomplete, if it is.
@@ -42,6 +44,15 @@ pub struct RunView {
     pub closing: Vec<String>,
     /// The iterations table.
     pub summary: Vec<SummaryRow>,
+}
+
+/// The run's view (see the module doc).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    /// The header, best harness, closing lines and iterations table (flattened: templates
+    /// read `name`, `best`, `summary`... at the top level).
+    #[serde(flatten)]
+    pub head: RunSummary,
     /// Roles that spent tokens.
     pub roles: Vec<String>,
     /// Per iteration: label, one cell per role, total.
@@ -73,66 +84,9 @@ pub struct GridRow {
     pub cells: Vec<Option<(String, String)>>,
 }
 
-/// Builds the run's view (links to trial pages when `pages`, else to trial directories).
-pub fn run_view(run: &RunReport, pages: bool) -> RunView {
-    let its = &run.iterations;
-    let roles = run.roles();
-    let role_rows = its
-        .iter()
-        .map(|i| {
-            let cells = roles
-                .iter()
-                .map(|r| match i.roles.get(*r) {
-                    Some(u) => format!(
-                        "{} in / {} out · {}",
-                        tokens(u.input_tokens),
-                        tokens(u.output_tokens),
-                        run.usd(u.cost_usd)
-                    ),
-                    None => "–".into(),
-                })
-                .collect();
-            (iter_label(i), cells, run.usd(i.cost_usd()))
-        })
-        .collect();
-    let phase_names: Vec<String> = EVOLVE_PHASES
-        .iter()
-        .map(|p| phase_name(*p).into())
-        .collect();
-    let phase_rows = its
-        .iter()
-        .map(|i| {
-            let cells = phase_names
-                .iter()
-                .map(|p| match i.phases.iter().find(|x| x.phase == *p) {
-                    Some(x) => match (x.secs, x.started) {
-                        (Some(s), _) => secs(s),
-                        (None, true) => "unfinished".into(),
-                        _ => "–".into(),
-                    },
-                    None => "".into(),
-                })
-                .collect();
-            (iter_label(i), cells, secs(i.wall_sec()))
-        })
-        .collect();
-    let mut grid: Vec<GridRow> = Vec::new();
-    let visible = run.visible_tasks().into_iter().map(|t| (t, false));
-    for (task, held) in visible.chain(run.holdout.iter().map(|t| (t, true))) {
-        let cells = its
-            .iter()
-            .map(|i| {
-                i.cell(task)
-                    .map(|c| (cell_class(&c).to_string(), cell_text(&c)))
-            })
-            .collect();
-        grid.push(GridRow {
-            task: task.clone(),
-            held,
-            cells,
-        });
-    }
-    RunView {
+/// Builds the run's summary (see [`RunSummary`]); cheap: no iteration view is built.
+pub fn run_summary(run: &RunReport) -> RunSummary {
+    RunSummary {
         name: run.name.clone(),
         incomplete: run.incomplete.as_ref().map(|i| i.message.clone()),
         status: run.status().into(),
@@ -153,13 +107,91 @@ pub fn run_view(run: &RunReport, pages: bool) -> RunView {
             .as_ref()
             .map(|b| format!("iter-{:03}", b.iteration)),
         closing: run.closing(),
-        summary: its.iter().map(|i| summary_row(run, i)).collect(),
+        summary: run.iterations.iter().map(|i| summary_row(run, i)).collect(),
+    }
+}
+
+/// Per iteration: label, tokens and dollars of each role in `roles`, the iteration's cost.
+fn role_rows(run: &RunReport, roles: &[&str]) -> Vec<(String, Vec<String>, String)> {
+    run.iterations
+        .iter()
+        .map(|i| {
+            let cells = roles
+                .iter()
+                .map(|r| match i.roles.get(*r) {
+                    Some(u) => format!(
+                        "{} in / {} out · {}",
+                        tokens(u.input_tokens),
+                        tokens(u.output_tokens),
+                        run.usd(u.cost_usd)
+                    ),
+                    None => "–".into(),
+                })
+                .collect();
+            (iter_label(i), cells, run.usd(i.cost_usd()))
+        })
+        .collect()
+}
+
+/// Per iteration: label, wall time of each phase in `phase_names`, the iteration's wall.
+fn phase_rows(run: &RunReport, phase_names: &[String]) -> Vec<(String, Vec<String>, String)> {
+    run.iterations
+        .iter()
+        .map(|i| {
+            let cells = phase_names
+                .iter()
+                .map(|p| match i.phases.iter().find(|x| x.phase == *p) {
+                    Some(x) => match (x.secs, x.started) {
+                        (Some(s), _) => secs(s),
+                        (None, true) => "unfinished".into(),
+                        _ => "–".into(),
+                    },
+                    None => "".into(),
+                })
+                .collect();
+            (iter_label(i), cells, secs(i.wall_sec()))
+        })
+        .collect()
+}
+
+/// The task × iteration grid: visible tasks, then held-out ones.
+fn grid(run: &RunReport) -> Vec<GridRow> {
+    let mut grid: Vec<GridRow> = Vec::new();
+    let visible = run.visible_tasks().into_iter().map(|t| (t, false));
+    for (task, held) in visible.chain(run.holdout.iter().map(|t| (t, true))) {
+        let cells = run
+            .iterations
+            .iter()
+            .map(|i| {
+                i.cell(task)
+                    .map(|c| (cell_class(&c).to_string(), cell_text(&c)))
+            })
+            .collect();
+        grid.push(GridRow {
+            task: task.clone(),
+            held,
+            cells,
+        });
+    }
+    grid
+}
+
+/// Builds the run's view (links to trial pages when `pages`, else to trial directories).
+pub fn run_view(run: &RunReport, pages: bool) -> RunView {
+    let its = &run.iterations;
+    let roles = run.roles();
+    let phase_names: Vec<String> = EVOLVE_PHASES
+        .iter()
+        .map(|p| phase_name(*p).into())
+        .collect();
+    RunView {
+        head: run_summary(run),
+        role_rows: role_rows(run, &roles),
         roles: roles.iter().map(|r| r.to_string()).collect(),
-        role_rows,
+        phase_rows: phase_rows(run, &phase_names),
         phase_names,
-        phase_rows,
         grid_labels: its.iter().map(iter_label).collect(),
-        grid,
+        grid: grid(run),
         has_cost: run.cost_usd() > 0.0,
         has_holdout: !run.holdout.is_empty(),
         iterations: its.par_iter().map(|i| iter_view(run, i, pages)).collect(),
