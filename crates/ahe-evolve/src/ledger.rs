@@ -82,3 +82,98 @@ impl Ledger<'_> {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// A ledger over a fresh run directory, its journal and display lines, with a budget.
+    fn fixture(
+        d: &Path,
+        budget: Option<(f64, &Arc<ahe_model::Budget>)>,
+        run: impl FnOnce(Ledger, &std::sync::Mutex<Vec<String>>),
+    ) {
+        let dir = RunDir::new(d);
+        let journal = Journal::open(&dir.journal_path()).unwrap();
+        let shown = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = shown.clone();
+        let progress: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| match p {
+            Progress::Message { text } => sink.lock().unwrap().push(text),
+            Progress::Stage { label, .. } => sink.lock().unwrap().push(label),
+            _ => {}
+        });
+        let ledger = Ledger {
+            journal: &journal,
+            progress: &progress,
+            dir: &dir,
+            iterations: 2,
+            budget,
+        };
+        run(ledger, &shown);
+    }
+
+    #[tokio::test]
+    async fn a_finished_phase_is_skipped_and_a_failed_one_is_not_finished() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = RunDir::new(d.path());
+        let journal = Journal::open(&dir.journal_path()).unwrap();
+        let progress: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|_| {});
+        let ledger = Ledger {
+            journal: &journal,
+            progress: &progress,
+            dir: &dir,
+            iterations: 2,
+            budget: None,
+        };
+        let runs = std::sync::atomic::AtomicU32::new(0);
+        let count = || async {
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        };
+        assert!(ledger.phase(1, Phase::Clean, count).await.unwrap());
+        assert!(!ledger.phase(1, Phase::Clean, count).await.unwrap());
+        assert!(ledger.phase(2, Phase::Clean, count).await.unwrap());
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let failing = || async { Err(anyhow::anyhow!("boom")) };
+        let e = ledger.phase(1, Phase::Debug, failing).await.unwrap_err();
+        assert!(
+            format!("{e:#}").contains("iteration 1, phase Debug: boom"),
+            "{e:#}"
+        );
+        assert!(
+            !journal.phase_done(1, Phase::Debug),
+            "a failed phase is not done"
+        );
+        assert!(ledger.phase(1, Phase::Debug, count).await.unwrap());
+    }
+
+    #[test]
+    fn the_budget_counts_the_shared_counter_and_notes_are_journaled_and_shown() {
+        let d = tempfile::tempdir().unwrap();
+        let counter = Arc::new(ahe_model::Budget::new(1.0));
+        fixture(d.path(), Some((1.0, &counter)), |ledger, shown| {
+            assert_eq!(ledger.budget_spent(1), None);
+            counter.charge(0.6);
+            assert_eq!(ledger.budget_spent(1), None);
+            counter.charge(0.5);
+            let (spent, limit) = ledger.budget_spent(1).expect("over the limit");
+            assert!(
+                (spent - 1.1).abs() < 1e-9 && limit == 1.0,
+                "{spent} {limit}"
+            );
+            ledger.note(1, "over").unwrap();
+            assert_eq!(shown.lock().unwrap().as_slice(), ["[iter 1] note: over"]);
+        });
+        let journal = Journal::open(&RunDir::new(d.path()).journal_path()).unwrap();
+        let noted = journal
+            .entries()
+            .into_iter()
+            .any(|e| matches!(e, Entry::Note { iter: 1, message } if message == "over"));
+        assert!(noted, "the note is in the journal");
+        fixture(d.path(), None, |ledger, _| {
+            assert_eq!(ledger.budget_spent(1), None, "no budget, never spent");
+        });
+    }
+}
