@@ -234,6 +234,8 @@ pub fn render_turns(t: &CleanTrace, from: u32, to: u32) -> String {
     s
 }
 
+#[cfg(test)]
+mod md_tests;
 mod tools;
 use tools::{ListTrials, ReadTrace, ReadVerifier, Search, TaskTraces};
 

@@ -5,7 +5,7 @@
 //! previous iteration's `analysis/patterns.json`; then the deterministic per-task list. A
 //! failed or budget-refused synthesis leaves the list alone, and says so in the file.
 
-mod render;
+pub(crate) mod render;
 
 use std::collections::BTreeSet;
 
