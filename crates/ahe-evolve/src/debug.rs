@@ -20,6 +20,9 @@ use ahe_rundir::run_dir::IterationDir;
 const SYSTEM: &str = include_str!("../templates/debugger_system.md");
 const USER: &str = include_str!("../templates/debugger_user.md");
 const LAST_TURN: &str = include_str!("../templates/debugger_last_turn.md");
+const PRE_ANALYSIS: &str = include_str!("../templates/pre_analysis.md");
+const TASK_LIST: &str = include_str!("../templates/task_list.md");
+const TURNS: &str = include_str!("../templates/turns.txt");
 
 /// Settings of the debug phase.
 pub struct DebugSettings {
@@ -141,97 +144,67 @@ fn divergence(traces: &[CleanTrace]) -> Option<String> {
     ))
 }
 
-/// The deterministic part of a task report (Markdown).
+/// The deterministic part of a task report (Markdown, `templates/pre_analysis.md`).
 pub fn pre_analysis(task: &str, traces: &[CleanTrace]) -> String {
-    let mut s = format!("Task `{task}`: {} trial(s).\n\n", traces.len());
-    s.push_str("| trial | status | reward | turns | end | errors |\n|---|---|---|---|---|---|\n");
-    let fs: Vec<TrialFacts> = traces.iter().map(facts).collect();
-    for f in &fs {
-        let errs: Vec<String> = f.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect();
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
-            f.attempt,
-            f.status,
-            f.reward.map(|r| r.to_string()).unwrap_or("-".into()),
-            f.turns,
-            f.end,
-            if errs.is_empty() {
-                "-".into()
-            } else {
-                errs.join(", ")
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let trials: Vec<minijinja::Value> = traces
+        .iter()
+        .map(facts)
+        .map(|f| {
+            let errs: Vec<String> = f.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+            let last: Vec<minijinja::Value> = (f.last_commands.iter())
+                .map(|(c, code)| {
+                    context! { command => clip(c, 160), code => dash(code.map(|c| c.to_string())) }
+                })
+                .collect();
+            context! {
+                attempt => f.attempt, status => f.status, turns => f.turns, end => f.end,
+                reward => dash(f.reward.map(|r| r.to_string())),
+                errors => dash((!errs.is_empty()).then(|| errs.join(", "))), last,
             }
-        ));
-    }
-    for f in &fs {
-        if f.last_commands.is_empty() {
-            continue;
-        }
-        s.push_str(&format!(
-            "\nLast commands of trial {} before it ended:\n",
-            f.attempt
-        ));
-        for (c, code) in &f.last_commands {
-            let code = code.map(|c| c.to_string()).unwrap_or("-".into());
-            s.push_str(&format!("- exit {code}: `{}`\n", clip(c, 160)));
-        }
-    }
-    for t in traces.iter().filter(|t| !t.suspect.is_empty()) {
-        s.push_str(&format!(
-            "\nTrial {} is SUSPECT: it touched the verifier's ground, so its reward may not \
-             reflect the work (do not learn from it as a success):\n",
-            t.attempt
-        ));
-        for r in &t.suspect {
-            let at = r.turn.map(|n| format!(" (turn {n})")).unwrap_or_default();
-            s.push_str(&format!("- {}{at}\n", r.reason));
-        }
-    }
-    if fs.iter().any(|f| f.end == "timeout") {
-        s.push_str("\nAt least one trial hit the agent time limit.\n");
-    }
-    if let Some(d) = divergence(traces) {
-        s.push_str(&format!("\n{d}\n"));
-    }
-    s
+        })
+        .collect();
+    let suspect: Vec<minijinja::Value> = (traces.iter())
+        .filter(|t| !t.suspect.is_empty())
+        .map(|t| context! { attempt => t.attempt, reasons => t.suspect })
+        .collect();
+    let timeout = traces
+        .iter()
+        .any(|t| t.agent_end.as_deref() == Some("timeout"));
+    let divergence = divergence(traces);
+    render(
+        PRE_ANALYSIS,
+        context! { task, trials, suspect, timeout, divergence },
+    )
 }
 
-/// Renders a cleaned trace's turns `from..=to` as compact text for the debugger.
+/// Renders a cleaned trace's turns `from..=to` as compact text for the debugger
+/// (`templates/turns.txt`; long texts clipped).
 pub fn render_turns(t: &CleanTrace, from: u32, to: u32) -> String {
-    let mut s = String::new();
-    for x in t.turns.iter().filter(|x| x.turn >= from && x.turn <= to) {
-        s.push_str(&format!("--- turn {} [{}]\n", x.turn, x.agent));
-        if let Some(c) = x.content.as_deref().filter(|c| !c.trim().is_empty()) {
-            s.push_str(&format!("assistant: {}\n", clip(c, 2000)));
-        }
-        for c in &x.tool_calls {
-            s.push_str(&format!(
-                "call {}: {}\n",
-                c.name,
-                clip(&c.args.to_string(), 2000)
-            ));
-            s.push_str(&format!(
-                "result (ok={}, exit={}): {}\n",
-                c.ok,
-                c.exit_code.map(|e| e.to_string()).unwrap_or("-".into()),
-                clip(c.output.as_deref().unwrap_or(""), 3000)
-            ));
-        }
-        for m in &x.middleware {
-            s.push_str(&format!(
-                "middleware {}@{}: {}\n",
-                m.name,
-                m.hook,
-                clip(&m.decision.to_string(), 300)
-            ));
-        }
-        for f in &x.feedback {
-            s.push_str(&format!("runtime feedback: {}\n", clip(f, 1000)));
-        }
-    }
-    if s.is_empty() {
-        s.push_str("(no turns in that range)");
-    }
-    s
+    let turns: Vec<minijinja::Value> = (t.turns.iter())
+        .filter(|x| x.turn >= from && x.turn <= to)
+        .map(|x| {
+            let calls: Vec<minijinja::Value> = (x.tool_calls.iter())
+                .map(|c| {
+                    context! {
+                        name => c.name, args => clip(&c.args.to_string(), 2000), ok => c.ok.to_string(),
+                        exit => c.exit_code.map(|e| e.to_string()).unwrap_or("-".into()),
+                        output => clip(c.output.as_deref().unwrap_or(""), 3000),
+                    }
+                })
+                .collect();
+            let middleware: Vec<minijinja::Value> = (x.middleware.iter())
+                .map(|m| context! { name => m.name, hook => m.hook, decision => clip(&m.decision.to_string(), 300) })
+                .collect();
+            let content = x.content.as_deref().filter(|c| !c.trim().is_empty());
+            context! {
+                turn => x.turn, agent => x.agent, content => content.map(|c| clip(c, 2000)),
+                calls, middleware,
+                feedback => x.feedback.iter().map(|f| clip(f, 1000)).collect::<Vec<_>>(),
+            }
+        })
+        .collect();
+    render(TURNS, context! { turns })
 }
 
 #[cfg(test)]
@@ -445,39 +418,23 @@ pub async fn debug(
     Ok(report)
 }
 
-/// The overview's heading (an evaluation directory, `ahe debug EVAL_DIR`, is iteration 0:
-/// no iteration named).
-pub fn overview_title(iteration: u32) -> String {
-    match iteration {
-        0 => "# Debugger analysis overview\n\n".into(),
-        t => format!("# Debugger analysis overview — iteration {t}\n\n"),
-    }
-}
-
+/// The deterministic per-task list (`templates/task_list.md`): failing, infrastructure
+/// errors and passing tasks, each row `(task, status, result, one-line cause)`.
 fn overview(iteration: u32, lines: &[(String, TaskStatus, String, String)]) -> String {
-    let mut s = overview_title(iteration);
-    let section = |title: &str, st: TaskStatus, s: &mut String| {
-        let rows: Vec<&(String, TaskStatus, String, String)> =
-            lines.iter().filter(|l| l.1 == st).collect();
-        s.push_str(&format!("## {title}: {} task(s)\n\n", rows.len()));
-        for (task, _, res, line) in rows {
-            s.push_str(&format!("- `{task}` [{res}] — {line} (detail/{task}.md)\n"));
-        }
-        s.push('\n');
+    let rows = |st: TaskStatus| -> Vec<minijinja::Value> {
+        (lines.iter().filter(|l| l.1 == st))
+            .map(|(task, _, result, line)| context! { task, result, line })
+            .collect()
     };
-    section("Failing", TaskStatus::Fail, &mut s);
-    section(
-        "Infrastructure errors (not the harness's fault)",
-        TaskStatus::Infra,
-        &mut s,
-    );
-    section("Passing", TaskStatus::Pass, &mut s);
-    if lines.iter().any(|l| l.2.contains('⚑')) {
-        s.push_str(
-            "⚑ = a SUSPECT trial: it touched the verifier's ground (reward files, /tests, or the \
-             programs the tests run), so its reward says nothing about the work; do not build \
-             on it.\n",
-        );
-    }
-    s
+    let sections = [
+        ("Failing", TaskStatus::Fail),
+        (
+            "Infrastructure errors (not the harness's fault)",
+            TaskStatus::Infra,
+        ),
+        ("Passing", TaskStatus::Pass),
+    ]
+    .map(|(title, st)| context! { title, rows => rows(st) });
+    let suspect = lines.iter().any(|l| l.2.contains('⚑'));
+    render(TASK_LIST, context! { iteration, sections, suspect })
 }

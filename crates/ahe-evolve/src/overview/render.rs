@@ -6,6 +6,8 @@ use ahe_bench::scores::TaskScore;
 use ahe_bench::{Scores, TrialStatus};
 use ahe_rundir::run_dir::analysis::{Pattern, Patterns, Trend};
 
+const OVERVIEW: &str = include_str!("../../templates/overview.md");
+
 /// One mark per trial: ✓ pass, ✗ not, ⚑ suspect.
 pub(super) fn marks(ts: &TaskScore) -> String {
     ts.trials
@@ -74,23 +76,6 @@ pub(super) fn apply_trends(patterns: &mut [Pattern], prev: Option<&Patterns>) ->
         .collect()
 }
 
-fn trend_text(t: &Trend) -> String {
-    match t {
-        Trend::New => "new".into(),
-        Trend::Grew { from } => format!("grew (from {from} failing trial(s))"),
-        Trend::Shrank { from } => format!("shrank (from {from} failing trial(s))"),
-        Trend::Steady => "steady".into(),
-    }
-}
-
-fn task_links(tasks: &[String]) -> String {
-    let v: Vec<String> = tasks
-        .iter()
-        .map(|t| format!("`{t}` (detail/{t}.md)"))
-        .collect();
-    v.join(", ")
-}
-
 /// `analysis/overview.md`: the failure patterns (or why there are none), the failing tasks
 /// in no pattern, the patterns gone since the previous iteration, the suspect trials apart,
 /// then `list` (the deterministic per-task list, its own title dropped).
@@ -103,10 +88,28 @@ pub fn overview_md(
     visible: &[String],
     list: &str,
 ) -> String {
-    let mut s = crate::debug::overview_title(iteration);
-    s.push_str(&patterns_md(iteration, p, failing, how));
-    s.push_str(&suspect_md(scores, visible));
-    s.push_str("## Per-task list\n\n");
+    let covered: BTreeSet<&String> = p.patterns.iter().flat_map(|x| &x.tasks).collect();
+    let rest: Vec<&String> = failing.iter().filter(|t| !covered.contains(t)).collect();
+    let suspect: Vec<minijinja::Value> = (scores.tasks.iter())
+        .filter(|(t, _)| visible.contains(t))
+        .flat_map(|(task, ts)| {
+            (ts.trials.iter().filter(|x| x.suspect))
+                .map(move |x| minijinja::context! { task, attempt => x.attempt })
+        })
+        .collect();
+    let list = list_body(list);
+    crate::text::render(
+        OVERVIEW,
+        minijinja::context! {
+            iteration, failing => failing.len(), fallback => p.fallback, how,
+            patterns => p.patterns, rest, gone => p.gone, suspect, list,
+        },
+    )
+}
+
+/// The per-task list as the overview's last section: its own `# ` title dropped, its
+/// headings one level down.
+fn list_body(list: &str) -> String {
     let body = list.split_once('\n').map_or(list, |(first, rest)| {
         if first.starts_with("# ") {
             rest.trim_start()
@@ -114,100 +117,6 @@ pub fn overview_md(
             list
         }
     });
-    if body.starts_with("## ") {
-        s.push('#');
-    }
-    s.push_str(&body.replace("\n## ", "\n### "));
-    s
-}
-
-/// The failure-pattern section: the patterns with their tasks and evidence, failing tasks in
-/// none, patterns gone since the last iteration; or why there are none.
-fn patterns_md(
-    iteration: u32,
-    p: &Patterns,
-    failing: &BTreeSet<String>,
-    how: Option<&str>,
-) -> String {
-    let mut s = String::new();
-    match &p.fallback {
-        _ if failing.is_empty() => s.push_str("No visible task failed: no failure pattern.\n\n"),
-        Some(why) => s.push_str(&format!(
-            "_No failure patterns this iteration: the synthesis over the task reports did not \
-             run or failed ({why}). The per-task list below stands alone; read the detail \
-             files for what is common._\n\n"
-        )),
-        None => {
-            s.push_str(&format!(
-                "## Failure patterns: {} pattern(s) over {} failing task(s)\n\n",
-                p.patterns.len(),
-                failing.len()
-            ));
-            if let Some(h) = how {
-                s.push_str(&format!("_Synthesis: {h}._\n\n"));
-            }
-            for (i, x) in p.patterns.iter().enumerate() {
-                s.push_str(&format!(
-                    "### {}. {} — {} task(s), {} failing trial(s), component `{}`, trend: {}\n\n",
-                    i + 1,
-                    x.name,
-                    x.tasks.len(),
-                    x.trials,
-                    x.component,
-                    trend_text(&x.trend)
-                ));
-                if !x.mechanism.is_empty() {
-                    s.push_str(&format!("{}\n\n", x.mechanism));
-                }
-                s.push_str(&format!("- tasks: {}\n", task_links(&x.tasks)));
-                if !x.evidence.is_empty() {
-                    s.push_str(&format!("- evidence: {}\n", x.evidence));
-                }
-                s.push('\n');
-            }
-            let covered: BTreeSet<&String> = p.patterns.iter().flat_map(|x| &x.tasks).collect();
-            let rest: Vec<String> = failing
-                .iter()
-                .filter(|t| !covered.contains(t))
-                .cloned()
-                .collect();
-            if !rest.is_empty() {
-                s.push_str(&format!(
-                    "Failing tasks in no pattern: {}\n\n",
-                    task_links(&rest)
-                ));
-            }
-            if !p.gone.is_empty() {
-                s.push_str(&format!(
-                    "Patterns of iteration {} that no longer appear: {}\n\n",
-                    iteration.saturating_sub(1),
-                    p.gone.join("; ")
-                ));
-            }
-        }
-    }
-    s
-}
-
-/// The suspect trials of visible tasks, listed apart (empty when there are none).
-fn suspect_md(scores: &Scores, visible: &[String]) -> String {
-    let mut s = String::new();
-    let suspect: Vec<String> = scores
-        .tasks
-        .iter()
-        .filter(|(t, _)| visible.contains(t))
-        .flat_map(|(t, ts)| {
-            ts.trials
-                .iter()
-                .filter(|x| x.suspect)
-                .map(move |x| format!("`{t}` trial {} (detail/{t}.md)", x.attempt))
-        })
-        .collect();
-    if !suspect.is_empty() {
-        s.push_str(&format!(
-            "## Suspect trials (apart: counted in no pattern)\n\n{}\n\n",
-            suspect.join(", ")
-        ));
-    }
-    s
+    let lead = if body.starts_with("## ") { "#" } else { "" };
+    format!("{lead}{}", body.replace("\n## ", "\n### "))
 }
