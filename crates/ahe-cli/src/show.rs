@@ -8,7 +8,7 @@ use ahe_report::format::{iter_label, secs, tokens};
 use ahe_report::json;
 use ahe_report::model::{IterationReport, RunReport};
 use ahe_report::view::trial::trial_view;
-use ahe_report::view::{iter_view, run_summary, SummaryRow};
+use ahe_report::view::{iter_view, run_summary, AttributionView, IterView, SummaryRow};
 use clap::Args;
 
 use crate::CliError;
@@ -295,7 +295,33 @@ fn variants_text(vv: &ahe_report::view::VariantsView) -> String {
 
 fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
     let v = iter_view(run, it, false);
-    let t = v.iteration;
+    let mut s = header_text(&v);
+    s.push_str(&task_table(&v));
+    if let Some(a) = &v.attribution {
+        s.push_str(&attribution_text(a));
+    }
+    if !v.manifest_missing && !v.is_final {
+        s.push_str(&changes_text(&v));
+    }
+    if !v.notes.is_empty() {
+        s.push_str("\nnotes:\n");
+        for (n, _) in &v.notes {
+            s.push_str(&format!("  - {}\n", clean(n).replace('\n', "\n    ")));
+        }
+    }
+    let mut files: Vec<&str> = v.files.iter().map(|(_, p)| p.as_str()).collect();
+    if files.is_empty() && v.scored {
+        files.push("(no analysis or evolve files)");
+    }
+    if !files.is_empty() {
+        s.push_str(&format!("\nfiles: {}\n", files.join("  ")));
+    }
+    s
+}
+
+/// The iteration's heading: label, best, pass@1, harness, suspect and incomplete lines,
+/// phase times, tokens per role, the variants.
+fn header_text(v: &IterView) -> String {
     let mut s = format!(
         "iteration {}{}{}",
         v.label,
@@ -332,6 +358,11 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
         s.push_str(&variants_text(vv));
     }
     s.push('\n');
+    s
+}
+
+/// The iteration's task table: result, status, move and each trial's status.
+fn task_table(v: &IterView) -> String {
     let rows: Vec<Vec<String>> = v
         .tasks
         .iter()
@@ -359,116 +390,108 @@ fn iteration_text(run: &RunReport, it: &IterationReport) -> String {
             ]
         })
         .collect();
-    s.push_str(&table(
-        &["task", "result", "status", "move", "trials"],
-        &rows,
-        &[1],
-    ));
-    if let Some(a) = &v.attribution {
-        s.push('\n');
-        if let Some(d) = &a.delta_view {
-            s.push_str(&format!(
-                "Δ pass@1 {} (paired 95% CI {}…{}, {})\n",
-                d.value,
-                d.lo,
-                d.hi,
-                if d.significant {
-                    "significant"
-                } else {
-                    "within noise"
-                }
-            ));
-        }
-        if let Some(m) = a.manifest_iteration {
-            s.push_str(&format!("changes of iteration {m} judged here:\n"));
-            let rows: Vec<Vec<String>> = a
-                .judged_rows
-                .iter()
-                .map(|c| {
-                    vec![
-                        c.id.clone(),
-                        c.verdict.clone(),
-                        list(&c.predicted_fixes),
-                        list(&c.actually_fixed),
-                        list(&c.risk_tasks),
-                        list(&c.risk_realized),
-                    ]
-                })
-                .collect();
-            s.push_str(&table(
-                &[
-                    "change",
-                    "verdict",
-                    "predicted fixes",
-                    "fixed",
-                    "risk tasks",
-                    "risk realized",
-                ],
-                &rows,
-                &[],
-            ));
-            let p = &a.precision;
-            s.push_str(&format!(
-                "predictions: fix precision {} · fix recall {} · risk precision {} · risk recall {}\n",
-                p.fix_precision, p.fix_recall, p.risk_precision, p.risk_recall
-            ));
-        }
-        let un: Vec<String> = a.unattributed.iter().map(|(t, _)| t.clone()).collect();
-        s.push_str(&format!("unattributed regressions: {}\n", list(&un)));
-        for line in &a.evidence {
-            s.push_str(&format!("{line}\n"));
-        }
-    }
-    if !v.manifest_missing && !v.is_final {
+    table(&["task", "result", "status", "move", "trials"], &rows, &[1])
+}
+
+/// What attribution found: the paired delta, the judged changes with their predictions'
+/// precision and recall, the unattributed regressions, the evidence lines.
+fn attribution_text(a: &AttributionView) -> String {
+    let mut s = String::new();
+    s.push('\n');
+    if let Some(d) = &a.delta_view {
         s.push_str(&format!(
-            "\nchanges made in iteration {t} (judged in iteration {}):\n",
-            t + 1
+            "Δ pass@1 {} (paired 95% CI {}…{}, {})\n",
+            d.value,
+            d.lo,
+            d.hi,
+            if d.significant {
+                "significant"
+            } else {
+                "within noise"
+            }
         ));
-        let rows: Vec<Vec<String>> = v
-            .changes
+    }
+    if let Some(m) = a.manifest_iteration {
+        s.push_str(&format!("changes of iteration {m} judged here:\n"));
+        let rows: Vec<Vec<String>> = a
+            .judged_rows
             .iter()
             .map(|c| {
                 vec![
                     c.id.clone(),
-                    c.kind.clone(),
-                    c.component.clone(),
-                    if c.judged {
-                        c.verdict.clone()
-                    } else {
-                        "pending".into()
-                    },
+                    c.verdict.clone(),
                     list(&c.predicted_fixes),
+                    list(&c.actually_fixed),
                     list(&c.risk_tasks),
-                    clean(&c.description).replace('\n', " "),
+                    list(&c.risk_realized),
                 ]
             })
             .collect();
         s.push_str(&table(
             &[
                 "change",
-                "type",
-                "component",
                 "verdict",
                 "predicted fixes",
+                "fixed",
                 "risk tasks",
-                "description",
+                "risk realized",
             ],
             &rows,
             &[],
         ));
+        let p = &a.precision;
+        s.push_str(&format!(
+            "predictions: fix precision {} · fix recall {} · risk precision {} · risk recall {}\n",
+            p.fix_precision, p.fix_recall, p.risk_precision, p.risk_recall
+        ));
     }
-    if !v.notes.is_empty() {
-        s.push_str("\nnotes:\n");
-        for (n, _) in &v.notes {
-            s.push_str(&format!("  - {}\n", clean(n).replace('\n', "\n    ")));
-        }
+    let un: Vec<String> = a.unattributed.iter().map(|(t, _)| t.clone()).collect();
+    s.push_str(&format!("unattributed regressions: {}\n", list(&un)));
+    for line in &a.evidence {
+        s.push_str(&format!("{line}\n"));
     }
-    let mut files: Vec<&str> = v.files.iter().map(|(_, p)| p.as_str()).collect();
-    if files.is_empty() && v.scored {
-        files.push("(no analysis or evolve files)");
-    }
-    if !files.is_empty() {
-        s.push_str(&format!("\nfiles: {}\n", files.join("  ")));
-    }
+    s
+}
+
+/// The changes the iteration made (judged in the next one), one row each.
+fn changes_text(v: &IterView) -> String {
+    let t = v.iteration;
+    let mut s = String::new();
+    s.push_str(&format!(
+        "\nchanges made in iteration {t} (judged in iteration {}):\n",
+        t + 1
+    ));
+    let rows: Vec<Vec<String>> = v
+        .changes
+        .iter()
+        .map(|c| {
+            vec![
+                c.id.clone(),
+                c.kind.clone(),
+                c.component.clone(),
+                if c.judged {
+                    c.verdict.clone()
+                } else {
+                    "pending".into()
+                },
+                list(&c.predicted_fixes),
+                list(&c.risk_tasks),
+                clean(&c.description).replace('\n', " "),
+            ]
+        })
+        .collect();
+    s.push_str(&table(
+        &[
+            "change",
+            "type",
+            "component",
+            "verdict",
+            "predicted fixes",
+            "risk tasks",
+            "description",
+        ],
+        &rows,
+        &[],
+    ));
     s
 }

@@ -10,10 +10,7 @@ use crate::CliError;
 /// Whether `dir` is an evaluation directory (its `scores.json`), not a run (no journal,
 /// `run.toml` or `iterations/`).
 pub(crate) fn is_eval_dir(dir: &Path) -> bool {
-    let run = ["journal.jsonl", "run.toml", "iterations"]
-        .iter()
-        .any(|f| dir.join(f).exists());
-    !run && EvalDir::new(dir).scores_path().is_file()
+    !ahe_rundir::RunDir::new(dir).looks_like_run() && EvalDir::new(dir).scores_path().is_file()
 }
 
 /// Prints the evaluation's table (or `scores.json` with `json`), or one task's trials.
