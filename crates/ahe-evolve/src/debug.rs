@@ -147,9 +147,10 @@ fn divergence(traces: &[CleanTrace]) -> Option<String> {
 /// The deterministic part of a task report (Markdown, `templates/pre_analysis.md`).
 pub fn pre_analysis(task: &str, traces: &[CleanTrace]) -> String {
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let trials: Vec<minijinja::Value> = traces
-        .iter()
-        .map(facts)
+    let fs: Vec<TrialFacts> = traces.iter().map(facts).collect();
+    let timeout = fs.iter().any(|f| f.end == "timeout");
+    let trials: Vec<minijinja::Value> = fs
+        .into_iter()
         .map(|f| {
             let errs: Vec<String> = f.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect();
             let last: Vec<minijinja::Value> = (f.last_commands.iter())
@@ -168,9 +169,6 @@ pub fn pre_analysis(task: &str, traces: &[CleanTrace]) -> String {
         .filter(|t| !t.suspect.is_empty())
         .map(|t| context! { attempt => t.attempt, reasons => t.suspect })
         .collect();
-    let timeout = traces
-        .iter()
-        .any(|t| t.agent_end.as_deref() == Some("timeout"));
     let divergence = divergence(traces);
     render(
         PRE_ANALYSIS,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use ahe_bench::{Progress, Scores, TrialResult};
+use ahe_bench::{Progress, Scores};
 use tokio_util::sync::CancellationToken;
 
 use crate::overlap::DebugOverlap;
@@ -40,11 +40,7 @@ pub async fn rollout_iteration(
     let harness = trials.checkout(i.evaluated, &it.harness_checkout())?;
     let journal = trials.ledger.journal;
     let done = journal.trials_done(t);
-    let prior: Vec<TrialResult> = ahe_rundir::clean::load_results(&it.trials())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|r| done.contains(&(r.task.clone(), r.attempt)))
-        .collect();
+    let prior = crate::trials::journaled(&it.trials(), &done);
     let ahead = i.ahead.map(|a| a.0);
     if let Some(a) = ahead {
         a.prime(&prior);

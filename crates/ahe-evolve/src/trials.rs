@@ -185,7 +185,7 @@ impl<'a> Trials<'a> {
             self.ledger.say(format!(
                 "[iter {t}] {set}: {missing} trial(s) on {n} task(s)"
             ));
-            let prior = finished(it, set, &done).into_values().flatten().collect();
+            let prior = journaled(&it.extra_eval(set).trials(), &done);
             let mut spec = self.spec(harness, chosen, k, &it.extra(set), prior);
             spec.concurrency = concurrency.max(1);
             let journal = self.ledger.journal;
@@ -211,15 +211,23 @@ impl<'a> Trials<'a> {
 /// The trials of set `set` on disk that the journal has as done, by task, in attempt order.
 fn finished(it: &IterationDir, set: &str, done: &BTreeSet<(String, u32)>) -> SetResults {
     let mut out = SetResults::new();
-    for r in ahe_rundir::clean::load_results(&it.extra_eval(set).trials()).unwrap_or_default() {
-        if done.contains(&(r.task.clone(), r.attempt)) {
-            out.entry(r.task.clone()).or_default().push(r);
-        }
+    for r in journaled(&it.extra_eval(set).trials(), done) {
+        out.entry(r.task.clone()).or_default().push(r);
     }
     for v in out.values_mut() {
         v.sort_by_key(|r| r.attempt);
     }
     out
+}
+
+/// The trials under `trials_dir` that the journal has as done (`done`: task, attempt); a
+/// trial on disk the journal does not name was cut short and runs again.
+pub fn journaled(trials_dir: &Path, done: &BTreeSet<(String, u32)>) -> Vec<TrialResult> {
+    ahe_rundir::clean::load_results(trials_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| done.contains(&(r.task.clone(), r.attempt)))
+        .collect()
 }
 
 /// What `trials` new trials cost, from their rollout's scores.
