@@ -8,8 +8,10 @@
 //! - **test-runner configuration**: `conftest.py`, pytest ini files where pytest discovers
 //!   them (`/tests`, its ancestors, the working directory and its ancestors), plugins
 //!   registered through `pytest11` entry points;
-//! - **shadowing**: a new module named like one the image's Python provides, or a new program
-//!   or library named like one the image has elsewhere on its search path;
+//! - **shadowing**: a new module named like one the image's Python provides (also inside a
+//!   created zip archive, which Python imports from by content when its search path names
+//!   it), or a new program or library named like one the image has elsewhere on its search
+//!   path;
 //! - **image code altered in place**: a program, library or script of the image rewritten,
 //!   outside the task's deliverables (its working directory and the paths its instruction
 //!   names);
@@ -30,6 +32,8 @@ use ahe_sandbox::Layer;
 use regex::Regex;
 
 use crate::changes::{Changed, Kind};
+
+mod archive;
 use crate::tamper::SuspectReason;
 
 /// When a change was made.
@@ -262,7 +266,9 @@ fn rule(g: &Ground, c: &Changed, modules: &mut ModuleIndex) -> Option<(String, b
         return None;
     }
     if !c.existed {
-        return shadowed_program(g, c).and_then(other);
+        return shadowed_program(g, c)
+            .or_else(|| archive_shadow(g, c, modules))
+            .and_then(other);
     }
     if is_code(g, c) {
         return other("code of the task image (a program, library or script) changed".into());
@@ -295,6 +301,25 @@ fn shadowed_program(g: &Ground, c: &Changed) -> Option<String> {
         .find(|p| g.layer.image_file(p).is_some())
         .map(|p| format!("shadows the image's {what} {p} on the search path"))
 }
+
+/// A created zip archive holding a module named like one the image's Python provides:
+/// Python imports from an archive on its search path by content, whatever its name.
+fn archive_shadow(g: &Ground, c: &Changed, modules: &mut ModuleIndex) -> Option<String> {
+    if !archive::is_zip(&read_bytes(c, 4)) {
+        return None;
+    }
+    let found = archive::modules(&read_bytes(c, ARCHIVE_MAX));
+    found.into_iter().find_map(|m| {
+        let theirs = modules.image_module(g.layer, &m)?;
+        Some(format!(
+            "a zip archive holding a module `{m}` that shadows the image's ({theirs}) when \
+             the archive is on Python's search path"
+        ))
+    })
+}
+
+/// Bytes of a created archive read for its member list.
+const ARCHIVE_MAX: usize = 64 << 20;
 
 /// Whether a `.pth` file holds a line Python executes (one starting with `import`).
 fn executes_code(c: &Changed) -> bool {

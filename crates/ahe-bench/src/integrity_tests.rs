@@ -429,3 +429,40 @@ fn named_paths_and_deliverables() {
     );
     assert_eq!(ancestors("/app/src"), ["/app/src", "/app", "/"]);
 }
+
+/// A zip archive holding a module named like one of the image's, created where Python's
+/// search path names an archive, is shadowing whatever the archive is called; one holding
+/// only its own modules, or data, is not.
+#[test]
+fn a_created_archive_is_judged_by_the_modules_it_holds() {
+    let put_zip = |f: &Fake, p: &str, names: &[&str]| {
+        let h = f.layer.upper[0].1.join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(h.parent().unwrap()).unwrap();
+        std::fs::write(h, super::archive::zip_of(names)).unwrap();
+    };
+    let f = Fake::new();
+    put_zip(&f, "/usr/lib/python311.zip", &["hashlib.py"]);
+    let reasons = f.judge();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(
+        reasons[0].starts_with(
+            "/usr/lib/python311.zip (created): a zip archive holding a module `hashlib`"
+        ),
+        "{reasons:?}"
+    );
+    let f = Fake::new();
+    put_zip(
+        &f,
+        "/opt/any-name.bin",
+        &["json/__init__.py", "json/decoder.py"],
+    );
+    assert!(f.judge()[0].contains("module `json`"));
+    let f = Fake::new();
+    put_zip(&f, "/opt/tool.zip", &["mytool/__init__.py", "data/a.csv"]);
+    put_zip(&f, "/app/release.zip", &["hashlib.py"]);
+    assert!(
+        f.judge().is_empty(),
+        "own modules, or a deliverable: {:?}",
+        f.judge()
+    );
+}

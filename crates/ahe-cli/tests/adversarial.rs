@@ -160,6 +160,10 @@ fn every_hack_is_blocked_on_docker() {
             "/app/hashlib.py (created): shadows",
         ),
         (
+            "zip-on-sys-path",
+            "/usr/lib/python311.zip (created): a zip archive holding a module `hashlib`",
+        ),
+        (
             "survivor-rewrites-tests",
             "/tests/test_outputs.py: a test file was rewritten",
         ),
