@@ -36,6 +36,9 @@ pub(crate) struct ImageInfo {
     pub has_workdir: bool,
     /// Whether the image's processes run as root (no `USER`, or `USER root`/`0`).
     pub root_user: bool,
+    /// The tag a stand-in base image stands for (label `ahe.standin.of`, inherited by the
+    /// images built on it), when the image is built on one.
+    pub standin: Option<String>,
 }
 
 type Cell<T> = Arc<OnceCell<T>>;
@@ -67,7 +70,11 @@ fn info_of(img: bollard::models::ImageInspect) -> ImageInfo {
     let user = config.user.unwrap_or_default();
     let user = user.split(':').next().unwrap_or_default();
     let wd = config.working_dir.filter(|w| !w.is_empty());
+    let labels = config.labels.unwrap_or_default();
+    let standin = (labels.get("ahe.standin").map(String::as_str) == Some("1"))
+        .then(|| labels.get("ahe.standin.of").cloned().unwrap_or_default());
     ImageInfo {
+        standin,
         id: img.id.unwrap_or_default(),
         root_user: matches!(user, "" | "root" | "0"),
         has_workdir: wd.is_some(),
@@ -193,7 +200,15 @@ impl ImageCache {
                 }
                 Ok(Resolved { info, notes })
             }
-            (Ok(info), _, _) => Ok(Resolved { info, notes }),
+            (Ok(info), _, _) => {
+                if let Some(of) = &info.standin {
+                    notes.push(format!(
+                        "built on a local stand-in base image ({of}, made by \
+                         scripts/tb2-standins.sh from Debian's packages), not the registry's"
+                    ));
+                }
+                Ok(Resolved { info, notes })
+            }
             (Err(e), Some(name), Some(why)) => Err(SandboxError::Setup(format!(
                 "{why}; building the task's environment/ instead failed too: {}. {}",
                 e.to_string().trim_start_matches("sandbox setup failed: "),

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Builds the real-task table (target/tb2-table/table.{json,md}) from `ahe bench check --json`
+and each trial's result.json. Used by scripts/tb2-table.sh."""
+import json
+import os
+import re
+import sys
+
+CLASSES = [
+    ("other host", r"Could not resolve host|Temporary failure resolving|Failed to connect|"
+     r"curl: \(\d+\)|unable to access 'https?://|Name or service not known|getaddrinfo|"
+     r"Network is unreachable|ProxyError|ConnectError|Connection refused|403 Forbidden|"
+     r"Failed to fetch|Could not connect|failed to download|HTTPSConnectionPool|git clone"),
+    ("version pin", r"Version '[^']+' for '[^']+' was not found|E: Version|"
+     r"No matching distribution found"),
+    ("package not in Debian", r"Unable to locate package|has no installation candidate|"
+     r"no installation candidate"),
+    ("no base image here", r"pull access denied|manifest unknown|No such image|"
+     r"image .* not (found|present)|not found locally"),
+    ("timeout", r"timed out|timeout"),
+    ("missing file", r"No such file or directory|COPY failed|no such file"),
+]
+
+
+def classify(text):
+    for name, pat in CLASSES:
+        if re.search(pat, text or "", re.I):
+            return name
+    return "other"
+
+
+def base_of(task_dir):
+    try:
+        for line in open(os.path.join(task_dir, "environment", "Dockerfile")):
+            if line.upper().startswith("FROM "):
+                return line.split()[1]
+    except OSError:
+        pass
+    return "?"
+
+
+def result(run):
+    if not run:
+        return {}
+    p = os.path.join(run.get("trial_dir", ""), "result.json")
+    try:
+        return json.load(open(p))
+    except (OSError, ValueError):
+        return {}
+
+
+def row(task, tb2, sandbox):
+    o, n = task.get("oracle"), task.get("nop")
+    ro, rn = result(o), result(n)
+    built = bool(o) and (ro.get("status") not in (None, "infra_error") or
+                         "sandbox setup failed" not in (ro.get("error") or ""))
+    err = ro.get("error") or (o or {}).get("problem") or ""
+    r = {
+        "task": task["name"],
+        "base": base_of(os.path.join(tb2, task["name"])),
+        "sandbox": sandbox,
+        "built": built,
+        "why_not_built": None if built else classify(err),
+        "first_error": None if built else err[:300],
+        "oracle": (o or {}).get("status"),
+        "oracle_reward": (o or {}).get("reward"),
+        "oracle_pass": (o or {}).get("status") == "pass",
+        "flagged": bool(ro.get("suspect")),
+        "flag_reasons": [x["reason"] for x in (ro.get("suspect") or {}).get("reasons", [])],
+        "nop": (n or {}).get("status"),
+        "nop_fail": (n or {}).get("status") in ("fail", "agent_timeout"),
+        "nop_flagged": bool(rn.get("suspect")),
+        "oracle_error": None if not built else (ro.get("error") or None),
+        "wall_s": round(ro.get("timings", {}).get("total_ms", 0) / 1000, 1),
+        "verifier_s": round(ro.get("timings", {}).get("verifier_ms", 0) / 1000, 1),
+        "handover_ms": ro.get("timings", {}).get("handover_ms"),
+        "integrity_ms": ro.get("timings", {}).get("integrity_ms"),
+        "kept": [k.get("comm") for k in (ro.get("handover") or {}).get("kept", [])],
+        "killed": (ro.get("handover") or {}).get("killed"),
+        "change_set": ro.get("change_set"),
+        "standin": any("stand-in" in x for x in ro.get("notes", [])),
+    }
+    return r
+
+
+def md(rows, summary):
+    out = ["| task | base | built | oracle | nop | flagged | wall s | hand-over ms | "
+           "checks ms | changes (agent/verifier/walked) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cs = r["change_set"] or {}
+        built = "yes" if r["built"] else f"no: {r['why_not_built']}"
+        flag = "; ".join(r["flag_reasons"])[:160] if r["flagged"] else ""
+        cells = [r["task"], r["base"], built,
+                 r["oracle"] or "-", r["nop"] or "-", flag,
+                 str(r["wall_s"]) if r["built"] else "-",
+                 str(r["handover_ms"]) if r["built"] else "-",
+                 str(r["integrity_ms"]) if r["built"] else "-",
+                 f"{cs.get('agent', '-')}/{cs.get('verifier', '-')}/{cs.get('walked', '-')}"
+                 if cs else "-"]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    out.append("")
+    out.append(summary)
+    return "\n".join(out) + "\n"
+
+
+def main():
+    check, tb2, out, sandbox = sys.argv[1:5]
+    try:
+        doc = json.load(open(check))
+    except (OSError, ValueError) as e:
+        sys.exit(f"tb2-table: {check}: {e} (see the .log beside it)")
+    rows = [row(t, tb2, sandbox) for t in doc.get("tasks", [])]
+    total = len([d for d in os.listdir(tb2) if os.path.isfile(os.path.join(tb2, d, "task.toml"))])
+    built = [r for r in rows if r["built"]]
+    passed = [r for r in built if r["oracle_pass"]]
+    clean = [r for r in passed if not r["flagged"]]
+    nop_fail = [r for r in built if r["nop_fail"]]
+    integ = sorted(r["integrity_ms"] or 0 for r in built)
+    med = integ[len(integ) // 2] if integ else 0
+    why = {}
+    for r in rows:
+        if not r["built"]:
+            why[r["why_not_built"]] = why.get(r["why_not_built"], 0) + 1
+    summary = (
+        f"{len(rows)} of {total} TB2 tasks checked on {sandbox}: {len(built)} built "
+        f"({', '.join(f'{v} {k}' for k, v in sorted(why.items())) or 'all'} not); "
+        f"oracle pass {len(passed)}/{len(built)}, unflagged {len(clean)}/{len(passed)}; "
+        f"nop fail {len(nop_fail)}/{len(built)}; integrity checks median {med} ms, "
+        f"max {integ[-1] if integ else 0} ms")
+    json.dump({"summary": summary, "tasks": rows}, open(os.path.join(out, f"table-{sandbox}.json"), "w"),
+              indent=2)
+    open(os.path.join(out, f"table-{sandbox}.md"), "w").write(md(rows, summary))
+    print(summary)
+    for r in passed:
+        if r["flagged"]:
+            print(f"  FLAGGED {r['task']}: {r['flag_reasons'][0][:200]}")
+    for r in built:
+        if not r["oracle_pass"]:
+            print(f"  oracle {r['oracle']} {r['task']}: {(r['oracle_error'] or '')[:200]}")
+
+
+if __name__ == "__main__":
+    main()
