@@ -52,7 +52,7 @@ pub fn command(policy: LeftoverPolicy, depth: u32) -> String {
 pub(crate) async fn run<S: Sandbox + ?Sized>(sb: &S, command: &str) -> Result<HandOver> {
     let opts = ExecOpts {
         cwd: Some("/".into()),
-        timeout: Some(std::time::Duration::from_secs(30)),
+        timeout: Some(std::time::Duration::from_secs(90)),
         ..Default::default()
     };
     let out = sb.exec(command, opts).await?;
@@ -158,5 +158,66 @@ mod tests {
         assert!(killed >= 4, "{text}");
         // Left: bwrap (1) and the outer sh, which is the oldest child of PID 1 here.
         assert!(text.contains("procs=2"), "{text}");
+    }
+
+    /// Runs `setup` then the keep-servers hand-over in a fresh pid and network namespace;
+    /// returns its output and how long the hand-over took.
+    fn keep_servers_in_namespace(setup: &str) -> (String, std::time::Duration) {
+        let inner = format!(
+            "{setup} sleep 0.1; t0=$(date +%s%N); sh -c '{}'; echo rc=$?; \
+             echo ms=$(( ($(date +%s%N) - t0) / 1000000 ))",
+            command(LeftoverPolicy::KeepServers, 0).replace('\'', "'\\''")
+        );
+        let out = std::process::Command::new("bwrap")
+            .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
+            .args(["--unshare-pid", "--unshare-net", "--die-with-parent"])
+            .args(["sh", "-c", &inner])
+            .env(
+                "PYSERVER",
+                "import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1', 4711))\n\
+                 s.listen()\ntime.sleep(100)\n",
+            )
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let ms: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ms="))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(u64::MAX);
+        (text, std::time::Duration::from_millis(ms))
+    }
+
+    /// A server that binds its port a second after the agent ended is kept (it was starting);
+    /// an idle leftover beside it is killed; with only idle leftovers the wait is short.
+    #[test]
+    fn a_server_still_starting_is_kept() {
+        if !crate::local::LocalBackend::bubblewrap_available()
+            || std::process::Command::new("python3")
+                .arg("-V")
+                .output()
+                .is_err()
+        {
+            eprintln!("skipped: bubblewrap or python3 unavailable");
+            return;
+        }
+        let server = "setsid sh -c 'sleep 1; exec python3 -c \"$PYSERVER\"' >/dev/null 2>&1 & \
+             sleep 1000 & ";
+        let (text, took) = keep_servers_in_namespace(server);
+        assert!(text.contains("rc=0"), "{text}");
+        let h = parse(&text).expect(&text);
+        assert_eq!(h.kept.len(), 1, "{text}");
+        assert_eq!(h.kept[0].ports, vec![4711], "{text}");
+        assert!(h.killed >= 1, "{text}");
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+        // Only an idle leftover: killed after the short minimum wait, not the cap.
+        let (text, took) = keep_servers_in_namespace("sleep 1000 & ");
+        let h = parse(&text).expect(&text);
+        assert!(h.kept.is_empty() && h.killed == 1, "{text}");
+        assert!(took < std::time::Duration::from_secs(6), "{took:?} {text}");
+        // Nothing left: no wait at all.
+        let (text, took) = keep_servers_in_namespace("");
+        assert_eq!(parse(&text), Some(HandOver::default()), "{text}");
+        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
     }
 }

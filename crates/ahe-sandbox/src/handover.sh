@@ -5,6 +5,7 @@
 # a bound UDP socket is kept (a server the task asked for) and reported. SIGKILL in rounds
 # until a round finds no new process (a forking process cannot outrun it: the dead fork no
 # more). Prints `kept PID COMM PORTS` lines, then `killed N`; exits 3 when processes remain.
+# Before that, a server still starting is given time to listen (see "Services still starting").
 # Only shell builtins run, but for one `ls` per leftover that holds a socket.
 depth=$1
 keep=$2
@@ -94,6 +95,44 @@ ports_of() {
   done
   set +f
 }
+# Services still starting: with KEEP_SERVERS=1, a leftover that is not listening yet may be a
+# server binding its port a moment after the agent ended (`setsid python server.py &` as a
+# solution's last step). Wait, polling every 0.25 s, while some leftover is not listening and
+# it is either within the first 2 s or still starting: a new leftover appeared, or the
+# non-listening ones used >= 50 ms of CPU in the last poll. Never past 30 s. A trial that
+# left nothing, or only listeners, does not wait at all.
+if [ "$keep" = 1 ]; then
+  t=0
+  last=
+  while :; do
+    socks=
+    waiting=" "
+    cpu=0
+    for e in $PROCS; do
+      p=${e%:*}
+      case "$spare" in *" $p "*) continue ;; esac
+      if has_socket "$p"; then
+        [ -n "$socks" ] || load_socks
+        ports_of "$p"
+        [ -n "$PORTS" ] && continue
+      fi
+      line=
+      read -r line 2>/dev/null <"/proc/$p/stat" || continue
+      set -- ${line##*) }
+      waiting="$waiting$p "
+      cpu=$((cpu + ${12:-0} + ${13:-0}))
+    done
+    [ "$waiting" = " " ] && break
+    [ "$t" -ge 120 ] && break
+    if [ "$t" -ge 8 ] && [ "$waiting" = "$lastw" ] && [ $((cpu - last)) -lt 5 ]; then break; fi
+    last=$cpu
+    lastw=$waiting
+    sleep 0.25 2>/dev/null || break
+    t=$((t + 1))
+    scan
+  done
+  socks=
+fi
 done_=" "
 gone=""
 killed=0
