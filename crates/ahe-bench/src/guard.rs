@@ -32,6 +32,8 @@ pub struct Guard {
     pub spent_ms: u64,
     /// Limits hit, for the trial's notes.
     pub notes: Vec<String>,
+    /// How much was walked and judged, for `result.json`.
+    pub size: crate::record::ChangeSet,
 }
 
 impl Guard {
@@ -57,6 +59,7 @@ impl Guard {
             atimes_reset: false,
             spent_ms: 0,
             notes: Vec::new(),
+            size: Default::default(),
         };
         g.spent_ms += t.elapsed().as_millis() as u64;
         Ok(g)
@@ -84,6 +87,8 @@ impl Guard {
             ));
         }
         self.agent = self.handed_over.changes_since(&self.before, &self.layer);
+        self.size.walked = self.handed_over.len();
+        self.size.agent = self.agent.len();
         let stale = integrity::stale_caches(&self.agent);
         self.spent_ms += t.elapsed().as_millis() as u64;
         stale
@@ -108,8 +113,9 @@ impl Guard {
         }
     }
 
-    /// After the verifier ran: the reasons to suspect the trial.
-    pub async fn verdict(&mut self) -> Vec<SuspectReason> {
+    /// After the verifier ran: the reasons to suspect the trial; `kept` tells whether the
+    /// hand-over kept servers of the agent phase running beside the verifier.
+    pub async fn verdict(&mut self, kept: bool) -> Vec<SuspectReason> {
         let t = Instant::now();
         let recorded = self.atimes_reset
             && self
@@ -129,13 +135,11 @@ impl Guard {
         let g = self.ground();
         let mut out = integrity::judge(&g, &self.agent, Phase::Agent, &read);
         let after = snapshot(&self.layer).await;
-        let during: Vec<Changed> = after
-            .changes_since(&self.handed_over, &self.layer)
-            .into_iter()
-            .filter(|c| c.existed || integrity::runner_config(&c.path, &self.workdir))
-            .collect();
-        out.extend(integrity::judge(&g, &during, Phase::Verifier, &|_| true));
+        let during = after.changes_since(&self.handed_over, &self.layer);
+        let phase = Phase::Verifier { kept };
+        out.extend(integrity::judge(&g, &during, phase, &|_| true));
         out.extend(tests_changed(&self.layer, &self.tests_dir));
+        self.size.verifier = during.len();
         self.spent_ms += t.elapsed().as_millis() as u64;
         out
     }

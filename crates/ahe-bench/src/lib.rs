@@ -18,6 +18,7 @@ pub mod tamper;
 pub mod task;
 pub mod trial;
 pub mod verify;
+pub mod witness;
 
 pub use check::{check_benchmark, check_task, FormatCheck, Severity};
 pub use disk::{DiskEvent, DiskReserve};

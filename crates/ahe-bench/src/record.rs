@@ -106,6 +106,22 @@ pub struct Timings {
     /// sandbox's writable layer).
     #[serde(default)]
     pub integrity_ms: u64,
+    /// Of verifier time, the hand-over (ending the agent's processes, waiting for services
+    /// still starting, resetting the verifier's ground).
+    #[serde(default)]
+    pub handover_ms: u64,
+}
+
+/// How large the change checks' work was: entries of the writable layer walked, and the
+/// changes of the agent phase and of the verifier's run they judged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeSet {
+    /// Entries in the writable layer at the hand-over.
+    pub walked: usize,
+    /// Files, links and deletions the agent phase made.
+    pub agent: usize,
+    /// Files, links and deletions made while the verifier ran.
+    pub verifier: usize,
 }
 
 /// The contents of `result.json`.
@@ -143,6 +159,9 @@ pub struct TrialResult {
     /// What the verifier hand-over ended and kept of the agent's processes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handover: Option<HandOver>,
+    /// The size of the change checks' work (`None`: they did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_set: Option<ChangeSet>,
     /// How the sandbox was made, when the researcher should know (e.g. the image pull that
     /// failed and the environment/ build used instead).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -188,6 +207,7 @@ impl TrialResult {
             infra_retries: 0,
             suspect: None,
             handover: None,
+            change_set: None,
             notes: Vec::new(),
             host: None,
             lost_hosts: Vec::new(),

@@ -40,6 +40,8 @@ pub(crate) async fn verify(
         reward: Err(VerifyError::Infra(format!("separate verifier: {e}"))),
         handover: None,
         suspect: Vec::new(),
+        handover_ms: 0,
+        notes: Vec::new(),
     };
     if let Err(e) = agent_sb.end_leftovers(LeftoverPolicy::Kill).await {
         return infra(e.to_string());

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use ahe_sandbox::{Backend, Sandbox, SandboxSpec};
 
-pub use crate::record::{AgentEnd, AgentOutcome, Timings, TrialResult, TrialStatus};
+pub use crate::record::{AgentEnd, AgentOutcome, ChangeSet, Timings, TrialResult, TrialStatus};
 
 use crate::guard::Guard;
 use crate::tamper::{self, OnSuspect, Suspect};
@@ -297,6 +297,7 @@ async fn run_once(
         r.notes.extend(separate_notes);
         if let Some(g) = guard.take() {
             r.timings.integrity_ms = g.spent_ms;
+            r.change_set = Some(g.size.clone());
             r.notes.extend(g.notes);
         }
         match verified {
@@ -312,6 +313,8 @@ async fn run_once(
             }
             Ok(v) => {
                 r.handover = v.handover;
+                r.timings.handover_ms = v.handover_ms;
+                r.notes.extend(v.notes);
                 let mut reasons = tamper::scan_trace(&crate::TrialDir::new(dir).trace_path());
                 reasons.extend(v.suspect);
                 match v.reward {

@@ -44,6 +44,10 @@ pub(crate) struct Verified {
     pub handover: Option<HandOver>,
     /// Signs of tampering seen on the way.
     pub suspect: Vec<SuspectReason>,
+    /// Time the hand-over took.
+    pub handover_ms: u64,
+    /// For the trial's notes (which witness ran).
+    pub notes: Vec<String>,
 }
 
 /// Resets the verifier's ground after the leftovers are gone: links (or files) in place of
@@ -65,10 +69,14 @@ const RESET: &str = "for d in /logs /tests /solution /logs/verifier; do \
 /// and only the verifier's process tree holds fd 9 on `out`. A process the agent left running
 /// that writes `/logs/verifier/reward.json` finds no such directory. Prints `replaced` when
 /// the tests put something else at `/logs/verifier` (then it is read instead).
+///
+/// The witness of the test run ([`crate::witness`]) is set up first: its plugin written beside
+/// `out`, its environment exported to the tests.
 pub(crate) fn run_tests_command(out: &str) -> String {
+    let witness = crate::witness::setup_lines(&format!("{out}-py"));
     format!(
         "d='{out}'; rm -rf \"$d\" /logs/verifier && mkdir -m 777 \"$d\" && exec 9<\"$d\" && \
-         ln -s /proc/self/fd/9 /logs/verifier || exit 4; \
+         ln -s /proc/self/fd/9 /logs/verifier || exit 4; {witness}\
          [ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
          /tests/test.sh > /logs/verifier/stdout.txt 2>&1; \
          exec 9<&-; [ -h /logs/verifier ] || echo replaced"
@@ -127,7 +135,7 @@ pub async fn hand_over(
     let command = format!("{}{RESET}{fingerprint}", handover.as_deref().unwrap_or(""));
     let opts = ExecOpts {
         cwd: Some("/".into()),
-        timeout: Some(Duration::from_secs(60)),
+        timeout: Some(Duration::from_secs(90)),
         ..Default::default()
     };
     let out = sb.exec(&command, opts).await?;
@@ -161,6 +169,8 @@ pub(crate) async fn verify(
         reward: Err(VerifyError::Infra(String::new())),
         handover: None,
         suspect: Vec::new(),
+        handover_ms: 0,
+        notes: Vec::new(),
     };
     v.reward = run(task, sb, dir, policy, (programs, before), guard, &mut v).await;
     v
@@ -176,9 +186,11 @@ async fn run(
     v: &mut Verified,
 ) -> Result<f64, VerifyError> {
     let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
+    let t = std::time::Instant::now();
     let (handover, after) = hand_over(sb, policy.leftover_processes, programs)
         .await
         .map_err(infra)?;
+    v.handover_ms = t.elapsed().as_millis() as u64;
     v.handover = Some(handover);
     if !programs.is_empty() {
         v.suspect.extend(after.changes_since(before));
@@ -223,7 +235,8 @@ async fn run(
         });
     }
     if let Some(g) = guard {
-        v.suspect.extend(g.verdict().await);
+        let kept = v.handover.as_ref().is_some_and(|h| !h.kept.is_empty());
+        v.suspect.extend(g.verdict(kept).await);
     }
     if out.timed_out {
         return Err(VerifyError::Reward(format!(
@@ -231,7 +244,12 @@ async fn run(
             task.verifier_timeout_sec
         )));
     }
-    parse_reward(&local).map_err(VerifyError::Reward)
+    let reward = parse_reward(&local).map_err(VerifyError::Reward);
+    let testimony = crate::witness::Testimony::read(&local);
+    v.notes.push(testimony.note());
+    v.suspect
+        .extend(testimony.contradictions(reward.as_ref().ok().copied()));
+    reward
 }
 
 /// Removes `paths` in the sandbox (bytecode caches the agent wrote for modules it did not
@@ -363,6 +381,7 @@ mod tests {
             let mut files: Vec<String> = std::fs::read_dir(&out_dir)
                 .unwrap()
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != crate::witness::OUT)
                 .collect();
             files.sort();
             assert_eq!(files, ["r2.txt", "stdout.txt"], "{name}");
