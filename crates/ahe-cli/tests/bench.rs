@@ -395,3 +395,87 @@ fn transfer_lite_on_local() {
     }
     check_runs("benchmarks/transfer-lite", "local", &tasks);
 }
+
+/// A `bwrap` in `dir` that fails the first run in each `ahe` process the way bubblewrap does
+/// when a host mount vanishes during its recursive bind of `/` (a Docker container created
+/// or removed beside it: the race of issue 42), then is the real `bwrap` (`real`).
+fn flaky_bwrap(dir: &std::path::Path, real: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let state = dir.join("state");
+    std::fs::create_dir(&state).unwrap();
+    let script = format!(
+        "#!/bin/sh\n\
+         if mkdir '{}/'\"$PPID\" 2>/dev/null; then\n  \
+         echo \"bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: \
+         remount \\\"/newroot/var/lib/docker/overlay2/0-init/merged\\\": Invalid argument\" >&2\n  \
+         exit 1\n\
+         fi\n\
+         exec '{real}' \"$@\"\n",
+        state.display()
+    );
+    let bin = dir.join("bwrap");
+    std::fs::write(&bin, script).unwrap();
+    // Sandboxes of a root ahe run bwrap as an unprivileged uid: it must reach the script.
+    for (p, mode) in [(dir, 0o755), (&state, 0o777), (&bin, 0o755)] {
+        std::fs::set_permissions(p, PermissionsExt::from_mode(mode)).unwrap();
+    }
+}
+
+/// Issue 42: several `ahe bench check --sandbox local` at once, each on a cold temp dir of
+/// its own, each seeing one transient bubblewrap failure (as when Docker starts containers
+/// beside it): every process must stay isolated and every oracle and nop run pass. Before
+/// the fix, the one failed probe put the process in plain mode, where no smoke task runs.
+#[test]
+fn concurrent_local_checks_on_a_cold_state_survive_a_transient_bwrap_failure() {
+    let real = Command::new("sh")
+        .args(["-c", "command -v bwrap"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let Some(real) = real.filter(|_| ahe_sandbox::local::LocalBackend::bubblewrap_available())
+    else {
+        eprintln!("note: bubblewrap does not work here; skipping");
+        return;
+    };
+    let fake = tempfile::tempdir().unwrap();
+    flaky_bwrap(fake.path(), &real);
+    let path = format!(
+        "{}:{}",
+        fake.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let tmps: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let children: Vec<_> = tmps
+        .iter()
+        .map(|tmp| {
+            use std::os::unix::fs::PermissionsExt;
+            // Like /tmp: the sandbox's unprivileged uid reaches its trial dirs.
+            std::fs::set_permissions(tmp.path(), PermissionsExt::from_mode(0o1777)).unwrap();
+            Command::new(env!("CARGO_BIN_EXE_ahe"))
+                .args(["bench", "check", "benchmarks/smoke", "--oracle", "--nop"])
+                .args(["--sandbox", "local"])
+                .current_dir(root())
+                .env("PATH", &path)
+                .env("TMPDIR", tmp.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let o = child.wait_with_output().unwrap();
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{all}");
+        assert!(!all.contains("PLAIN mode"), "{all}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("runs ok 8/8 — OK"),
+            "{all}"
+        );
+    }
+    let probed = std::fs::read_dir(fake.path().join("state"))
+        .unwrap()
+        .count();
+    assert_eq!(probed, 3, "each process met the failing bwrap once");
+}

@@ -89,6 +89,48 @@ pub struct LocalBackend {
     setup_timeout: Duration,
 }
 
+/// How many times [`probe_bubblewrap`] runs `bwrap` before it calls bubblewrap unavailable.
+const PROBE_ATTEMPTS: u32 = 5;
+
+/// The outcome of [`probe_bubblewrap`] in this process (why bubblewrap does not work).
+static PROBE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+
+/// Whether `bwrap --ro-bind / / true` works, retried before it counts as a failure: its
+/// recursive read-only bind of `/` remounts every host mount below `/` and fails when one
+/// of them disappears meanwhile — a Docker container being created or removed on this host
+/// ("Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount
+/// .../overlay2/<id>-init/merged: Invalid argument"). One such failure must not put a whole
+/// process in plain mode. A `bwrap` that cannot be started at all is not retried.
+fn probe_bubblewrap() -> std::result::Result<(), String> {
+    let bwrap = which("bwrap", "/usr/bin/bwrap");
+    let mut last = String::new();
+    for attempt in 0..PROBE_ATTEMPTS {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(25 << attempt));
+        }
+        let out = std::process::Command::new(&bwrap)
+            .args(["--ro-bind", "/", "/", "true"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => return Ok(()),
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                last = format!(
+                    "`bwrap --ro-bind / / true` failed ({}): {}",
+                    o.status,
+                    err.trim()
+                );
+                tracing::debug!("bubblewrap probe {}: {last}", attempt + 1);
+            }
+            Err(e) => return Err(format!("cannot run {}: {e}", bwrap.display())),
+        }
+    }
+    Err(format!("{last} ({PROBE_ATTEMPTS} attempts)"))
+}
+
 /// Finds an executable in `PATH` (or returns the name unchanged).
 fn which(name: &str, fallback: &str) -> PathBuf {
     std::env::var_os("PATH")
@@ -113,8 +155,14 @@ impl LocalBackend {
             owner: Owner::detect(),
         };
         if !isolated {
-            let msg = "ahe: WARNING: the local sandbox backend runs in PLAIN mode: NO isolation \
-                       (bubblewrap is unavailable); commands run directly on this host";
+            let why = match PROBE.get() {
+                Some(Err(why)) => format!(": {why}"),
+                _ => String::new(),
+            };
+            let msg = format!(
+                "ahe: WARNING: the local sandbox backend runs in PLAIN mode: NO isolation \
+                 (bubblewrap is unavailable{why}); commands run directly on this host"
+            );
             tracing::warn!("{msg}");
             eprintln!("{msg}");
         }
@@ -140,18 +188,9 @@ impl LocalBackend {
         LocalBackend::new(false)
     }
 
-    /// Whether `bwrap` works here (probed once per process).
+    /// Whether `bwrap` works here (probed once per process, see [`probe_bubblewrap`]).
     pub fn bubblewrap_available() -> bool {
-        static PROBE: OnceLock<bool> = OnceLock::new();
-        *PROBE.get_or_init(|| {
-            std::process::Command::new(which("bwrap", "/usr/bin/bwrap"))
-                .args(["--ro-bind", "/", "/", "true"])
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
+        PROBE.get_or_init(probe_bubblewrap).is_ok()
     }
 
     /// The unprivileged host uid sandbox processes run as (`None` when `ahe` is not root).
@@ -172,11 +211,13 @@ impl LocalBackend {
 
     /// Creates a sandbox and returns it with its concrete type.
     pub async fn create_local(&self, spec: &SandboxSpec) -> Result<LocalSandbox> {
-        if self.isolated && !LocalBackend::bubblewrap_available() {
-            return Err(SandboxError::Backend(format!(
-                "bubblewrap ({}) does not work here: `bwrap --ro-bind / / true` failed",
-                self.layout.bwrap.display()
-            )));
+        if self.isolated {
+            if let Err(why) = PROBE.get_or_init(probe_bubblewrap) {
+                return Err(SandboxError::Backend(format!(
+                    "bubblewrap ({}) does not work here: {why}",
+                    self.layout.bwrap.display()
+                )));
+            }
         }
         let df = match &spec.context_dir {
             Some(ctx) if ctx.join("Dockerfile").is_file() => Some(
