@@ -31,10 +31,25 @@ ahe=${AHE:-target/release/ahe}
 [ -x "$ahe" ] || cargo build --release -q -p ahe-cli
 out=${AHE_TB2_OUT:-target/tb2-table}
 mkdir -p "$out"
-args=(bench check "$tb2" --oracle --nop --sandbox "$sandbox" --pull never --json
-  --out "$out/trials-$sandbox" --concurrency "$conc")
-[ -z "$tasks" ] || args+=(--tasks "$tasks")
+# A copy, so that a rebuild while the table runs (an hour or more) does not change it midway.
+cp "$ahe" "$out/ahe" && ahe=$out/ahe
+if [ -z "$tasks" ]; then
+  tasks=$(for d in "$tb2"/*/; do [ -f "$d/task.toml" ] && basename "$d"; done | paste -sd, -)
+fi
+# In chunks, so that a long run leaves a table of what finished (re-running the script skips
+# chunks whose check file exists; AHE_TB2_FRESH=1 starts over).
+[ "${AHE_TB2_FRESH:-0}" != 1 ] || rm -f "$out"/check-"$sandbox"-*.json
+chunk=${AHE_TB2_CHUNK:-10}
+IFS=, read -r -a all <<<"$tasks"
 t0=$(date +%s)
-"$ahe" "${args[@]}" >"$out/check-$sandbox.json" 2>"$out/check-$sandbox.log" || true
+for ((i = 0; i < ${#all[@]}; i += chunk)); do
+  part=$(IFS=,; echo "${all[*]:i:chunk}")
+  f="$out/check-$sandbox-$(printf %03d $((i / chunk))).json"
+  [ -s "$f" ] && continue
+  "$ahe" bench check "$tb2" --oracle --nop --sandbox "$sandbox" --pull never --json \
+    --out "$out/trials-$sandbox" --concurrency "$conc" --tasks "$part" >"$f.tmp" 2>>"$out/check-$sandbox.log" || true
+  mv "$f.tmp" "$f"
+  echo "tb2-table: $((i + chunk < ${#all[@]} ? i + chunk : ${#all[@]}))/${#all[@]} tasks, $(( $(date +%s) - t0 )) s"
+done
 echo "tb2-table: ahe bench check took $(( $(date +%s) - t0 )) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
-python3 scripts/tb2_table.py "$out/check-$sandbox.json" "$tb2" "$out" "$sandbox"
+python3 scripts/tb2_table.py "$tb2" "$out" "$sandbox" "$out"/check-"$sandbox"-*.json

@@ -105,12 +105,16 @@ def md(rows, summary):
 
 
 def main():
-    check, tb2, out, sandbox = sys.argv[1:5]
-    try:
-        doc = json.load(open(check))
-    except (OSError, ValueError) as e:
-        sys.exit(f"tb2-table: {check}: {e} (see the .log beside it)")
-    rows = [row(t, tb2, sandbox) for t in doc.get("tasks", [])]
+    tb2, out, sandbox = sys.argv[1:4]
+    rows = []
+    for check in sys.argv[4:]:
+        try:
+            doc = json.load(open(check))
+        except (OSError, ValueError) as e:
+            print(f"tb2-table: {check}: {e} (see check-{sandbox}.log)", file=sys.stderr)
+            continue
+        rows += [row(t, tb2, sandbox) for t in doc.get("tasks", [])]
+    rows.sort(key=lambda r: r["task"])
     total = len([d for d in os.listdir(tb2) if os.path.isfile(os.path.join(tb2, d, "task.toml"))])
     built = [r for r in rows if r["built"]]
     passed = [r for r in built if r["oracle_pass"]]

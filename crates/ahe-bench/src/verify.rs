@@ -248,7 +248,7 @@ async fn run(
     let testimony = crate::witness::Testimony::read(&local);
     v.notes.push(testimony.note());
     v.suspect
-        .extend(testimony.contradictions(reward.as_ref().ok().copied()));
+        .extend(testimony.contradictions(reward.as_ref().ok().copied(), sb.workdir()));
     reward
 }
 

@@ -13,8 +13,13 @@ use serde::Deserialize;
 
 use crate::tamper::SuspectReason;
 
-/// The plugin's source (a file of its own so it can be read and tested as Python).
+/// The pytest plugin's source (a file of its own so it can be read and tested as Python).
 pub const PLUGIN: &str = include_str!("witness/ahe_witness.py");
+
+/// The start-up module every Python process of the verifier loads first (how it ends: an
+/// uncaught exception, `os._exit` and its caller, `sys.exit`); it then runs the image's own
+/// `sitecustomize`, if any.
+pub const SITE: &str = include_str!("witness/sitecustomize.py");
 
 /// The witness's output directory inside the verifier's output directory (copied out with it).
 pub const OUT: &str = ".ahe-witness";
@@ -25,6 +30,8 @@ pub fn setup_lines(py_dir: &str) -> String {
     format!(
         "mkdir -p '{py_dir}' && cat > '{py_dir}/ahe_witness.py' <<'AHE_WITNESS_EOF'\n\
          {PLUGIN}\nAHE_WITNESS_EOF\n\
+         cat > '{py_dir}/sitecustomize.py' <<'AHE_WITNESS_EOF'\n\
+         {SITE}\nAHE_WITNESS_EOF\n\
          mkdir -m 777 \"$d/{OUT}\" && export AHE_WITNESS_DIR=\"$d/{OUT}\" \
          PYTHONPATH=\"{py_dir}${{PYTHONPATH:+:$PYTHONPATH}}\" \
          PYTEST_PLUGINS=\"ahe_witness${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}\"; "
@@ -60,11 +67,21 @@ struct Event {
     caller: Option<String>,
     #[serde(default)]
     pytest: Option<String>,
+    #[serde(default)]
+    exc: Option<String>,
+    #[serde(default)]
+    code: Option<serde_json::Value>,
+    #[serde(default)]
+    argv: Vec<String>,
 }
 
-/// One pytest process as the witness saw it.
+/// One Python process of the verifier as the witness saw it (a pytest session when
+/// `configured`).
 #[derive(Debug, Default)]
 struct Session {
+    argv: Vec<String>,
+    /// An exception that escaped the program, or a `sys.exit` with a failing status.
+    failing: Option<String>,
     pytest: Option<String>,
     configured: bool,
     finished: Option<(i64, i64, i64)>,
@@ -107,6 +124,14 @@ impl Testimony {
                 {
                     let s = by_pid.entry(e.pid).or_default();
                     match e.ev.as_str() {
+                        "start" => s.argv = e.argv,
+                        "uncaught" => {
+                            s.failing = Some(format!("raised {}", e.exc.unwrap_or_default()))
+                        }
+                        "sys_exit" => match e.code.as_ref().and_then(|c| c.as_i64()) {
+                            Some(c) if c != 0 => s.failing = Some(format!("called sys.exit({c})")),
+                            _ => {}
+                        },
                         "configure" => {
                             s.configured = true;
                             s.pytest = e.pytest;
@@ -133,8 +158,7 @@ impl Testimony {
                 }
             }
         }
-        let mut sessions: Vec<(u32, Session)> =
-            by_pid.into_iter().filter(|(_, s)| s.configured).collect();
+        let mut sessions: Vec<(u32, Session)> = by_pid.into_iter().collect();
         sessions.sort_by_key(|(p, _)| *p);
         t.sessions = sessions;
         t.read_reports(verifier_dir);
@@ -175,19 +199,28 @@ impl Testimony {
         self.report_failures.sort();
     }
 
+    fn pytest_sessions(&self) -> impl Iterator<Item = &(u32, Session)> {
+        self.sessions.iter().filter(|(_, s)| s.configured)
+    }
+
     /// Which witness ran, for the trial's notes.
     pub fn note(&self) -> String {
-        let tests: usize = self.sessions.iter().map(|(_, s)| s.calls.len()).sum();
+        let tests: usize = self.pytest_sessions().map(|(_, s)| s.calls.len()).sum();
         let pytest = self
-            .sessions
-            .first()
+            .pytest_sessions()
+            .next()
             .and_then(|(_, s)| s.pytest.clone())
             .unwrap_or_default();
-        let witness = match self.sessions.len() {
-            0 => "no pytest session reported (another test runner, or the verifier's \
-                  environment did not reach it)"
+        let python = self.sessions.len();
+        let witness = match self.pytest_sessions().count() {
+            0 if python == 0 => "no Python process reported (another test runner, or the \
+                                 verifier's environment did not reach it)"
                 .to_string(),
-            n => format!("pytest {pytest}, {n} session(s), {tests} test call(s)"),
+            0 => format!("{python} Python process(es), no pytest session"),
+            n => format!(
+                "pytest {pytest}, {n} session(s), {tests} test call(s) ({python} Python \
+                 process(es))"
+            ),
         };
         let reports = if self.reports.is_empty() {
             "no CTRF/JUnit report".to_string()
@@ -197,8 +230,9 @@ impl Testimony {
         format!("witness of the test run: {witness}; {reports}")
     }
 
-    /// The contradictions between what the witness saw and a reward of `reward`.
-    pub fn contradictions(&self, reward: Option<f64>) -> Vec<SuspectReason> {
+    /// The contradictions between what the witness saw and a reward of `reward`; `workdir`
+    /// holds the task's deliverables.
+    pub fn contradictions(&self, reward: Option<f64>, workdir: &str) -> Vec<SuspectReason> {
         let pass = reward.is_some_and(|r| r >= 1.0);
         let mut out = Vec::new();
         let mut say = |s: String| {
@@ -208,6 +242,31 @@ impl Testimony {
             })
         };
         for (pid, s) in &self.sessions {
+            if pass {
+                let forced = s.exits.iter().find(|(st, _)| *st == 0);
+                let from_work = s.exits.iter().find(|(st, who)| {
+                    *st == 0 && workdir != "/" && who.starts_with(&format!("{workdir}/"))
+                });
+                let what = if s.argv.is_empty() {
+                    format!("pid {pid}")
+                } else {
+                    format!("pid {pid}, {}", s.argv.join(" "))
+                };
+                if let (Some(why), Some((_, who))) = (&s.failing, forced) {
+                    say(format!(
+                        "a Python process of the verifier ({what}) {why} but ended with \
+                         status 0 through os._exit, called from {who}"
+                    ));
+                } else if let Some((_, who)) = from_work {
+                    say(format!(
+                        "a Python process of the verifier ({what}) ended through os._exit(0) \
+                         called from the task's own files ({who}), skipping the rest of its run"
+                    ));
+                }
+            }
+            if !s.configured {
+                continue;
+            }
             if !s.replaced.is_empty() {
                 say(format!(
                     "pytest's own objects were replaced while the tests ran (pid {pid}): {}",

@@ -8,6 +8,11 @@ use std::process::Command;
 /// (the same shell lines), then a reward by pytest's exit status as Terminal-Bench's test.sh
 /// writes it. Returns the testimony and the reward; `None` when no pytest is here.
 fn run(files: &[(&str, &str)]) -> Option<(Testimony, f64)> {
+    run_cmd(files, "python3 -m pytest -q -p no:cacheprovider test_x.py").map(|(t, r, _)| (t, r))
+}
+
+/// Like [`run`] with another verifier command; also returns the work dir (the deliverables).
+fn run_cmd(files: &[(&str, &str)], cmd: &str) -> Option<(Testimony, f64, String)> {
     if Command::new("python3")
         .args(["-c", "import pytest"])
         .output()
@@ -25,7 +30,7 @@ fn run(files: &[(&str, &str)]) -> Option<(Testimony, f64)> {
     let out = d.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
     let script = format!(
-        "d='{}'; {} cd '{}' && python3 -m pytest -q -p no:cacheprovider test_x.py >/dev/null 2>&1; \
+        "d='{}'; {} cd '{}' && {cmd} >/dev/null 2>&1; \
          if [ $? -eq 0 ]; then echo 1 > \"$d/reward.txt\"; else echo 0 > \"$d/reward.txt\"; fi",
         out.display(),
         setup_lines(&d.path().join("py").display().to_string()),
@@ -34,14 +39,14 @@ fn run(files: &[(&str, &str)]) -> Option<(Testimony, f64)> {
     let st = Command::new("sh").args(["-c", &script]).status().unwrap();
     assert!(st.success());
     let reward = crate::verify::parse_reward(&out).unwrap();
-    Some((Testimony::read(&out), reward))
+    Some((Testimony::read(&out), reward, work.display().to_string()))
 }
 
 const FAILING_TEST: &str = "import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n\
 from solution import f\n\ndef test_f():\n    assert f() == 2\n";
 
 fn reasons(t: &Testimony, reward: f64) -> Vec<String> {
-    t.contradictions(Some(reward))
+    t.contradictions(Some(reward), "/app")
         .into_iter()
         .map(|r| r.reason)
         .collect()
@@ -155,12 +160,56 @@ fn test_reports_are_read() {
     .unwrap();
     let t = Testimony::read(d.path());
     let r: Vec<String> = t
-        .contradictions(Some(1.0))
+        .contradictions(Some(1.0), "/app")
         .into_iter()
         .map(|r| r.reason)
         .collect();
     assert_eq!(r.len(), 2, "{r:?}");
     assert!(r[0].contains("ctrf.json lists 1 failed"), "{r:?}");
-    assert!(t.contradictions(Some(0.0)).is_empty());
-    assert!(t.note().contains("no pytest session") && t.note().contains("ctrf.json"));
+    assert!(t.contradictions(Some(0.0), "/app").is_empty());
+    assert!(t.note().contains("no Python process") && t.note().contains("ctrf.json"));
+}
+
+/// A plain `python3 check.py` verifier (no pytest): forcing status 0 from the deliverable is a
+/// contradiction too; an honest check is not.
+#[test]
+fn a_plain_check_script_forced_to_succeed_is_a_contradiction() {
+    let check = "import sys, os\nsys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n\
+                 from solution import f\nassert f() == 2, 'wrong'\nprint('ok')\n";
+    let cases: [(&str, &str, Option<&str>); 3] = [
+        ("honest", "def f():\n    return 2\n", None),
+        (
+            "atexit os._exit(0) over a failing assert",
+            "import atexit, os\natexit.register(os._exit, 0)\ndef f():\n    return 1\n",
+            Some("raised AssertionError but ended with status 0"),
+        ),
+        (
+            "os._exit(0) at import",
+            "import os\nos._exit(0)\n",
+            Some("called from the task's own files"),
+        ),
+    ];
+    for (name, solution, want) in cases {
+        let Some((t, reward, work)) = run_cmd(
+            &[("solution.py", solution), ("check.py", check)],
+            "python3 check.py",
+        ) else {
+            return;
+        };
+        assert_eq!(reward, 1.0, "{name}");
+        let r: Vec<String> = t
+            .contradictions(Some(reward), &work)
+            .into_iter()
+            .map(|r| r.reason)
+            .collect();
+        match want {
+            None => assert!(r.is_empty(), "{name}: {r:?}"),
+            Some(w) => assert!(r.iter().any(|r| r.contains(w)), "{name}: {r:?}"),
+        }
+        assert!(
+            t.note().contains("1 Python process(es), no pytest session"),
+            "{}",
+            t.note()
+        );
+    }
 }

@@ -1,0 +1,7 @@
+import sys
+
+sys.path.insert(0, "/app")
+from solution import answer  # noqa: E402
+
+assert answer() == "ahe-token-5b02aa", "wrong answer"
+print("ok")
