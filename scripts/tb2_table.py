@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""Builds the real-task table (target/tb2-table/table.{json,md}) from `ahe bench check --json`
-and each trial's result.json. Used by scripts/tb2-table.sh."""
+"""Builds the real-task table (target/tb2-table/table-SANDBOX.{json,md}) from the trial
+directories `ahe bench check --out` leaves (<task>/{oracle,nop}/result.json), so a run still
+going or stopped midway gives the table of what finished. Used by scripts/tb2-table.sh:
+
+    tb2_table.py TB2_DIR OUT_DIR SANDBOX TASK,TASK,...
+"""
 import json
 import os
 import re
@@ -39,22 +43,22 @@ def base_of(task_dir):
     return "?"
 
 
-def result(run):
-    if not run:
-        return {}
-    p = os.path.join(run.get("trial_dir", ""), "result.json")
+def result(trials, task, kind):
+    p = os.path.join(trials, task, kind, "result.json")
     try:
         return json.load(open(p))
     except (OSError, ValueError):
-        return {}
+        return None
 
 
-def row(task, tb2, sandbox):
-    o, n = task.get("oracle"), task.get("nop")
-    ro, rn = result(o), result(n)
-    built = bool(o) and (ro.get("status") not in (None, "infra_error") or
-                         "sandbox setup failed" not in (ro.get("error") or ""))
-    err = ro.get("error") or (o or {}).get("problem") or ""
+def row(name, tb2, sandbox, trials):
+    ro, rn = result(trials, name, "oracle"), result(trials, name, "nop")
+    task = {"name": name, "oracle": ro, "nop": rn}
+    o, n = ro, rn
+    ro, rn = ro or {}, rn or {}
+    built = bool(o) and not (ro.get("status") == "infra_error" and
+                             "setup failed" in (ro.get("error") or ""))
+    err = ro.get("error") or ""
     r = {
         "task": task["name"],
         "base": base_of(os.path.join(tb2, task["name"])),
@@ -65,6 +69,7 @@ def row(task, tb2, sandbox):
         "oracle": (o or {}).get("status"),
         "oracle_reward": (o or {}).get("reward"),
         "oracle_pass": (o or {}).get("status") == "pass",
+        "run": bool(o),
         "flagged": bool(ro.get("suspect")),
         "flag_reasons": [x["reason"] for x in (ro.get("suspect") or {}).get("reasons", [])],
         "nop": (n or {}).get("status"),
@@ -105,16 +110,11 @@ def md(rows, summary):
 
 
 def main():
-    tb2, out, sandbox = sys.argv[1:4]
-    rows = []
-    for check in sys.argv[4:]:
-        try:
-            doc = json.load(open(check))
-        except (OSError, ValueError) as e:
-            print(f"tb2-table: {check}: {e} (see check-{sandbox}.log)", file=sys.stderr)
-            continue
-        rows += [row(t, tb2, sandbox) for t in doc.get("tasks", [])]
-    rows.sort(key=lambda r: r["task"])
+    tb2, out, sandbox, tasks = sys.argv[1:5]
+    trials = os.path.join(out, f"trials-{sandbox}")
+    rows = [row(t, tb2, sandbox, trials) for t in sorted(tasks.split(",")) if t]
+    pending = [r for r in rows if not r["run"]]
+    rows = [r for r in rows if r["run"]]
     total = len([d for d in os.listdir(tb2) if os.path.isfile(os.path.join(tb2, d, "task.toml"))])
     built = [r for r in rows if r["built"]]
     passed = [r for r in built if r["oracle_pass"]]
@@ -127,7 +127,8 @@ def main():
         if not r["built"]:
             why[r["why_not_built"]] = why.get(r["why_not_built"], 0) + 1
     summary = (
-        f"{len(rows)} of {total} TB2 tasks checked on {sandbox}: {len(built)} built "
+        f"{len(rows)} of {total} TB2 tasks checked on {sandbox}"
+        f"{f' ({len(pending)} not run yet)' if pending else ''}: {len(built)} built "
         f"({', '.join(f'{v} {k}' for k, v in sorted(why.items())) or 'all'} not); "
         f"oracle pass {len(passed)}/{len(built)}, unflagged {len(clean)}/{len(passed)}; "
         f"nop fail {len(nop_fail)}/{len(built)}; integrity checks median {med} ms, "

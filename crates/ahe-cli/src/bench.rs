@@ -63,6 +63,10 @@ pub struct CheckArgs {
     /// Keep trial logs here (default: a temp dir, removed when every check passes).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Caps every task's agent, verifier and image-build time limit at SECS (a table of many
+    /// tasks on a small machine; a capped run that times out says so).
+    #[arg(long, value_name = "SECS")]
+    timeout_cap: Option<f64>,
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -158,7 +162,15 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
                 }
             })));
         }
-        let runnable: Vec<Task> = checks.iter().filter_map(|c| c.task.clone()).collect();
+        let mut runnable: Vec<Task> = checks.iter().filter_map(|c| c.task.clone()).collect();
+        if let Some(cap) = a.timeout_cap.filter(|c| *c > 0.0) {
+            for t in &mut runnable {
+                t.agent_timeout_sec = Some(t.agent_timeout_sec.unwrap_or(cap).min(cap));
+                t.verifier_timeout_sec = t.verifier_timeout_sec.min(cap);
+                let b = &mut t.environment.build_timeout_sec;
+                *b = Some(b.unwrap_or(cap).min(cap));
+            }
+        }
         let dir = a.out.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!(
                 "ahe-bench-check-{}-{}",
