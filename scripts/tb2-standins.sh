@@ -24,7 +24,7 @@ MIRROR=${AHE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${AHE_STANDIN_CACHE:-/var/cache/ahe-standins}
 PY313=3.13.5
 UV=0.9.5
-RECIPE=1
+RECIPE=2
 ALL=(python:3.13-slim-bookworm ubuntu:24.04 debian:13.0-slim python:3.11-slim python:3.11 debian:bullseye-slim)
 
 force=0
@@ -179,6 +179,8 @@ add_debian_python311() {
   for n in pip pip3; do printf '#!/bin/sh\nexec /usr/bin/python3.11 -m pip "$@"\n' >"$1/usr/local/bin/$n"; chmod 755 "$1/usr/local/bin/$n"; done
 }
 add_python311_full() { add_debian_python311 "$1"; }
+# Their verifiers also run `uvx -p 3.13` (uv would download a 3.13 there).
+add_python311_uv() { add_debian_python311 "$1"; add_cpython_uv "$1"; }
 nothing() { :; }
 
 build() {
@@ -191,9 +193,9 @@ build() {
     debian:13.0-slim)
       make_image "$tag" "$(rootfs trixie "$COMMON,$TRIXIE_PY_LIBS")" add_cpython_uv bash ;;
     python:3.11-slim)
-      make_image "$tag" "$(rootfs bookworm "$COMMON,python3.11,python3-pip,python3-venv")" add_debian_python311 python3 ;;
+      make_image "$tag" "$(rootfs bookworm "$COMMON,python3.11,python3-pip,python3-venv")" add_python311_uv python3 ;;
     python:3.11)
-      make_image "$tag" "$(rootfs bookworm "$COMMON,python3.11,python3-pip,python3-venv,gcc,g++,make,libc6-dev,git,curl,wget,procps,xz-utils")" add_python311_full python3 ;;
+      make_image "$tag" "$(rootfs bookworm "$COMMON,python3.11,python3-pip,python3-venv,gcc,g++,make,libc6-dev,git,curl,wget,procps,xz-utils")" add_python311_uv python3 ;;
     debian:bullseye-slim)
       make_image "$tag" "$(rootfs bullseye "$COMMON")" nothing bash ;;
     *) echo "tb2-standins: no recipe for '$tag' (known: ${ALL[*]})" >&2; return 2 ;;

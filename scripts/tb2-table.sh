@@ -32,7 +32,7 @@ ahe=${AHE:-target/release/ahe}
 out=${AHE_TB2_OUT:-target/tb2-table}
 mkdir -p "$out"
 # A copy, so that a rebuild while the table runs (an hour or more) does not change it midway.
-cp "$ahe" "$out/ahe" && ahe=$out/ahe
+[ "${AHE_TB2_TABLE_ONLY:-0}" = 1 ] || { cp "$ahe" "$out/ahe" && ahe=$out/ahe; }
 if [ -z "$tasks" ]; then
   tasks=$(for d in "$tb2"/*/; do [ -f "$d/task.toml" ] && basename "$d"; done | paste -sd, -)
 fi
@@ -46,5 +46,11 @@ if [ "${AHE_TB2_TABLE_ONLY:-0}" != 1 ]; then
     --out "$out/trials-$sandbox" --concurrency "$conc" --tasks "$tasks" \
     --timeout-cap "${AHE_TB2_CAP:-900}" >"$out/check-$sandbox.json" 2>"$out/check-$sandbox.log" || true
 fi
+# Every built task whose oracle failed under ahe, again with plain docker (no ahe): a pass
+# there would be a false failure of ahe's.
+mkdir -p "$out/plain"
+for t in $(python3 scripts/tb2_table.py "$tb2" "$out" "$sandbox" "$tasks" --failed); do
+  [ -s "$out/plain/$t.txt" ] || bash scripts/tb2-plain.sh "$tb2/$t" "$out/plain/$t.txt" >/dev/null
+done
 echo "tb2-table: ahe bench check took $(( $(date +%s) - t0 )) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
 python3 scripts/tb2_table.py "$tb2" "$out" "$sandbox" "$tasks"

@@ -20,13 +20,15 @@ CLASSES = [
     ("package not in Debian", r"Unable to locate package|has no installation candidate|"
      r"no installation candidate"),
     ("no base image here", r"pull access denied|manifest unknown|No such image|"
-     r"image .* not (found|present)|not found locally"),
+     r"base image \S+ is not|not found locally"),
     ("timeout", r"timed out|timeout"),
     ("missing file", r"No such file or directory|COPY failed|no such file"),
 ]
 
 
 def classify(text):
+    # The prebuilt image's absence is said first on every task here; the build's error follows.
+    text = (text or "").split("instead failed too:")[-1]
     for name, pat in CLASSES:
         if re.search(pat, text or "", re.I):
             return name
@@ -51,6 +53,15 @@ def result(trials, task, kind):
         return None
 
 
+def plain(trials, name):
+    """The oracle's reward with plain docker (scripts/tb2-plain.sh), when it was run."""
+    p = os.path.join(os.path.dirname(trials), "plain", name + ".txt")
+    try:
+        return open(p).read().split()[1]
+    except (OSError, IndexError):
+        return None
+
+
 def row(name, tb2, sandbox, trials):
     ro, rn = result(trials, name, "oracle"), result(trials, name, "nop")
     task = {"name": name, "oracle": ro, "nop": rn}
@@ -65,7 +76,8 @@ def row(name, tb2, sandbox, trials):
         "sandbox": sandbox,
         "built": built,
         "why_not_built": None if built else classify(err),
-        "first_error": None if built else err[:300],
+        "first_error": None if built else err.split("instead failed too:")[-1].strip()[:400],
+        "plain": plain(trials, name),
         "oracle": (o or {}).get("status"),
         "oracle_reward": (o or {}).get("reward"),
         "oracle_pass": (o or {}).get("status") == "pass",
@@ -89,15 +101,15 @@ def row(name, tb2, sandbox, trials):
 
 
 def md(rows, summary):
-    out = ["| task | base | built | oracle | nop | flagged | wall s | hand-over ms | "
-           "checks ms | changes (agent/verifier/walked) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| task | base | built | oracle | plain docker | nop | flagged | wall s | "
+           "hand-over ms | checks ms | changes (agent/verifier/walked) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cs = r["change_set"] or {}
         built = "yes" if r["built"] else f"no: {r['why_not_built']}"
         flag = "; ".join(r["flag_reasons"])[:160] if r["flagged"] else ""
         cells = [r["task"], r["base"], built,
-                 r["oracle"] or "-", r["nop"] or "-", flag,
+                 r["oracle"] or "-", r["plain"] or "-", r["nop"] or "-", flag,
                  str(r["wall_s"]) if r["built"] else "-",
                  str(r["handover_ms"]) if r["built"] else "-",
                  str(r["integrity_ms"]) if r["built"] else "-",
@@ -113,6 +125,11 @@ def main():
     tb2, out, sandbox, tasks = sys.argv[1:5]
     trials = os.path.join(out, f"trials-{sandbox}")
     rows = [row(t, tb2, sandbox, trials) for t in sorted(tasks.split(",")) if t]
+    if sys.argv[5:] == ["--failed"]:
+        for r in rows:
+            if r["run"] and r["built"] and not r["oracle_pass"]:
+                print(r["task"])
+        return
     pending = [r for r in rows if not r["run"]]
     rows = [r for r in rows if r["run"]]
     total = len([d for d in os.listdir(tb2) if os.path.isfile(os.path.join(tb2, d, "task.toml"))])
@@ -120,6 +137,10 @@ def main():
     passed = [r for r in built if r["oracle_pass"]]
     clean = [r for r in passed if not r["flagged"]]
     nop_fail = [r for r in built if r["nop_fail"]]
+    # A failing oracle is ahe's false failure only if plain docker passes it.
+    env_fail = [r for r in built if not r["oracle_pass"] and r["plain"] not in (None, "1")]
+    false_fail = [r for r in built if not r["oracle_pass"] and r["plain"] == "1"]
+    unknown = [r for r in built if not r["oracle_pass"] and r["plain"] is None]
     integ = sorted(r["integrity_ms"] or 0 for r in built)
     med = integ[len(integ) // 2] if integ else 0
     why = {}
@@ -131,6 +152,8 @@ def main():
         f"{f' ({len(pending)} not run yet)' if pending else ''}: {len(built)} built "
         f"({', '.join(f'{v} {k}' for k, v in sorted(why.items())) or 'all'} not); "
         f"oracle pass {len(passed)}/{len(built)}, unflagged {len(clean)}/{len(passed)}; "
+        f"oracle fails also with plain docker {len(env_fail)}, passes there but not under ahe "
+        f"{len(false_fail)}, not compared {len(unknown)}; "
         f"nop fail {len(nop_fail)}/{len(built)}; integrity checks median {med} ms, "
         f"max {integ[-1] if integ else 0} ms")
     json.dump({"summary": summary, "tasks": rows}, open(os.path.join(out, f"table-{sandbox}.json"), "w"),
@@ -142,7 +165,8 @@ def main():
             print(f"  FLAGGED {r['task']}: {r['flag_reasons'][0][:200]}")
     for r in built:
         if not r["oracle_pass"]:
-            print(f"  oracle {r['oracle']} {r['task']}: {(r['oracle_error'] or '')[:200]}")
+            print(f"  oracle {r['oracle']} {r['task']} (plain docker: {r['plain']}): "
+                  f"{(r['oracle_error'] or '')[:200]}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use ahe_sandbox::Layer;
 
@@ -42,6 +42,7 @@ struct Stamp {
     size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+    mode: u32,
 }
 
 /// The entries of a sandbox's writable layer at one moment, by sandbox path.
@@ -155,21 +156,32 @@ impl Snapshot {
     /// `before` (directories are not listed; their content is). A path counts as existing
     /// before when `before` holds it or the image has it.
     pub fn changes_since(&self, before: &Snapshot, layer: &Layer) -> Vec<Changed> {
+        // Whether the image has a directory, asked once per directory: a path whose
+        // directory the image lacks is created without a look at each of its files.
+        let mut image_dirs: HashMap<&str, bool> = HashMap::new();
         let mut out: Vec<Changed> = self
             .entries
             .iter()
             .filter(|(p, st)| st.kind != Kind::Dir && before.entries.get(*p) != Some(st))
-            .map(|(p, st)| Changed {
-                path: p.clone(),
-                host: layer.upper_file(p).unwrap_or_default(),
-                kind: st.kind,
-                existed: before.entries.contains_key(p) || layer.image_file(p).is_some(),
-                mode: 0,
+            .map(|(p, st)| {
+                let dir = match p.rfind('/') {
+                    Some(0) | None => "/",
+                    Some(i) => &p[..i],
+                };
+                let in_image = before.entries.contains_key(p)
+                    || (*image_dirs
+                        .entry(dir)
+                        .or_insert_with(|| dir == "/" || layer.image_file(dir).is_some())
+                        && layer.image_file(p).is_some());
+                Changed {
+                    path: p.clone(),
+                    host: layer.upper_file(p).unwrap_or_default(),
+                    kind: st.kind,
+                    existed: in_image,
+                    mode: st.mode,
+                }
             })
             .collect();
-        for c in &mut out {
-            c.mode = std::fs::symlink_metadata(&c.host).map_or(0, |m| m.mode());
-        }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
@@ -203,6 +215,7 @@ fn stamp(md: &std::fs::Metadata, kind: Kind) -> Stamp {
         size: md.size(),
         mtime: (md.mtime(), md.mtime_nsec()),
         ctime: (md.ctime(), md.ctime_nsec()),
+        mode: md.mode(),
     }
 }
 
@@ -210,15 +223,36 @@ fn stamp(md: &std::fs::Metadata, kind: Kind) -> Stamp {
 /// real read (relatime then records the next read).
 const RESET_ATIME: Duration = Duration::from_secs(1);
 
-/// Sets the access time of the regular file at `host` to [`RESET_ATIME`] (its modification
-/// time is kept).
+/// Sets the access time of the file at `host` to [`RESET_ATIME`] (its modification time is
+/// kept): one `utimensat` on the path, without following a link.
 pub fn reset_atime(host: &Path) -> std::io::Result<()> {
-    let md = std::fs::symlink_metadata(host)?;
-    if !md.is_file() {
-        return Ok(());
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(host.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let times = [
+        libc::timespec {
+            tv_sec: RESET_ATIME.as_secs() as libc::time_t,
+            tv_nsec: 0,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    // SAFETY: `c` is a NUL-terminated path and `times` two valid timespecs.
+    let rc = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
-    let f = std::fs::File::open(host)?;
-    f.set_times(std::fs::FileTimes::new().set_accessed(UNIX_EPOCH + RESET_ATIME))
 }
 
 /// Whether the regular file at `host` was read since [`reset_atime`].

@@ -222,6 +222,10 @@ pub fn judge(
         {
             continue;
         }
+        // An agent-phase change the verifier did not read decides nothing: not judged.
+        if phase == Phase::Agent && !read(c) {
+            continue;
+        }
         let what = if c.path == LOADER_CACHE {
             // A derived file: judged by what its entries point to, not by its change.
             loader_cache(g, c, &installs)

@@ -69,6 +69,7 @@ pub fn shadowing<'a>(
 
 /// A cache file of `entries` in glibc's format (for tests: `ldconfig`'s layout, strings after
 /// the entries).
+#[cfg(test)]
 pub fn write(entries: &[(&str, &str)]) -> Vec<u8> {
     let mut strings: Vec<u8> = Vec::new();
     let base = HEADER + entries.len() * ENTRY;

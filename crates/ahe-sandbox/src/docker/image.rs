@@ -190,6 +190,12 @@ impl ImageCache {
             ));
         };
         let built = self.build_context(docker, ctx, spec, timeout, puller).await;
+        if let Some(of) = built.as_ref().ok().and_then(|i| i.standin.as_ref()) {
+            notes.push(format!(
+                "built on a local stand-in base image ({of}, made by scripts/tb2-standins.sh \
+                 from Debian's packages), not the registry's"
+            ));
+        }
         match (built, &spec.docker_image, unavailable) {
             (Ok(info), Some(_), Some(why)) => {
                 if puller.policy() != PullPolicy::Never {
@@ -200,15 +206,7 @@ impl ImageCache {
                 }
                 Ok(Resolved { info, notes })
             }
-            (Ok(info), _, _) => {
-                if let Some(of) = &info.standin {
-                    notes.push(format!(
-                        "built on a local stand-in base image ({of}, made by \
-                         scripts/tb2-standins.sh from Debian's packages), not the registry's"
-                    ));
-                }
-                Ok(Resolved { info, notes })
-            }
+            (Ok(info), _, _) => Ok(Resolved { info, notes }),
             (Err(e), Some(name), Some(why)) => Err(SandboxError::Setup(format!(
                 "{why}; building the task's environment/ instead failed too: {}. {}",
                 e.to_string().trim_start_matches("sandbox setup failed: "),

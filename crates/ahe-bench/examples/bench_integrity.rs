@@ -1,0 +1,157 @@
+//! The reward-integrity change checks on a large change set, on the host, step by step: a
+//! writable layer holding what a real Terminal-Bench solution leaves (a pip install into a
+//! venv: thousands of modules with their RECORD; an apt install: libraries, programs, dpkg
+//! records, a rewritten loader cache), over an image with a Python standard library. Times
+//! each step the trial's guard takes (snapshots, change set, access-time resets, rules) and
+//! prints `FIGURE` lines for `scripts/bench-integrity.sh`. Env: FILES (default 17000), RUNS
+//! (default 5).
+
+use std::path::Path;
+use std::time::Instant;
+
+use ahe_bench::changes::{self, Kind, Snapshot};
+use ahe_bench::integrity::{self, Ground, Phase};
+use ahe_sandbox::Layer;
+
+fn put(root: &Path, p: &str, content: &[u8]) {
+    let h = root.join(p.trim_start_matches('/'));
+    std::fs::create_dir_all(h.parent().unwrap()).unwrap();
+    std::fs::write(h, content).unwrap();
+}
+
+/// An image with a standard library of ~`n / 4` modules.
+fn image(lower: &Path, n: usize) {
+    for i in 0..n / 4 {
+        put(
+            lower,
+            &format!("/usr/local/lib/python3.13/pkg{}/mod{i}.py", i % 50),
+            b"x = 1\n",
+        );
+    }
+    for i in 0..50 {
+        put(
+            lower,
+            &format!("/usr/local/lib/python3.13/pkg{i}/__init__.py"),
+            b"",
+        );
+    }
+    put(lower, "/usr/local/bin/python3", b"\x7fELF");
+    put(lower, "/usr/bin/sha256sum", b"\x7fELF");
+    put(lower, "/etc/ld.so.cache", b"");
+}
+
+/// What the agent phase leaves: a venv of `n` modules with RECORD, an apt install.
+fn agent_phase(upper: &Path, n: usize) {
+    let site = "/opt/svc/venv/lib/python3.13/site-packages";
+    let mut record = String::new();
+    for i in 0..n {
+        let rel = format!("lib{}/m{i}.py", i % 200);
+        let body = format!("def f{i}(): return {i}\n");
+        put(upper, &format!("{site}/{rel}"), body.as_bytes());
+        record.push_str(&format!("{rel},,\n"));
+    }
+    for i in 0..200 {
+        put(upper, &format!("{site}/lib{i}/__init__.py"), b"");
+    }
+    put(
+        upper,
+        &format!("{site}/svc-1.0.dist-info/RECORD"),
+        record.as_bytes(),
+    );
+    for i in 0..100 {
+        put(
+            upper,
+            &format!("/usr/lib/x86_64-linux-gnu/libnew{i}.so.1"),
+            b"\x7fELF",
+        );
+        put(upper, &format!("/usr/bin/tool{i}"), b"\x7fELF");
+    }
+    put(upper, "/var/lib/dpkg/info/new.md5sums", b"");
+    put(upper, "/app/server.py", b"print('serve')\n");
+}
+
+fn main() {
+    let files: usize = std::env::var("FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(17_000);
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let mut steps: Vec<(&str, Vec<f64>)> = ["before", "after_agent", "arm", "verdict", "total"]
+        .iter()
+        .map(|s| (*s, Vec::new()))
+        .collect();
+    let mut changed = 0;
+    for _ in 0..runs {
+        let dir = tempfile::tempdir().unwrap();
+        let (lower, upper) = (dir.path().join("lower"), dir.path().join("upper"));
+        image(&lower, files);
+        std::fs::create_dir_all(&upper).unwrap();
+        let layer = Layer {
+            upper: vec![("/".into(), upper.clone())],
+            lower: vec![lower],
+            lower_tops: None,
+            overlay: true,
+            path_env: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+        };
+        let g = Ground {
+            layer: &layer,
+            workdir: "/app",
+            named: vec![],
+        };
+        let t = Instant::now();
+        let before = Snapshot::take(&layer);
+        let t_before = t.elapsed();
+        agent_phase(&upper, files);
+        // The verifier reads a few of the files (the server module, one library).
+        let t = Instant::now();
+        let mut handed = Snapshot::take(&layer);
+        let agent = handed.changes_since(&before, &layer);
+        let _stale = integrity::stale_caches(&agent);
+        let t_after = t.elapsed();
+        let t = Instant::now();
+        for c in agent.iter().filter(|c| c.kind == Kind::File) {
+            let _ = changes::reset_atime(&c.host);
+        }
+        handed.refresh(&agent);
+        let t_arm = t.elapsed();
+        let _ = std::fs::read(upper.join("app/server.py"));
+        let _ = std::fs::read(upper.join("usr/bin/tool3"));
+        let t = Instant::now();
+        let read = |c: &changes::Changed| changes::read_since_reset(&c.host);
+        let mut reasons = integrity::judge(&g, &agent, Phase::Agent, &read);
+        let after = Snapshot::take(&layer);
+        let during = after.changes_since(&handed, &layer);
+        reasons.extend(integrity::judge(
+            &g,
+            &during,
+            Phase::Verifier { kept: false },
+            &|_| true,
+        ));
+        let t_verdict = t.elapsed();
+        changed = agent.len();
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        let total = ms(t_before) + ms(t_after) + ms(t_arm) + ms(t_verdict);
+        for (i, v) in [
+            ms(t_before),
+            ms(t_after),
+            ms(t_arm),
+            ms(t_verdict),
+            total,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            steps[i].1.push(v);
+        }
+        assert!(reasons.is_empty(), "{reasons:?}");
+    }
+    println!("change set: {changed} files created by the agent phase, {runs} runs");
+    for (name, v) in steps {
+        let mut v = v;
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!("FIGURE integrity_large_{name}_ms {:.1}", v[v.len() / 2]);
+    }
+}
