@@ -134,15 +134,9 @@ fn main() {
         changed = agent.len();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         let total = ms(t_before) + ms(t_after) + ms(t_arm) + ms(t_verdict);
-        for (i, v) in [
-            ms(t_before),
-            ms(t_after),
-            ms(t_arm),
-            ms(t_verdict),
-            total,
-        ]
-        .into_iter()
-        .enumerate()
+        for (i, v) in [ms(t_before), ms(t_after), ms(t_arm), ms(t_verdict), total]
+            .into_iter()
+            .enumerate()
         {
             steps[i].1.push(v);
         }

@@ -81,7 +81,10 @@ fn real_tb2_oracles_pass_unflagged_on_docker() {
         );
         if task == "kv-store-grpc" {
             let kept = r["handover"]["kept"].to_string();
-            assert!(kept.contains("5328"), "{task}: the gRPC server was not kept: {r:#}");
+            assert!(
+                kept.contains("5328"),
+                "{task}: the gRPC server was not kept: {r:#}"
+            );
         }
         seen += 1;
     }
