@@ -289,13 +289,18 @@ impl Testimony {
                     }
                 }
             }
+            let forced = s.exits.iter().any(|(st, _)| *st == 0);
             match s.finished {
-                Some((status, failed, _)) if failed > 0 || !matches!(status, 0 | 5) => {
+                // A failing session is the task's business (a verifier may expect failures,
+                // as one that runs the agent's tests against mutants does) unless its status
+                // was then forced to 0.
+                Some((status, failed, _)) if forced && (failed > 0 || !matches!(status, 0 | 5)) => {
                     say(format!(
-                        "pytest's session ended with exit status {status} ({failed} failed) \
-                         but the reward is {}{}",
-                        reward.unwrap_or(0.0),
-                        exit_note(&s.exits)
+                        "pytest's session ended with exit status {status} ({failed} failed), \
+                         then its process ended with status 0 through os._exit{}; the reward \
+                         is {}",
+                        exit_note(&s.exits),
+                        reward.unwrap_or(0.0)
                     ))
                 }
                 None => say(format!(
@@ -319,7 +324,7 @@ impl Testimony {
     }
 }
 
-/// `; os._exit(0) called from …` when the witness saw such calls.
+/// ` (os._exit(0) called from …)` for each such call the witness saw.
 fn exit_note(exits: &[(i64, String)]) -> String {
     exits
         .iter()

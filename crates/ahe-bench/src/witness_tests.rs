@@ -213,3 +213,25 @@ fn a_plain_check_script_forced_to_succeed_is_a_contradiction() {
         );
     }
 }
+
+/// A verifier that expects a pytest session to fail (the agent's tests run against a mutant)
+/// rewards a failing session: that is its logic, not a contradiction.
+#[test]
+fn a_failing_session_the_verifier_expects_is_no_contradiction() {
+    let Some((t, reward, work)) = run_cmd(
+        &[
+            ("solution.py", "def f():\n    return 1\n"),
+            ("test_x.py", FAILING_TEST),
+        ],
+        "! python3 -m pytest -q -p no:cacheprovider test_x.py",
+    ) else {
+        return;
+    };
+    assert_eq!(reward, 1.0);
+    let r: Vec<String> = t
+        .contradictions(Some(reward), &work)
+        .into_iter()
+        .map(|r| r.reason)
+        .collect();
+    assert!(r.is_empty(), "{r:?}");
+}

@@ -118,7 +118,10 @@ impl HarnessRepo {
             let id = self.resolve(tag)?;
             let c = self.repo.find_commit(Oid::from_str(&id)?)?;
             let head = self.repo.head().ok().and_then(|h| h.target());
-            if head.is_some() && head != Some(c.id()) && c.parent_id(0).ok() == head {
+            // HEAD one commit behind the tag, or unborn with the tag a root commit (the seed,
+            // killed before its branch was written): finish moving it.
+            let behind = head.is_some() && head != Some(c.id()) && c.parent_id(0).ok() == head;
+            if behind || (head.is_none() && c.parent_count() == 0) {
                 self.move_head(&c)?;
             }
             return Ok(id);

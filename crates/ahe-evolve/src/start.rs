@@ -208,7 +208,15 @@ pub fn resume(
         eprintln!("ahe: removed {} (left by the killed run)", stale.display());
     }
     let repo = match HarnessRepo::open(&rd.harness_repo()) {
-        Ok(r) if r.has_tag(&crate::commit::iter_tag(0)) => r,
+        Ok(r) if r.has_tag(&crate::commit::iter_tag(0)) => {
+            // Killed after tagging the seed but before its branch was written (seen under
+            // load): finishing the idempotent seed commit points the branch at the tag.
+            if r.head().is_err() {
+                r.commit_all("iter-000: seed harness", &crate::commit::iter_tag(0))
+                    .context("finishing the seed commit of the killed run")?;
+            }
+            r
+        }
         // Killed while the run was being created (before the seed's commit): no iteration
         // can have run yet, so the repository is made again from the frozen config's seed.
         _ => {

@@ -15,7 +15,6 @@ import sys
 import time
 
 _DIR = os.environ.get("AHE_WITNESS_DIR", "")
-_PID = os.getpid()
 _real_exit = os._exit
 _write = os.write
 _open = os.open
@@ -25,11 +24,11 @@ def _emit(ev, **kw):
     if not _DIR:
         return
     kw["ev"] = ev
-    kw["pid"] = _PID
+    kw["pid"] = os.getpid()  # a forked child writes its own record
     kw["t"] = round(time.time(), 3)
     line = (json.dumps(kw, default=str) + "\n").encode()
     try:
-        fd = _open(os.path.join(_DIR, "witness.%d.jsonl" % _PID),
+        fd = _open(os.path.join(_DIR, "witness.%d.jsonl" % kw["pid"]),
                    os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             _write(fd, line)

@@ -18,11 +18,11 @@ def _install():
     out = os.environ.get("AHE_WITNESS_DIR", "")
     if not out:
         return
-    pid = os.getpid()
     real_exit = os._exit
     write, open_, close = os.write, os.open, os.close
 
     def emit(ev, **kw):
+        pid = os.getpid()  # a forked child writes its own record
         kw.update(ev=ev, pid=pid, t=round(time.time(), 3))
         try:
             fd = open_(os.path.join(out, "witness.%d.jsonl" % pid),
