@@ -53,6 +53,32 @@ def result(trials, task, kind):
         return None
 
 
+def tail(path, n=20000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def oracle_why(trials, name, r):
+    """Why an oracle that ran did not pass: a host it could not reach (in its solution or its
+    verifier), a timeout, or its tests failing."""
+    if r.get("status") == "pass":
+        return None
+    d = os.path.join(trials, name, "oracle")
+    text = tail(os.path.join(d, "oracle.log")) + tail(os.path.join(d, "verifier", "stdout.txt"))
+    # Every TB2 test.sh tries to fetch uv from astral.sh first (harmless here: uvx is there).
+    text = "\n".join(l for l in text.splitlines() if "astral.sh" not in l)
+    if "timed out" in (r.get("error") or "") or r.get("agent_end") == "timeout":
+        return "timeout"
+    if re.search(CLASSES[0][1], text, re.I):
+        return "other host"
+    return "tests failed"
+
+
 def plain(trials, name):
     """The oracle's reward with plain docker (scripts/tb2-plain.sh), when it was run."""
     p = os.path.join(os.path.dirname(trials), "plain", name + ".txt")
@@ -88,6 +114,7 @@ def row(name, tb2, sandbox, trials):
         "nop_fail": (n or {}).get("status") in ("fail", "agent_timeout"),
         "nop_flagged": bool(rn.get("suspect")),
         "oracle_error": None if not built else (ro.get("error") or None),
+        "oracle_why": oracle_why(trials, name, ro) if built else None,
         "wall_s": round(ro.get("timings", {}).get("total_ms", 0) / 1000, 1),
         "verifier_s": round(ro.get("timings", {}).get("verifier_ms", 0) / 1000, 1),
         "handover_ms": ro.get("timings", {}).get("handover_ms"),
@@ -109,7 +136,8 @@ def md(rows, summary):
         built = "yes" if r["built"] else f"no: {r['why_not_built']}"
         flag = "; ".join(r["flag_reasons"])[:160] if r["flagged"] else ""
         cells = [r["task"], r["base"], built,
-                 r["oracle"] or "-", r["plain"] or "-", r["nop"] or "-", flag,
+                 (r["oracle"] or "-") + (f" ({r['oracle_why']})" if r["oracle_why"] else ""),
+                 r["plain"] or "-", r["nop"] or "-", flag,
                  str(r["wall_s"]) if r["built"] else "-",
                  str(r["handover_ms"]) if r["built"] else "-",
                  str(r["integrity_ms"]) if r["built"] else "-",
@@ -165,7 +193,7 @@ def main():
             print(f"  FLAGGED {r['task']}: {r['flag_reasons'][0][:200]}")
     for r in built:
         if not r["oracle_pass"]:
-            print(f"  oracle {r['oracle']} {r['task']} (plain docker: {r['plain']}): "
+            print(f"  oracle {r['oracle']} {r['task']} ({r['oracle_why']}; plain docker: {r['plain']}): "
                   f"{(r['oracle_error'] or '')[:200]}")
 
 
