@@ -159,6 +159,10 @@ pub struct TrialResult {
     /// What the verifier hand-over ended and kept of the agent's processes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handover: Option<HandOver>,
+    /// Which witness of the test run testified (the pytest plugin, Python processes, test
+    /// reports read), or that none did (`None`: the verifier did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness: Option<String>,
     /// The size of the change checks' work (`None`: they did not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_set: Option<ChangeSet>,
@@ -208,6 +212,7 @@ impl TrialResult {
             suspect: None,
             handover: None,
             change_set: None,
+            witness: None,
             notes: Vec::new(),
             host: None,
             lost_hosts: Vec::new(),

@@ -41,7 +41,7 @@ pub(crate) async fn verify(
         handover: None,
         suspect: Vec::new(),
         handover_ms: 0,
-        notes: Vec::new(),
+        witness: None,
     };
     if let Err(e) = agent_sb.end_leftovers(LeftoverPolicy::Kill).await {
         return infra(e.to_string());

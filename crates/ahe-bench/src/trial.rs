@@ -314,7 +314,7 @@ async fn run_once(
             Ok(v) => {
                 r.handover = v.handover;
                 r.timings.handover_ms = v.handover_ms;
-                r.notes.extend(v.notes);
+                r.witness = v.witness;
                 let mut reasons = tamper::scan_trace(&crate::TrialDir::new(dir).trace_path());
                 reasons.extend(v.suspect);
                 match v.reward {

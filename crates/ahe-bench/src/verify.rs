@@ -46,8 +46,8 @@ pub(crate) struct Verified {
     pub suspect: Vec<SuspectReason>,
     /// Time the hand-over took.
     pub handover_ms: u64,
-    /// For the trial's notes (which witness ran).
-    pub notes: Vec<String>,
+    /// Which witness of the test run testified.
+    pub witness: Option<String>,
 }
 
 /// Resets the verifier's ground after the leftovers are gone: links (or files) in place of
@@ -170,7 +170,7 @@ pub(crate) async fn verify(
         handover: None,
         suspect: Vec::new(),
         handover_ms: 0,
-        notes: Vec::new(),
+        witness: None,
     };
     v.reward = run(task, sb, dir, policy, (programs, before), guard, &mut v).await;
     v
@@ -246,7 +246,7 @@ async fn run(
     }
     let reward = parse_reward(&local).map_err(VerifyError::Reward);
     let testimony = crate::witness::Testimony::read(&local);
-    v.notes.push(testimony.note());
+    v.witness = Some(testimony.note());
     v.suspect
         .extend(testimony.contradictions(reward.as_ref().ok().copied(), sb.workdir()));
     reward

@@ -203,7 +203,7 @@ impl Testimony {
         self.sessions.iter().filter(|(_, s)| s.configured)
     }
 
-    /// Which witness ran, for the trial's notes.
+    /// Which witness testified, for `result.json` `witness`.
     pub fn note(&self) -> String {
         let tests: usize = self.pytest_sessions().map(|(_, s)| s.calls.len()).sum();
         let pytest = self
@@ -227,7 +227,7 @@ impl Testimony {
         } else {
             format!("read {}", self.reports.join(", "))
         };
-        format!("witness of the test run: {witness}; {reports}")
+        format!("{witness}; {reports}")
     }
 
     /// The contradictions between what the witness saw and a reward of `reward`; `workdir`
