@@ -123,8 +123,10 @@ impl Testimony {
                     .filter_map(|l| serde_json::from_str::<Event>(l).ok())
                 {
                     let s = by_pid.entry(e.pid).or_default();
+                    if s.argv.is_empty() && !e.argv.is_empty() {
+                        s.argv = e.argv.clone();
+                    }
                     match e.ev.as_str() {
-                        "start" => s.argv = e.argv,
                         "uncaught" => {
                             s.failing = Some(format!("raised {}", e.exc.unwrap_or_default()))
                         }

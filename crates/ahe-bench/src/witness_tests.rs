@@ -13,14 +13,22 @@ fn run(files: &[(&str, &str)]) -> Option<(Testimony, f64)> {
 
 /// Like [`run`] with another verifier command; also returns the work dir (the deliverables).
 fn run_cmd(files: &[(&str, &str)], cmd: &str) -> Option<(Testimony, f64, String)> {
-    if Command::new("python3")
-        .args(["-c", "import pytest"])
-        .output()
-        .map_or(true, |o| !o.status.success())
-    {
+    // The first interpreter with pytest (Debian's python3-pytest, which scripts/setup.sh
+    // installs, may sit behind another python3 on PATH).
+    let Some(py) = ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import pytest"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no python3 with pytest (scripts/setup.sh installs python3-pytest)"
+        );
         eprintln!("skipped: no python3 with pytest");
         return None;
-    }
+    };
+    let cmd = cmd.replace("python3", py);
     let d = tempfile::tempdir().unwrap();
     let work = d.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
@@ -206,11 +214,14 @@ fn a_plain_check_script_forced_to_succeed_is_a_contradiction() {
             None => assert!(r.is_empty(), "{name}: {r:?}"),
             Some(w) => assert!(r.iter().any(|r| r.contains(w)), "{name}: {r:?}"),
         }
-        assert!(
-            t.note().contains("1 Python process(es), no pytest session"),
-            "{}",
-            t.note()
-        );
+        // A process that ended plainly leaves no record; the others testify.
+        if want.is_some() {
+            assert!(
+                t.note().contains("1 Python process(es), no pytest session"),
+                "{}",
+                t.note()
+            );
+        }
     }
 }
 

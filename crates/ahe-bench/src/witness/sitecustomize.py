@@ -1,9 +1,8 @@
 """ahe's witness of every Python process the verifier starts (found first on PYTHONPATH while
 the tests run; then the image's own sitecustomize, if any, runs as usual).
 
-It records, one JSON line per event into $AHE_WITNESS_DIR, how the process ends: an uncaught
-exception, who called os._exit and with which status, and whether the interpreter reached its
-normal exit. Nothing the program sees changes. See docs/reward-integrity.md, "The witness".
+It records, one JSON line per event into $AHE_WITNESS_DIR, how the process ends when it is not
+a plain return: an uncaught exception, a sys.exit, who called os._exit and with which status. Nothing the program sees changes. See docs/reward-integrity.md, "The witness".
 """
 
 import os
@@ -11,10 +10,6 @@ import sys
 
 
 def _install():
-    import atexit
-    import json
-    import time
-
     out = os.environ.get("AHE_WITNESS_DIR", "")
     if not out:
         return
@@ -22,8 +17,12 @@ def _install():
     write, open_, close = os.write, os.open, os.close
 
     def emit(ev, **kw):
+        # Imported here, not at start-up: a process that ends normally pays nothing.
+        import json
+        import time
+
         pid = os.getpid()  # a forked child writes its own record
-        kw.update(ev=ev, pid=pid, t=round(time.time(), 3))
+        kw.update(ev=ev, pid=pid, t=round(time.time(), 3), argv=list(sys.argv))
         try:
             fd = open_(os.path.join(out, "witness.%d.jsonl" % pid),
                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -62,9 +61,6 @@ def _install():
         real_sys_exit(code)
 
     sys.exit = sys_exit
-    # Registered first, so it runs last: after every other exit handler.
-    atexit.register(lambda: emit("exit", code=getattr(sys, "last_exc", None) is not None))
-    emit("start", argv=list(sys.argv), executable=sys.executable)
     sys.modules["_ahe_witness_emit"] = emit
 
 
