@@ -141,8 +141,8 @@ EOF
         grep '^TIME ' "$logs/parsed.txt" | sort -k2,2 -rn | head -n 10 |
             awk '{ t = $2; $1 = ""; $2 = ""; sub(/^ +/, ""); printf "    %7.1fs  %s\n", t, $0 }'
     else
-        echo "  the build failed; the end of $logs/build.log:"
-        tail -n 15 "$logs/build.log" | sed 's/^/    /'
+        echo "  the build failed; its errors (all in $logs/build.log):"
+        grep -A 6 '^error' "$logs/build.log" | head -n 40 | sed 's/^/    /'
     fi
 
     # Leftovers of dead processes only (never --all: the machine's other containers stay).
@@ -158,10 +158,12 @@ EOF
     fi
 
     status=ok
-    if [ "$build_rc" -ne 0 ] || [ "$test_rc" -ne 0 ]; then
-        status=FAILED
-        fails=$((fails + 1))
+    if [ "$build_rc" -ne 0 ]; then
+        status="FAILED (build)"
+    elif [ "$test_rc" -ne 0 ]; then
+        status="FAILED (tests)"
     fi
+    [ "$status" = ok ] || fails=$((fails + 1))
     nfail=0
     [ ! -f "$logs/parsed.txt" ] || nfail="$(grep -c '^FAIL ' "$logs/parsed.txt" || true)"
     summary+=("run $i: $status  compile ${compile_s}s  test ${test_s}s  binaries $nbin  failed tests $nfail  (load at start $load)")
