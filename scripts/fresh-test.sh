@@ -133,6 +133,10 @@ EOF
         echo "test:    ${test_s}s (cargo test --workspace; exit $test_rc; load now $(cut -d' ' -f1-3 /proc/loadavg))"
         parse_log "$logs/test.log" "$logs/binaries.tsv" >"$logs/parsed.txt"
         grep '^FAIL ' "$logs/parsed.txt" | sed 's/^FAIL /  failed: /' || true
+        if [ "$test_rc" -ne 0 ] && [[ " ${extra[*]} " != *" --no-fail-fast "* ]]; then
+            echo "  (cargo stops at the first failing test binary: the binaries after it did not run;"
+            echo "   FRESH_TEST_ARGS=--no-fail-fast runs them all)"
+        fi
         if [ "$test_rc" -ne 0 ] && ! grep -q '^FAIL ' "$logs/parsed.txt"; then
             echo "  failed without a test name; the end of $logs/test.log:"
             tail -n 15 "$logs/test.log" | sed 's/^/    /'
