@@ -9,7 +9,7 @@
 //! Usage: bench_attribution AHE_BINARY [--scenarios 10] [--tasks 89] [--k 2] [--seed 1]
 //!        [--no-floor]   (the control: harm_floor_trials = 0, unjudged = "keep")
 
-#[path = "../tests/attribution_sim/mod.rs"]
+#[path = "../tests/cli/attribution_sim/mod.rs"]
 mod sim;
 
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! SVGs; target ≤ 1 s), with the trial pages, and again (pages current, kept).
 //! `BENCH_REPORT_KEEP=DIR` keeps the synthetic run and its report in DIR.
 
-#[path = "../tests/support/synth_run.rs"]
+#[path = "../tests/evolve/synth_run.rs"]
 mod synth_run;
 
 use std::time::Instant;

@@ -54,7 +54,7 @@ async fn tool_use_round_trip() {
         ScriptedReply::anthropic_tool_use("shell", json!({"command": "ls"})),
         ScriptedReply::anthropic_text("two files"),
     ]);
-    // Caching off: the plain (2024) request shape; tests/strict_anthropic.rs covers caching.
+    // Caching off: the plain (2024) request shape; tests/model/strict_anthropic.rs covers caching.
     let c = client_with(&server, "AHE_T_ANTH_RT_KEY", |c| {
         c.max_tokens = Some(64);
         c.prompt_cache = Some(false);

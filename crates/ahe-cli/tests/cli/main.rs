@@ -1,0 +1,54 @@
+//! The integration tests of `ahe` (the binary), one test binary: one module per former
+//! `tests/<name>.rs`, so a test is `<module>::<test>` (e.g. `bench::smoke_on_local`).
+//! One binary links and starts once; its tests share the two test threads.
+//!
+//! Kept in their own binaries (`tests/<name>.rs`), because they must not run beside other
+//! tests of this crate (cargo runs test binaries one after another):
+//! - `docker`: its kill test checks which containers of a killed `ahe` are left, and every
+//!   other `ahe eval --sandbox docker` reaps the containers of dead processes;
+//! - `storage`: it measures the host's free space, which other tests' writes blur;
+//! - `pool`: it starts three extra docker engines and kills one;
+//! - `harbor_backend`: Harbor evals share the engine and its build locks, one at a time.
+
+mod attribution_sim;
+#[path = "../common/mod.rs"]
+mod common;
+mod registry_support;
+
+mod adversarial;
+mod architecture;
+mod attribution;
+mod attribution_small;
+mod baseline;
+mod bench;
+mod check;
+mod cli;
+mod compat;
+mod containment;
+mod eval_debug;
+mod evolve;
+mod evolve_paths;
+mod faults;
+mod fetch;
+mod frontier;
+mod guards;
+mod harbor_export;
+mod harbor_run;
+mod honest_best;
+mod judge;
+mod leak;
+mod local_cost;
+mod matrix;
+mod overlap;
+mod prompts;
+mod registry;
+mod replay;
+mod report;
+mod same_file_rollback;
+mod separate_verifier;
+mod show_eval;
+mod show_view;
+mod signals;
+mod tamper;
+mod tb2_real;
+mod variants;
