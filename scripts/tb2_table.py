@@ -14,7 +14,8 @@ CLASSES = [
     ("other host", r"Could not resolve host|Temporary failure resolving|Failed to connect|"
      r"curl: \(\d+\)|unable to access 'https?://|Name or service not known|getaddrinfo|"
      r"Network is unreachable|ProxyError|ConnectError|Connection refused|403 Forbidden|"
-     r"Failed to fetch|Could not connect|failed to download|HTTPSConnectionPool|git clone"),
+     r"Failed to fetch|Could not connect|failed to download|HTTPSConnectionPool|git clone|"
+     r"no such host|wget [^\n]*returned a non-zero code: 4|returned a non-zero code: 6|ghcr\.io"),
     ("version pin", r"Version '[^']+' for '[^']+' was not found|E: Version|"
      r"No matching distribution found"),
     ("package not in Debian", r"Unable to locate package|has no installation candidate|"
@@ -152,7 +153,8 @@ def md(rows, summary):
 def main():
     tb2, out, sandbox, tasks = sys.argv[1:5]
     trials = os.path.join(out, f"trials-{sandbox}")
-    rows = [row(t, tb2, sandbox, trials) for t in sorted(tasks.split(",")) if t]
+    names = [t for t in sorted(tasks.split(",")) if os.path.isfile(os.path.join(tb2, t, "task.toml"))]
+    rows = [row(t, tb2, sandbox, trials) for t in names]
     if sys.argv[5:] == ["--failed"]:
         for r in rows:
             if r["run"] and r["built"] and not r["oracle_pass"]:
