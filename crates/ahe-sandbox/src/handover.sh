@@ -99,15 +99,18 @@ ports_of() {
 # server binding its port a moment after the agent ended (`setsid python server.py &` as a
 # solution's last step). Wait, polling every 0.25 s, while some leftover is not listening and
 # it is either within the first 2 s or still starting: a new leftover appeared, or the
-# non-listening ones used >= 50 ms of CPU in the last poll. Never past 30 s. A trial that
-# left nothing, or only listeners, does not wait at all.
+# non-listening ones are runnable, used CPU or moved bytes (reads, writes, downloads) since
+# the last poll. Never past 30 s. A trial that left nothing, or only listeners, does not
+# wait; an idle leftover (asleep, no I/O) costs 2 s.
 if [ "$keep" = 1 ]; then
   t=0
   last=
+  lastw=
   while :; do
     socks=
     waiting=" "
-    cpu=0
+    work=0
+    run=0
     for e in $PROCS; do
       p=${e%:*}
       case "$spare" in *" $p "*) continue ;; esac
@@ -119,13 +122,19 @@ if [ "$keep" = 1 ]; then
       line=
       read -r line 2>/dev/null <"/proc/$p/stat" || continue
       set -- ${line##*) }
+      case $1 in R | D) run=1 ;; esac
       waiting="$waiting$p "
-      cpu=$((cpu + ${12:-0} + ${13:-0}))
+      work=$((work + ${12:-0} + ${13:-0}))
+      while read -r k v; do
+        case $k in rchar: | wchar:) work=$((work + v)) ;; esac
+      done 2>/dev/null <"/proc/$p/io"
     done
     [ "$waiting" = " " ] && break
     [ "$t" -ge 120 ] && break
-    if [ "$t" -ge 8 ] && [ "$waiting" = "$lastw" ] && [ $((cpu - last)) -lt 5 ]; then break; fi
-    last=$cpu
+    if [ "$t" -ge 8 ] && [ "$run" = 0 ] && [ "$waiting" = "$lastw" ] && [ "$work" = "$last" ]; then
+      break
+    fi
+    last=$work
     lastw=$waiting
     sleep 0.25 2>/dev/null || break
     t=$((t + 1))
