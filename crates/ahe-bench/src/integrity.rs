@@ -34,8 +34,10 @@ use regex::Regex;
 use crate::changes::{Changed, Kind};
 
 mod archive;
+mod installs;
 mod ldcache;
 use crate::tamper::SuspectReason;
+use installs::Installs;
 
 /// When a change was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -574,84 +576,6 @@ fn image_dir_names(layer: &Layer, dir: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// Files a package manager installed in the phase, with the content its records name.
-struct Installs {
-    /// pip: path → sha256 (urlsafe base64, no padding), from `*.dist-info/RECORD`.
-    pip: HashMap<String, String>,
-    /// dpkg: path → md5 (hex), from `/var/lib/dpkg/info/*.md5sums`.
-    dpkg: HashMap<String, String>,
-}
-
-impl Installs {
-    fn of(changed: &[Changed]) -> Installs {
-        let mut i = Installs {
-            pip: HashMap::new(),
-            dpkg: HashMap::new(),
-        };
-        for c in changed.iter().filter(|c| c.kind == Kind::File) {
-            if c.name() == "RECORD" && c.dir().ends_with(".dist-info") {
-                let site = c.dir().rsplit_once('/').map_or("/", |(s, _)| s);
-                for line in read_head(c, 16 << 20).lines() {
-                    let mut f = line.rsplitn(3, ',');
-                    let (_, hash, path) = (f.next(), f.next(), f.next());
-                    if let (Some(h), Some(p)) = (hash, path) {
-                        if let Some(h) = h.strip_prefix("sha256=") {
-                            i.pip.insert(normalize(&format!("{site}/{p}")), h.into());
-                        }
-                    }
-                }
-            } else if c.dir() == "/var/lib/dpkg/info" && c.name().ends_with(".md5sums") {
-                for line in read_head(c, 16 << 20).lines() {
-                    if let Some((h, p)) = line.split_once("  ") {
-                        i.dpkg.insert(format!("/{}", p.trim()), h.into());
-                    }
-                }
-            }
-        }
-        i
-    }
-
-    /// Whether `c` is a file with the content a record of the phase names.
-    fn installed(&self, c: &Changed) -> bool {
-        use base64::Engine;
-        use sha2::Digest;
-        if c.kind != Kind::File {
-            return false;
-        }
-        let content = || std::fs::read(&c.host).ok();
-        if let Some(want) = self.pip.get(&c.path) {
-            if let Some(b) = content() {
-                let got = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .encode(sha2::Sha256::digest(&b));
-                return &got == want;
-            }
-        }
-        if let Some(want) = self.dpkg.get(&c.path) {
-            if let Some(b) = content() {
-                let got = md5::Md5::digest(&b);
-                let hex: String = got.iter().map(|x| format!("{x:02x}")).collect();
-                return &hex == want;
-            }
-        }
-        false
-    }
-}
-
-/// Resolves `.` and `..` lexically in an absolute path.
-fn normalize(p: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in p.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            s => parts.push(s),
-        }
-    }
-    format!("/{}", parts.join("/"))
 }
 
 #[cfg(test)]
