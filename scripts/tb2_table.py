@@ -90,15 +90,13 @@ def plain(trials, name):
 
 
 def row(name, tb2, sandbox, trials):
-    ro, rn = result(trials, name, "oracle"), result(trials, name, "nop")
-    task = {"name": name, "oracle": ro, "nop": rn}
-    o, n = ro, rn
-    ro, rn = ro or {}, rn or {}
+    o, n = result(trials, name, "oracle"), result(trials, name, "nop")
+    ro, rn = o or {}, n or {}
     built = bool(o) and not (ro.get("status") == "infra_error" and
                              "setup failed" in (ro.get("error") or ""))
     err = ro.get("error") or ""
     r = {
-        "task": task["name"],
+        "task": name,
         "base": base_of(os.path.join(tb2, task["name"])),
         "sandbox": sandbox,
         "built": built,
