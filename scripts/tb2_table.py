@@ -97,7 +97,7 @@ def row(name, tb2, sandbox, trials):
     err = ro.get("error") or ""
     r = {
         "task": name,
-        "base": base_of(os.path.join(tb2, task["name"])),
+        "base": base_of(os.path.join(tb2, name)),
         "sandbox": sandbox,
         "built": built,
         "why_not_built": None if built else classify(err),
