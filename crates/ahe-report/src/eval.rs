@@ -292,6 +292,56 @@ pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bo
     }
 }
 
+/// Where an evaluation's trial page sits (`report/trials/<task>/<attempt>.html`): its
+/// links back to the report and to the trial's directory.
+fn eval_trial_context(name: &str, task: &str, attempt: u32) -> PageContext {
+    PageContext {
+        source: name.to_string(),
+        iteration: None,
+        back: format!("../../../report.html#task-{}", url_segment(task)),
+        raw: format!("../../../trials/{}/{attempt}/", url_segment(task)),
+    }
+}
+
+/// The results of an evaluation's finished trials, sorted by task then attempt.
+fn eval_results(dir: &Path) -> Vec<TrialResult> {
+    let mut results: Vec<TrialResult> = EvalDir::new(dir)
+        .trial_dirs()
+        .into_par_iter()
+        .filter_map(|t| t.read_result().ok())
+        .collect();
+    results.sort_by(|a, b| (&a.task, a.attempt).cmp(&(&b.task, b.attempt)));
+    results
+}
+
+/// Renders an evaluation's `report.html` in memory (`ahe view`), linking to trial pages.
+/// While the evaluation runs (no `scores.json` yet) the scores are computed from the
+/// trials finished so far.
+pub fn render_eval_html(dir: &Path) -> anyhow::Result<String> {
+    let results = eval_results(dir);
+    let eval = EvalDir::new(dir);
+    let scores = if eval.scores_path().is_file() {
+        eval.read_scores()?
+    } else {
+        let k = results.iter().map(|r| r.attempt).max().unwrap_or(0);
+        ahe_bench::scores::compute(k, &results, 0.0)
+    };
+    let view = eval_view(dir, &scores, &results, true);
+    let generated = chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string();
+    let ctx = context! { v => view, generated => generated };
+    Ok(super::html::env().get_template("eval.html")?.render(&ctx)?)
+}
+
+/// Renders one trial page of an evaluation in memory (`ahe view`).
+pub fn render_eval_trial(dir: &Path, task: &str, attempt: u32) -> anyhow::Result<String> {
+    let td = EvalDir::new(dir).trial(task, attempt);
+    if !td.path().is_dir() {
+        anyhow::bail!("no trial {task} #{attempt} in {}", dir.display());
+    }
+    let t = clean::read_clean(td.path()).or_else(|_| clean::clean_trial(td.path()))?;
+    render_trial_page(&eval_trial_context(&eval_name(dir), task, attempt), &t)
+}
+
 /// Writes the trial pages of an evaluation, skipping those already current.
 fn write_eval_trial_pages(dir: &Path, name: &str, results: &[TrialResult]) -> TrialPages {
     let eval = EvalDir::new(dir);
@@ -306,15 +356,9 @@ fn write_eval_trial_pages(dir: &Path, name: &str, results: &[TrialResult]) -> Tr
             if page_is_current(&out, td.path()) {
                 return Ok(false);
             }
-            let ctx = PageContext {
-                source: name.to_string(),
-                iteration: None,
-                back: format!("../../../report.html#task-{}", url_segment(&r.task)),
-                raw: format!("../../../trials/{}/{}/", url_segment(&r.task), r.attempt),
-            };
             clean::read_clean(td.path())
                 .or_else(|_| clean::clean_trial(td.path()))
-                .and_then(|t| render_trial_page(&ctx, &t))
+                .and_then(|t| render_trial_page(&eval_trial_context(name, &r.task, r.attempt), &t))
                 .and_then(|p| write_atomic(&out, p.as_bytes()))
                 .map(|_| true)
                 .map_err(|e| (out, format!("{e:#}")))
@@ -335,14 +379,8 @@ fn write_eval_trial_pages(dir: &Path, name: &str, results: &[TrialResult]) -> Tr
 /// directory.
 pub fn generate_eval(dir: &Path, opts: &ReportOptions) -> anyhow::Result<Generated> {
     let t0 = Instant::now();
-    let eval = EvalDir::new(dir);
-    let scores = eval.read_scores()?;
-    let mut results: Vec<TrialResult> = eval
-        .trial_dirs()
-        .into_par_iter()
-        .filter_map(|t| t.read_result().ok())
-        .collect();
-    results.sort_by(|a, b| (&a.task, a.attempt).cmp(&(&b.task, b.attempt)));
+    let scores = EvalDir::new(dir).read_scores()?;
+    let results = eval_results(dir);
     let load_time = t0.elapsed();
     let t1 = Instant::now();
     let view = eval_view(dir, &scores, &results, opts.trial_pages);

@@ -34,6 +34,11 @@ pub(super) fn env() -> &'static Environment<'static> {
     })
 }
 
+/// The reports' stylesheet (`templates/report/report.css`), for pages that share its look.
+pub fn css() -> &'static str {
+    include_str!("../templates/report/report.css")
+}
+
 /// Renders `report.html` (links to trial pages when `pages`, else to trial directories).
 pub fn render_report(run: &RunReport, charts: &Charts, pages: bool) -> anyhow::Result<String> {
     let v = run_view(run, pages);

@@ -28,8 +28,32 @@ pub struct PageContext {
 
 /// Renders one trial's page (`report/trials/<iter>/<task>/<attempt>.html`).
 pub fn render_trial(run: &RunReport, iteration: u32, t: &CleanTrace) -> anyhow::Result<String> {
-    let ctx = PageContext {
-        source: run.name.clone(),
+    render_trial_page(&run_trial_context(&run.name, iteration, t), t)
+}
+
+/// Renders one trial page of a run from its directory alone (`ahe view`: no
+/// [`RunReport`] is loaded for one trial).
+pub fn render_run_trial(
+    dir: &Path,
+    iteration: u32,
+    task: &str,
+    attempt: u32,
+) -> anyhow::Result<String> {
+    let rd = ahe_rundir::RunDir::new(dir);
+    let trial = rd.iteration(iteration).trial(task, attempt);
+    let d = trial.path();
+    if !d.is_dir() {
+        anyhow::bail!("no trial {task} #{attempt} in iteration {iteration}");
+    }
+    let t = ahe_rundir::clean::read_clean(d).or_else(|_| ahe_rundir::clean::clean_trial(d))?;
+    let ctx = run_trial_context(&rd.name(), iteration, &t);
+    render_trial_page(&ctx, &t)
+}
+
+/// Where a run's trial page sits (`report/trials/<iter>/<task>/<attempt>.html`).
+fn run_trial_context(source: &str, iteration: u32, t: &CleanTrace) -> PageContext {
+    PageContext {
+        source: source.to_string(),
         iteration: Some(iteration),
         back: format!("../../../../report.html#iter-{iteration:03}"),
         raw: format!(
@@ -37,8 +61,7 @@ pub fn render_trial(run: &RunReport, iteration: u32, t: &CleanTrace) -> anyhow::
             url_segment(&t.task),
             t.attempt
         ),
-    };
-    render_trial_page(&ctx, t)
+    }
 }
 
 /// Renders one trial's page from its cleaned trace (through its

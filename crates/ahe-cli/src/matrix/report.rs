@@ -161,6 +161,11 @@ pub fn write(out: &Path, doc: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `matrix.html` of a matrix document (`ahe view` renders it from `matrix.json`).
+pub fn html(doc: &Value) -> anyhow::Result<String> {
+    render(HTML, doc)
+}
+
 /// The terminal's table (the Markdown report).
 pub fn text(doc: &Value) -> String {
     render(MD, doc).unwrap_or_else(|e| format!("(the matrix report does not render: {e})\n"))

@@ -52,3 +52,5 @@ mod signals;
 mod tamper;
 mod tb2_real;
 mod variants;
+mod view;
+mod view_browser;
