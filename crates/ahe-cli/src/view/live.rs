@@ -102,8 +102,11 @@ pub fn list_token(roots: &[PathBuf], entries: &[(PathBuf, Kind)]) -> String {
 
 /// Rendered pages and list rows, each kept with the token it was rendered at.
 pub struct Cache<V> {
-    map: Mutex<HashMap<(PathBuf, &'static str), (String, Arc<V>)>>,
+    map: Mutex<HashMap<Key, (String, Arc<V>)>>,
 }
+
+/// A directory and what of it was rendered (`run`, `row`…).
+type Key = (PathBuf, &'static str);
 
 impl<V> Default for Cache<V> {
     fn default() -> Self {
