@@ -72,7 +72,10 @@ async fn serve(site: site::Site, addr: SocketAddr) -> Result<(), CliError> {
             "warning: {local} is not a loopback address: anyone who can reach it can read these runs (no authentication)"
         );
     }
-    axum::serve(listener, server::router(site))
+    let app = server::app(site);
+    let w = app.clone();
+    tokio::task::spawn_blocking(move || server::warm(&w));
+    axum::serve(listener, server::router(app))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

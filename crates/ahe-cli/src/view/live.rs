@@ -100,13 +100,17 @@ pub fn list_token(roots: &[PathBuf], entries: &[(PathBuf, Kind)]) -> String {
     format!("{:016x}", h.finish())
 }
 
-/// Rendered pages and list rows, each kept with the token it was rendered at.
+/// Rendered pages and list rows, each kept with the token it was rendered at. Requests for
+/// the same page wait for one rendering rather than each doing its own.
 pub struct Cache<V> {
-    map: Mutex<HashMap<Key, (String, Arc<V>)>>,
+    map: Mutex<HashMap<Key, Slot<V>>>,
 }
 
 /// A directory and what of it was rendered (`run`, `row`…).
 type Key = (PathBuf, &'static str);
+
+/// One kept value with its token; locked while it is being rendered.
+type Slot<V> = Arc<Mutex<Option<(String, Arc<V>)>>>;
 
 impl<V> Default for Cache<V> {
     fn default() -> Self {
@@ -127,17 +131,21 @@ impl<V> Cache<V> {
         token: &str,
         make: impl FnOnce() -> anyhow::Result<V>,
     ) -> anyhow::Result<Arc<V>> {
-        let key = (dir.to_path_buf(), what);
-        if let Some((t, v)) = self.map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        let slot = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((dir.to_path_buf(), what))
+            .or_default()
+            .clone();
+        let mut kept = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((t, v)) = kept.as_ref() {
             if t == token {
                 return Ok(v.clone());
             }
         }
         let v = Arc::new(make()?);
-        self.map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, (token.to_string(), v.clone()));
+        *kept = Some((token.to_string(), v.clone()));
         Ok(v)
     }
 }

@@ -32,15 +32,41 @@ pub struct App {
     rows: Cache<pages::Row>,
 }
 
-type Shared = Arc<App>;
+/// The state the handlers share.
+pub type Shared = Arc<App>;
 
-/// The router of `ahe view` over `site`.
-pub fn router(site: Site) -> Router {
-    let app = Arc::new(App {
+/// The shared state of `ahe view` over `site` (nothing rendered yet).
+pub fn app(site: Site) -> Shared {
+    Arc::new(App {
         site,
         pages: Cache::default(),
         rows: Cache::default(),
-    });
+    })
+}
+
+/// Renders every entry's list row and page once, so that the first requests find them
+/// ready (a run of 10,000 trials takes a moment to load); blocking.
+pub fn warm(app: &App) {
+    for e in app.site.entries() {
+        let tok = token(&e.dir, e.kind);
+        let _ = app.rows.get_or(&e.dir, "row", &tok, || Ok(pages::row(&e)));
+        let _ = app.pages.get_or(&e.dir, page_key(e.kind), &tok, || {
+            pages::page(&e.dir, e.kind)
+        });
+    }
+}
+
+/// The cache key of a directory's page.
+fn page_key(k: Kind) -> &'static str {
+    match k {
+        Kind::Run => "run",
+        Kind::Eval => "eval",
+        Kind::Matrix => "matrix",
+    }
+}
+
+/// The router of `ahe view` over `app`.
+pub fn router(app: Shared) -> Router {
     Router::new()
         .route("/", get(list))
         .route("/_view/live.js", get(live_js))
@@ -241,12 +267,9 @@ async fn render(app: Shared, t: Target) -> Response {
         let tok = watched(&t).map(|(d, k)| token(&d, k)).unwrap_or_default();
         let page = match &t {
             Target::Page(d, k) => {
-                let what = match k {
-                    Kind::Run => "run",
-                    Kind::Eval => "eval",
-                    Kind::Matrix => "matrix",
-                };
-                let p = app.pages.get_or(d, what, &tok, || pages::page(d, *k))?;
+                let p = app
+                    .pages
+                    .get_or(d, page_key(*k), &tok, || pages::page(d, *k))?;
                 return Ok(pages::inject(&p, &tok));
             }
             Target::RunTrial(d, it, task, a) => {
