@@ -342,3 +342,87 @@ fn a_missing_directory_is_a_usage_error_naming_it() {
         text(&o)
     );
 }
+
+#[test]
+fn evaluations_and_matrices_get_their_report_pages_and_a_running_evaluation_is_scored_so_far() {
+    let d = tempfile::tempdir().unwrap();
+    let dirs = d.path().join("dirs");
+    common::eval_smoke(&dirs.join("ev"), "mock:oracle");
+    // The same evaluation before scores.json: running, scored from the trials finished.
+    common::copy_dir(&dirs.join("ev"), &dirs.join("ev-running"));
+    std::fs::remove_file(dirs.join("ev-running/scores.json")).unwrap();
+    let cfg = d.path().join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "extends = \"{}\"\n[sandbox]\nbackend = \"local\"\n",
+            root().join("configs/base.toml").display()
+        ),
+    )
+    .unwrap();
+    let m = d.path().join("matrix.toml");
+    std::fs::write(
+        &m,
+        format!(
+            "run_config = \"{}\"\nharnesses = [\"harness-seed\"]\nbenchmarks = [\"benchmarks/smoke\"]\nmodels = [\"oracle\"]\nk = 1\n[model.oracle]\nprovider = \"mock\"\nmodel = \"oracle\"\n",
+            cfg.display()
+        ),
+    )
+    .unwrap();
+    let mx = dirs.join("mx");
+    let o = ahe(
+        &[
+            "matrix",
+            "--config",
+            m.to_str().unwrap(),
+            "--out",
+            mx.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = ViewServer::start(&[dirs.to_str().unwrap()]);
+    let (_, _, list) = v.get("/");
+    for (name, status) in [
+        ("ev", "complete"),
+        ("ev-running", "running or interrupted"),
+        ("mx", "written"),
+    ] {
+        let row = list
+            .split("<tr class=\"run-row\"")
+            .find(|r| r.contains(&format!("data-name=\"{name}\"")))
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"));
+        assert!(row.contains(status), "{name}: {row}");
+    }
+    // The evaluation's page and a trial page are the ones `ahe report` writes.
+    let (code, _, page) = v.get("/d/0/ev/report.html");
+    assert_eq!(code, 200, "{page}");
+    let (code, _, running) = v.get("/d/0/ev-running/report.html");
+    assert_eq!(code, 200, "{running}");
+    let (_, _, trial) = v.get("/d/0/ev/report/trials/fix-sum/1.html");
+    let o = ahe(&["report", dirs.join("ev").to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let written = std::fs::read_to_string(dirs.join("ev/report.html")).unwrap();
+    assert_eq!(comparable(&page), comparable(&written));
+    let on_disk = std::fs::read_to_string(dirs.join("ev/report/trials/fix-sum/1.html")).unwrap();
+    assert_eq!(comparable(&trial), comparable(&on_disk));
+    // The oracle passes every trial: the running evaluation's page says so from its trials.
+    let pass = |p: &str| {
+        let re = regex::Regex::new(r"<dt>pass@1</dt><dd><b>([0-9.]+)</b>").unwrap();
+        re.captures(p).map(|c| c[1].to_string())
+    };
+    assert_eq!(pass(&running), Some("1.000".into()), "{running}");
+    // The matrix page, with its cell linked to the cell's evaluation page.
+    let (code, _, mpage) = v.get("/d/0/mx/report.html");
+    assert_eq!(code, 200, "{mpage}");
+    let cell = regex::Regex::new(r#"href="(cells/[^"]+/)""#)
+        .unwrap()
+        .captures(&mpage)
+        .unwrap_or_else(|| panic!("no cell link: {mpage}"))[1]
+        .to_string();
+    let (code, head, _) = v.get(&format!("/d/0/mx/{cell}"));
+    assert_eq!(code, 303, "{head}");
+    let (code, _, cpage) = v.get(&format!("/d/0/mx/{cell}report.html"));
+    assert_eq!(code, 200, "{cpage}");
+    assert!(cpage.contains("ahe report — evaluation"), "{cpage}");
+}
