@@ -3,6 +3,7 @@
 //! to each page (a bar with the way back and the live state, and the live script).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use ahe_report::format::secs;
 use ahe_report::numbers::f3;
@@ -33,11 +34,13 @@ fn env() -> &'static Environment<'static> {
 pub const LIVE_JS: &str = include_str!("../../templates/view/live.js");
 
 /// A run's `report.html`, as `ahe report` writes it (trial links to trial pages).
-pub fn run_page(dir: &Path) -> anyhow::Result<String> {
-    let run = RunReport::load(dir)?;
-    let charts = ahe_report::charts::charts(&run, true);
-    ahe_report::html::render_report(&run, &charts, true)
+pub fn run_page(run: &RunReport) -> anyhow::Result<String> {
+    let charts = ahe_report::charts::charts(run, true);
+    ahe_report::html::render_report(run, &charts, true)
 }
+
+/// How a page or row gets a run's read model (loaded once per change and shared).
+pub type Model<'a> = &'a dyn Fn() -> anyhow::Result<Arc<RunReport>>;
 
 /// A matrix's `matrix.html`, from its `matrix.json`.
 pub fn matrix_page(dir: &Path) -> anyhow::Result<String> {
@@ -49,9 +52,9 @@ pub fn matrix_page(dir: &Path) -> anyhow::Result<String> {
 }
 
 /// The page of a run, evaluation or matrix directory.
-pub fn page(dir: &Path, kind: Kind) -> anyhow::Result<String> {
+pub fn page(dir: &Path, kind: Kind, model: Model) -> anyhow::Result<String> {
     match kind {
-        Kind::Run => run_page(dir),
+        Kind::Run => run_page(&*model()?),
         Kind::Eval => ahe_report::eval::render_eval_html(dir),
         Kind::Matrix => matrix_page(dir),
     }
@@ -82,9 +85,8 @@ pub struct Row {
     pub wall: String,
 }
 
-/// The row of a run directory (loads its read model: kept per change token by the caller).
-pub fn run_row(e: &Entry) -> anyhow::Result<Row> {
-    let run = RunReport::load(&e.dir)?;
+/// The row of a run directory, from its read model.
+pub fn run_row(e: &Entry, run: &RunReport) -> anyhow::Result<Row> {
     let status = match (run.ended.as_deref(), &run.incomplete) {
         (Some(_), None) => run.status().to_string(),
         _ => match ahe_evolve::lock::RunLock::holder(&e.dir) {
@@ -197,9 +199,9 @@ pub fn matrix_row(e: &Entry) -> anyhow::Result<Row> {
 }
 
 /// The row of any entry; an unreadable directory gets a row saying why.
-pub fn row(e: &Entry) -> Row {
+pub fn row(e: &Entry, model: Model) -> Row {
     let r = match e.kind {
-        Kind::Run => run_row(e),
+        Kind::Run => model().and_then(|run| run_row(e, &run)),
         Kind::Eval => eval_row(e),
         Kind::Matrix => matrix_row(e),
     };

@@ -30,6 +30,20 @@ pub struct App {
     pages: Cache<String>,
     /// Run-list rows by directory and token.
     rows: Cache<pages::Row>,
+    /// Runs' read models by directory and token (one load for the row and the page).
+    models: Cache<ahe_report::RunReport>,
+}
+
+impl App {
+    /// The read model of the run in `dir` at `token` (loaded once per change).
+    fn model(
+        &self,
+        dir: &std::path::Path,
+        token: &str,
+    ) -> anyhow::Result<Arc<ahe_report::RunReport>> {
+        self.models
+            .get_or(dir, "model", token, || ahe_report::RunReport::load(dir))
+    }
 }
 
 /// The state the handlers share.
@@ -41,6 +55,7 @@ pub fn app(site: Site) -> Shared {
         site,
         pages: Cache::default(),
         rows: Cache::default(),
+        models: Cache::default(),
     })
 }
 
@@ -49,9 +64,12 @@ pub fn app(site: Site) -> Shared {
 pub fn warm(app: &App) {
     for e in app.site.entries() {
         let tok = token(&e.dir, e.kind);
-        let _ = app.rows.get_or(&e.dir, "row", &tok, || Ok(pages::row(&e)));
+        let model = || app.model(&e.dir, &tok);
+        let _ = app
+            .rows
+            .get_or(&e.dir, "row", &tok, || Ok(pages::row(&e, &model)));
         let _ = app.pages.get_or(&e.dir, page_key(e.kind), &tok, || {
-            pages::page(&e.dir, e.kind)
+            pages::page(&e.dir, e.kind, &model)
         });
     }
 }
@@ -131,10 +149,11 @@ async fn list(State(app): State<Shared>) -> Response {
             .iter()
             .map(|e| {
                 let tok = token(&e.dir, e.kind);
+                let model = || app.model(&e.dir, &tok);
                 app.rows
-                    .get_or(&e.dir, "row", &tok, || Ok(pages::row(e)))
+                    .get_or(&e.dir, "row", &tok, || Ok(pages::row(e, &model)))
                     .map(|r| (*r).clone())
-                    .unwrap_or_else(|_| pages::row(e))
+                    .unwrap_or_else(|_| pages::row(e, &model))
             })
             .collect();
         let labels: Vec<String> = app.site.roots.iter().map(|r| r.label.clone()).collect();
@@ -267,9 +286,9 @@ async fn render(app: Shared, t: Target) -> Response {
         let tok = watched(&t).map(|(d, k)| token(&d, k)).unwrap_or_default();
         let page = match &t {
             Target::Page(d, k) => {
-                let p = app
-                    .pages
-                    .get_or(d, page_key(*k), &tok, || pages::page(d, *k))?;
+                let p = app.pages.get_or(d, page_key(*k), &tok, || {
+                    pages::page(d, *k, &|| app.model(d, &tok))
+                })?;
                 return Ok(pages::inject(&p, &tok));
             }
             Target::RunTrial(d, it, task, a) => {
