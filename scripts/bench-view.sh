@@ -26,7 +26,7 @@ url="$(sed -n 's/^ahe view: //p' "$work/view.out" | head -1)"
 time_get() { # LABEL PATH
   local s
   s=$(curl -s -o "$work/body" -w '%{http_code} %{time_total}' "${url%/}$2")
-  printf '%-34s %s s (HTTP %s, %s KB)\n' "$1" "${s#* }" "${s%% *}" "$(( $(stat -c %s "$work/body") / 1024 ))"
+  printf '%-36s %s s (HTTP %s, %s KB)\n' "$1" "${s#* }" "${s%% *}" "$(( $(stat -c %s "$work/body") / 1024 ))"
 }
 echo "ahe view $url over $(find "$work/runs/synth/iterations" -name result.json | wc -l) trials ($profile build); load: $(uptime | sed 's/.*load average: //')"
 time_get "run list (first request)" /
@@ -35,4 +35,11 @@ time_get "run page (first request)" /d/0/synth/report.html
 time_get "run page (again)" /d/0/synth/report.html
 time_get "trial page" /d/0/synth/report/trials/001/task-000/1.html
 time_get "change token" "/_view/token?path=/d/0/synth/report.html"
+# A running run: each journal line (a trial finishing, a phase ending) moves the token, and
+# the next request renders again (the run's read model loaded once for the page and the row).
+for i in 1 2 3; do
+  echo '{"ev":"note","iter":10,"message":"bench-view: a change"}' >>"$work/runs/synth/journal.jsonl"
+  time_get "run page after a change ($i)" /d/0/synth/report.html
+  time_get "run list after it" /
+done
 echo "load after: $(uptime | sed 's/.*load average: //')"
