@@ -45,10 +45,17 @@ struct Stamp {
     mode: u32,
 }
 
+/// One entry as walked: its identity and its access time (kept apart: a read is not a change).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    stamp: Stamp,
+    atime: (i64, i64),
+}
+
 /// The entries of a sandbox's writable layer at one moment, by sandbox path.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    entries: HashMap<String, Stamp>,
+    entries: HashMap<String, Entry>,
     /// Whether the walk stopped at [`MAX_ENTRIES`].
     pub truncated: bool,
 }
@@ -118,7 +125,7 @@ impl Snapshot {
                 }
                 let Ok(md) = e.metadata() else { continue };
                 let kind = kind_of(&md);
-                self.entries.insert(p.clone(), stamp(&md, kind));
+                self.entries.insert(p.clone(), entry(&md, kind));
                 if kind == Kind::Dir {
                     stack.push((e.path(), p));
                 }
@@ -128,12 +135,33 @@ impl Snapshot {
 
     /// Stamps `changed` entries anew (after [`reset_atime`] changed their ctime), so that a
     /// later snapshot does not count the reset as a change.
-    pub fn refresh(&mut self, changed: &[Changed]) {
+    pub fn refresh<'a>(&mut self, changed: impl IntoIterator<Item = &'a Changed>) {
         for c in changed {
             if let Ok(md) = std::fs::symlink_metadata(&c.host) {
                 self.entries
-                    .insert(c.path.clone(), stamp(&md, kind_of(&md)));
+                    .insert(c.path.clone(), entry(&md, kind_of(&md)));
             }
+        }
+    }
+
+    /// Whether the next read of `path` might not show in its access time, so that it must be
+    /// reset ([`reset_atime`]) before the verifier runs: with `relatime` (the default mount
+    /// option) a read updates the access time only when it is not later than the
+    /// modification or change time, and an access time in the future (`touch -a -d`) would
+    /// hide any read. `now` is the present as seconds and nanoseconds since the epoch.
+    pub fn needs_reset(&self, path: &str, now: (i64, i64)) -> bool {
+        self.entries
+            .get(path)
+            .is_none_or(|e| e.atime > now || (e.atime > e.stamp.mtime && e.atime > e.stamp.ctime))
+    }
+
+    /// Whether `path` was read between `earlier` and `self` (its access time moved on); a
+    /// path gone since, or not in `earlier`, counts as read (a file that deletes itself once
+    /// loaded is judged like one that stays).
+    pub fn read_since(&self, earlier: &Snapshot, path: &str) -> bool {
+        match (self.entries.get(path), earlier.entries.get(path)) {
+            (Some(now), Some(then)) => now.atime > then.atime,
+            _ => true,
         }
     }
 
@@ -162,8 +190,12 @@ impl Snapshot {
         let mut out: Vec<Changed> = self
             .entries
             .iter()
-            .filter(|(p, st)| st.kind != Kind::Dir && before.entries.get(*p) != Some(st))
-            .map(|(p, st)| {
+            .filter(|(p, e)| {
+                e.stamp.kind != Kind::Dir
+                    && before.entries.get(*p).map(|b| b.stamp) != Some(e.stamp)
+            })
+            .map(|(p, e)| {
+                let st = &e.stamp;
                 let dir = match p.rfind('/') {
                     Some(0) | None => "/",
                     Some(i) => &p[..i],
@@ -208,15 +240,26 @@ fn kind_of(md: &std::fs::Metadata) -> Kind {
     }
 }
 
-fn stamp(md: &std::fs::Metadata, kind: Kind) -> Stamp {
-    Stamp {
-        kind,
-        ino: md.ino(),
-        size: md.size(),
-        mtime: (md.mtime(), md.mtime_nsec()),
-        ctime: (md.ctime(), md.ctime_nsec()),
-        mode: md.mode(),
+fn entry(md: &std::fs::Metadata, kind: Kind) -> Entry {
+    Entry {
+        stamp: Stamp {
+            kind,
+            ino: md.ino(),
+            size: md.size(),
+            mtime: (md.mtime(), md.mtime_nsec()),
+            ctime: (md.ctime(), md.ctime_nsec()),
+            mode: md.mode(),
+        },
+        atime: (md.atime(), md.atime_nsec()),
     }
+}
+
+/// The present as seconds and nanoseconds since the epoch, for [`Snapshot::needs_reset`].
+pub fn now() -> (i64, i64) {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos() as i64)
 }
 
 /// The access time [`reset_atime`] gives a file: one second after the epoch, older than any
@@ -259,3 +302,7 @@ pub fn reset_atime(host: &Path) -> std::io::Result<()> {
 pub fn read_since_reset(host: &Path) -> bool {
     std::fs::symlink_metadata(host).is_ok_and(|m| m.atime() > RESET_ATIME.as_secs() as i64)
 }
+
+#[cfg(test)]
+#[path = "changes_tests.rs"]
+mod tests;

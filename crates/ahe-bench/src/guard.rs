@@ -94,13 +94,20 @@ impl Guard {
         stale
     }
 
-    /// Resets the access times of the agent's changes (before the tests are put in).
+    /// Resets the access times of the agent's files whose next read would not show
+    /// ([`Snapshot::needs_reset`]: read since last written, or dated in the future), before
+    /// the tests are put in; every other file's next read moves its access time on by itself.
     pub fn arm(&mut self) {
         let t = Instant::now();
-        for c in self.agent.iter().filter(|c| c.kind == Kind::File) {
-            let _ = changes::reset_atime(&c.host);
-        }
-        self.handed_over.refresh(&self.agent);
+        let now = changes::now();
+        let reset: Vec<&Changed> = self
+            .agent
+            .iter()
+            .filter(|c| c.kind == Kind::File && self.handed_over.needs_reset(&c.path, now))
+            .filter(|c| changes::reset_atime(&c.host).is_ok())
+            .collect();
+        self.size.reset = reset.len();
+        self.handed_over.refresh(reset);
         self.spent_ms += t.elapsed().as_millis() as u64;
     }
 
@@ -129,12 +136,13 @@ impl Guard {
                     .into(),
             );
         }
+        let after = snapshot(&self.layer).await;
         let by_path: HashMap<&str, &Changed> =
             self.agent.iter().map(|c| (c.path.as_str(), c)).collect();
-        let read = |c: &Changed| !recorded || was_read(&by_path, c);
+        let handed = &self.handed_over;
+        let read = |c: &Changed| !recorded || was_read(&after, handed, &by_path, c);
         let g = self.ground();
         let mut out = integrity::judge(&g, &self.agent, Phase::Agent, &read);
-        let after = snapshot(&self.layer).await;
         let during = after.changes_since(&self.handed_over, &self.layer);
         let phase = Phase::Verifier { kept };
         out.extend(integrity::judge(&g, &during, phase, &|_| true));
@@ -153,11 +161,17 @@ async fn snapshot(layer: &Layer) -> Snapshot {
         .unwrap_or_default()
 }
 
-/// Whether the verifier's run read `c` (a link: its target, when the agent changed that too;
-/// otherwise a link counts as read).
-fn was_read(by_path: &HashMap<&str, &Changed>, c: &Changed) -> bool {
+/// Whether the verifier's run read `c` (its access time moved on between the hand-over and
+/// `after`; a link: its target, when the agent changed that too; otherwise a link counts as
+/// read).
+fn was_read(
+    after: &Snapshot,
+    handed: &Snapshot,
+    by_path: &HashMap<&str, &Changed>,
+    c: &Changed,
+) -> bool {
     match c.kind {
-        Kind::File => changes::read_since_reset(&c.host),
+        Kind::File => after.read_since(handed, &c.path),
         Kind::Symlink => {
             let Ok(t) = std::fs::read_link(&c.host) else {
                 return true;
@@ -169,9 +183,7 @@ fn was_read(by_path: &HashMap<&str, &Changed>, c: &Changed) -> bool {
                 format!("{}/{t}", c.dir())
             };
             match by_path.get(abs.as_str()) {
-                Some(target) if target.kind == Kind::File => {
-                    changes::read_since_reset(&target.host)
-                }
+                Some(target) if target.kind == Kind::File => after.read_since(handed, &target.path),
                 _ => true,
             }
         }

@@ -241,6 +241,9 @@ pub fn judge(
             continue;
         };
         let when = match phase {
+            Phase::Agent if gone(c) => {
+                "made during the agent phase; gone when the verifier ended (removed while it ran)"
+            }
             Phase::Agent if read(c) => "made during the agent phase; the verifier's run read it",
             Phase::Agent => continue,
             Phase::Verifier { kept: true } => {
@@ -396,8 +399,12 @@ fn archive_shadow(g: &Ground, c: &Changed, modules: &mut ModuleIndex) -> Option<
 /// Bytes of a created archive read for its member list.
 const ARCHIVE_MAX: usize = 64 << 20;
 
-/// Whether a `.pth` file holds a line Python executes (one starting with `import`).
+/// Whether a `.pth` file holds a line Python executes (one starting with `import`); one gone
+/// by the verdict counts (Python never deletes a .pth; its own import line can).
 fn executes_code(c: &Changed) -> bool {
+    if gone(c) {
+        return true;
+    }
     read_head(c, 1 << 20)
         .lines()
         .any(|l| l.starts_with("import ") || l.starts_with("import\t"))
@@ -491,6 +498,11 @@ pub fn stale_caches(changed: &[Changed]) -> Vec<String> {
         })
         .map(|c| c.path.clone())
         .collect()
+}
+
+/// Whether the change's file is no longer in the writable layer (removed since the walk).
+fn gone(c: &Changed) -> bool {
+    std::fs::symlink_metadata(&c.host).is_err()
 }
 
 fn read_bytes(c: &Changed, max: usize) -> Vec<u8> {

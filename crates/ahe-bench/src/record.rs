@@ -122,6 +122,10 @@ pub struct ChangeSet {
     pub agent: usize,
     /// Files, links and deletions made while the verifier ran.
     pub verifier: usize,
+    /// Agent files whose access time had to be reset before the verifier ran (read since
+    /// written, or dated ahead); every other file's next read shows by itself.
+    #[serde(default)]
+    pub reset: usize,
 }
 
 /// The contents of `result.json`.
