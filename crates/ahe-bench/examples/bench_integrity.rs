@@ -3,8 +3,9 @@
 //! venv: thousands of modules with their RECORD; an apt install: libraries, programs, dpkg
 //! records, a rewritten loader cache), over an image with a Python standard library. Times
 //! each step the trial's guard takes (snapshots, change set, access-time resets, rules) and
-//! prints `FIGURE` lines for `scripts/bench-integrity.sh`. Env: FILES (default 17000), RUNS
-//! (default 5).
+//! prints `FIGURE` lines for `scripts/bench-integrity.sh`. The verifier's run then unpacks as
+//! many files again into a new cache directory (as `uvx` does), which the verdict does not
+//! walk into. Env: FILES (default 17000), RUNS (default 5).
 
 use std::path::Path;
 use std::time::Instant;
@@ -121,8 +122,9 @@ fn one_run(files: usize, probe: Probe) -> ([f64; 5], usize, usize) {
     // The verifier reads a few of the files (the server module, one program).
     let _ = std::fs::read(upper.join("app/server.py"));
     let _ = std::fs::read(upper.join("usr/bin/tool3"));
+    verifier_phase(&upper, files);
     let t = Instant::now();
-    let after = Snapshot::take(&layer);
+    let after = Snapshot::take_after(&layer, &handed, &|p| p.starts_with("/app/"));
     let read = |c: &Changed| match probe {
         Probe::WhereNeeded => after.read_since(&handed, &c.path),
         Probe::Every => changes::read_since_reset(&c.host),
@@ -142,6 +144,23 @@ fn one_run(files: usize, probe: Probe) -> ([f64; 5], usize, usize) {
     let total = steps.iter().sum();
     let all = [steps[0], steps[1], steps[2], steps[3], total];
     (all, agent.len(), resets)
+}
+
+/// What the verifier's own run leaves (uvx unpacking its test dependencies into a cache):
+/// `n` modules with their RECORD, all created while it ran.
+fn verifier_phase(upper: &Path, n: usize) {
+    let site = "/root/.cache/uv/archive-v0/abc/lib/python3.13/site-packages";
+    let mut record = String::new();
+    for i in 0..n {
+        let rel = format!("dep{}/m{i}.py", i % 300);
+        put(upper, &format!("{site}/{rel}"), b"x = 1\n");
+        record.push_str(&format!("{rel},,\n"));
+    }
+    put(
+        upper,
+        &format!("{site}/dep-1.0.dist-info/RECORD"),
+        record.as_bytes(),
+    );
 }
 
 fn main() {

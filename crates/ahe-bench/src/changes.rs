@@ -58,6 +58,8 @@ pub struct Snapshot {
     entries: HashMap<String, Entry>,
     /// Whether the walk stopped at [`MAX_ENTRIES`].
     pub truncated: bool,
+    /// Directories seen but not walked into ([`Snapshot::take_after`]).
+    pub pruned: usize,
 }
 
 /// One path the phase created, altered or deleted.
@@ -93,18 +95,33 @@ impl Changed {
 impl Snapshot {
     /// Walks every writable part of `layer`.
     pub fn take(layer: &Layer) -> Snapshot {
+        Snapshot::take_where(layer, &|_| true)
+    }
+
+    /// Walks `layer` after the verifier ran, but not into a directory made while it ran
+    /// (neither in `handed` nor in the image) unless `keep` says so: what the verifier's run
+    /// creates there (package caches, unpacked test dependencies) is its own work and
+    /// decides nothing, so its walk would be cost without a verdict. A directory that was
+    /// there is walked whole: an altered or replaced file in it still shows.
+    pub fn take_after(layer: &Layer, handed: &Snapshot, keep: &dyn Fn(&str) -> bool) -> Snapshot {
+        Snapshot::take_where(layer, &|p| {
+            handed.contains(p) || keep(p) || layer.image_file(p).is_some()
+        })
+    }
+
+    fn take_where(layer: &Layer, descend: &dyn Fn(&str) -> bool) -> Snapshot {
         let mut s = Snapshot::default();
         for (mount, host) in &layer.upper {
             let top = mount.trim_end_matches('/');
             if SKIP_TOPS.contains(&top.trim_start_matches('/')) {
                 continue;
             }
-            s.walk(host, top);
+            s.walk(host, top, descend);
         }
         s
     }
 
-    fn walk(&mut self, host_root: &Path, sandbox_root: &str) {
+    fn walk(&mut self, host_root: &Path, sandbox_root: &str, descend: &dyn Fn(&str) -> bool) {
         let mut stack = vec![(host_root.to_path_buf(), sandbox_root.to_string())];
         while let Some((dir, spath)) = stack.pop() {
             let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -127,7 +144,11 @@ impl Snapshot {
                 let kind = kind_of(&md);
                 self.entries.insert(p.clone(), entry(&md, kind));
                 if kind == Kind::Dir {
-                    stack.push((e.path(), p));
+                    if descend(&p) {
+                        stack.push((e.path(), p));
+                    } else {
+                        self.pruned += 1;
+                    }
                 }
             }
         }

@@ -151,3 +151,53 @@ fn a_file_gone_after_the_hand_over_counts_as_read() {
     let after = Snapshot::take(&f.layer);
     assert!(after.read_since(&handed, "/conftest.py"));
 }
+
+#[test]
+fn the_walk_after_the_verifier_skips_what_its_run_made_but_sees_what_it_altered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (upper, lower) = (dir.path().join("upper"), dir.path().join("lower"));
+    std::fs::create_dir_all(upper.join("app")).unwrap();
+    std::fs::create_dir_all(lower.join("usr/lib/python3/dist-packages/pkg")).unwrap();
+    std::fs::write(
+        lower.join("usr/lib/python3/dist-packages/pkg/mod.py"),
+        "x = 1\n",
+    )
+    .unwrap();
+    let layer = layer(&upper, &lower);
+    let handed = Snapshot::take(&layer);
+    // The verifier's run: a new cache tree, a new dir under the working directory, and an
+    // image file altered in place (overlay copies its directories up: new in the upper dir).
+    let cache = upper.join("root/.cache/uv/archive/lib");
+    std::fs::create_dir_all(&cache).unwrap();
+    for i in 0..50 {
+        std::fs::write(cache.join(format!("m{i}.py")), "y = 2\n").unwrap();
+    }
+    std::fs::create_dir_all(upper.join("app/sub")).unwrap();
+    std::fs::write(upper.join("app/sub/conftest.py"), "").unwrap();
+    let copied = upper.join("usr/lib/python3/dist-packages/pkg");
+    std::fs::create_dir_all(&copied).unwrap();
+    std::fs::write(copied.join("mod.py"), "x = 'patched'\n").unwrap();
+    let keep = |p: &str| p.starts_with("/app/");
+    let after = Snapshot::take_after(&layer, &handed, &keep);
+    let paths: Vec<String> = after
+        .changes_since(&handed, &layer)
+        .into_iter()
+        .map(|c| format!("{}{}", c.path, if c.existed { " (altered)" } else { "" }))
+        .collect();
+    assert!(
+        paths.contains(&"/usr/lib/python3/dist-packages/pkg/mod.py (altered)".into()),
+        "{paths:?}"
+    );
+    assert!(paths.contains(&"/app/sub/conftest.py".into()), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains("/.cache/")), "{paths:?}");
+    assert_eq!(
+        after.pruned, 1,
+        "the cache's top dir (/root) is seen, not walked into"
+    );
+    // The full walk sees the cache's files: the pruning is what left them out.
+    let full = Snapshot::take(&layer).changes_since(&handed, &layer);
+    assert_eq!(
+        full.iter().filter(|c| c.path.contains("/.cache/")).count(),
+        50
+    );
+}

@@ -136,7 +136,7 @@ impl Guard {
                     .into(),
             );
         }
-        let after = snapshot(&self.layer).await;
+        let after = self.snapshot_after().await;
         let by_path: HashMap<&str, &Changed> =
             self.agent.iter().map(|c| (c.path.as_str(), c)).collect();
         let handed = &self.handed_over;
@@ -148,8 +148,27 @@ impl Guard {
         out.extend(integrity::judge(&g, &during, phase, &|_| true));
         out.extend(tests_changed(&self.layer, &self.tests_dir));
         self.size.verifier = during.len();
+        self.size.pruned = after.pruned;
         self.spent_ms += t.elapsed().as_millis() as u64;
         out
+    }
+}
+
+impl Guard {
+    /// The layer after the verifier ran ([`Snapshot::take_after`]: directories its run made
+    /// are not walked, but for those under the working directory, where pytest collects a
+    /// `conftest.py`), off the async runtime.
+    async fn snapshot_after(&mut self) -> Snapshot {
+        let (layer, workdir) = (self.layer.clone(), self.workdir.clone());
+        let handed = std::mem::take(&mut self.handed_over);
+        let (after, handed) = tokio::task::spawn_blocking(move || {
+            let keep = |p: &str| workdir != "/" && integrity::under(p, &workdir);
+            (Snapshot::take_after(&layer, &handed, &keep), handed)
+        })
+        .await
+        .unwrap_or_default();
+        self.handed_over = handed;
+        after
     }
 }
 

@@ -160,7 +160,7 @@ impl Ground<'_> {
 }
 
 /// Whether `path` is `dir` or inside it.
-fn under(path: &str, dir: &str) -> bool {
+pub(crate) fn under(path: &str, dir: &str) -> bool {
     let d = dir.trim_end_matches('/');
     d.is_empty() || path == d || path.strip_prefix(d).is_some_and(|r| r.starts_with('/'))
 }
@@ -209,7 +209,9 @@ pub fn judge(
     phase: Phase,
     read: &dyn Fn(&Changed) -> bool,
 ) -> Vec<SuspectReason> {
-    let installs = Installs::of(changed);
+    // The package records are read only when a rule needs them (most phases: never).
+    let records = std::cell::OnceCell::new();
+    let installs = || records.get_or_init(|| Installs::of(changed));
     let mut modules = ModuleIndex::default();
     let mut out = Vec::new();
     for c in changed {
@@ -230,10 +232,10 @@ pub fn judge(
         }
         let what = if c.path == LOADER_CACHE {
             // A derived file: judged by what its entries point to, not by its change.
-            loader_cache(g, c, &installs)
+            loader_cache(g, c, installs())
         } else {
             match rule(g, c, &mut modules, phase) {
-                Some((_, true)) if installs.installed(c) => None,
+                Some((_, true)) if installs().installed(c) => None,
                 found => found.map(|(what, _)| what),
             }
         };

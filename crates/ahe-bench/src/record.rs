@@ -126,6 +126,10 @@ pub struct ChangeSet {
     /// written, or dated ahead); every other file's next read shows by itself.
     #[serde(default)]
     pub reset: usize,
+    /// Directories the verifier's run made (outside the working directory) whose content was
+    /// not walked: the verifier's own files there decide nothing.
+    #[serde(default)]
+    pub pruned: usize,
 }
 
 /// The contents of `result.json`.
