@@ -1,4 +1,4 @@
-//! The run directory (DESIGN §8) as types: [`RunDir`] owns `runs/<name>/`, an
+//! The run directory (docs/run-directory.md) as types: [`RunDir`] owns `runs/<name>/`, an
 //! [`IterationDir`] owns `iterations/NNN/`, and trials are `ahe_bench::TrialDir`s. Every
 //! path and every read and write of a run's files goes through here; no other module names
 //! a file of the run directory. An iteration's own facts (visible and held-out pass@1, the
