@@ -16,7 +16,6 @@ use super::format::{cell_class, cell_text, ci, f3, secs, tokens, usd};
 use super::model::Cell;
 use super::trial::{page_is_current, render_trial_page, PageContext, TrialPages};
 use super::{href, href_of, url_segment, write_atomic, Generated, ReportOptions};
-use ahe_bench::layout::{up_from, REPORT_HTML};
 
 /// One trial of an evaluation as the report shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +101,15 @@ fn status_name(s: TaskStatus) -> &'static str {
 /// Link from the evaluation directory to a trial's page.
 pub fn eval_trial_page_href(task: &str, attempt: u32) -> String {
     href_of(&EvalDir::trial_page_segments(task, attempt))
+}
+
+/// `p` relative to `dir`, with `/` between its parts (as a link wants it).
+fn rel_to(dir: &Path, p: &Path) -> String {
+    let rel = p.strip_prefix(dir).unwrap_or(p);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Characters of a reason or infra error shown in the tables (the trial page has all).
@@ -295,15 +303,6 @@ pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bo
     }
 }
 
-/// `p` relative to `dir`, with `/` between its parts (as a link wants it).
-fn rel_to(dir: &Path, p: &Path) -> String {
-    let rel = p.strip_prefix(dir).unwrap_or(p);
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 /// Writes the trial pages of an evaluation, skipping those already current.
 fn write_eval_trial_pages(dir: &Path, name: &str, results: &[TrialResult]) -> TrialPages {
     let eval = EvalDir::new(dir);
@@ -315,15 +314,11 @@ fn write_eval_trial_pages(dir: &Path, name: &str, results: &[TrialResult]) -> Tr
             if page_is_current(&out, td.path()) {
                 return Ok(false);
             }
-            let up = up_from(&EvalDir::trial_page_segments(&r.task, r.attempt));
             let ctx = PageContext {
                 source: name.to_string(),
                 iteration: None,
-                back: format!("{up}{REPORT_HTML}#task-{}", url_segment(&r.task)),
-                raw: format!(
-                    "{up}{}/",
-                    href_of(&EvalDir::trial_segments(&r.task, r.attempt))
-                ),
+                back: format!("../../../report.html#task-{}", url_segment(&r.task)),
+                raw: format!("../../../trials/{}/{}/", url_segment(&r.task), r.attempt),
             };
             clean::read_clean(td.path())
                 .or_else(|_| clean::clean_trial(td.path()))
@@ -364,7 +359,8 @@ pub fn generate_eval(dir: &Path, opts: &ReportOptions) -> anyhow::Result<Generat
     let ctx = context! { v => view, generated => generated };
     let html = env.get_template("eval.html")?.render(&ctx)?;
     let md = env.get_template("eval.md")?.render(&ctx)?;
-    let (html_path, md_path) = (eval.report_html(), eval.report_md());
+    let out = EvalDir::new(dir);
+    let (html_path, md_path) = (out.report_html(), out.report_md());
     write_atomic(&html_path, html.as_bytes())?;
     write_atomic(&md_path, md.as_bytes())?;
     let render_time = t1.elapsed();

@@ -10,10 +10,8 @@ use rayon::prelude::*;
 use super::html::env;
 use super::model::RunReport;
 use super::view::trial::trial_view;
-use super::{href_of, write_atomic};
-use ahe_bench::layout::{up_from, REPORT_HTML};
+use super::{url_segment, write_atomic};
 use ahe_rundir::clean::CleanTrace;
-use ahe_rundir::RunDir;
 
 /// Where a trial page sits: what it names as its source and where its links go.
 #[derive(Debug, Clone)]
@@ -30,14 +28,14 @@ pub struct PageContext {
 
 /// Renders one trial's page (`report/trials/<iter>/<task>/<attempt>.html`).
 pub fn render_trial(run: &RunReport, iteration: u32, t: &CleanTrace) -> anyhow::Result<String> {
-    let up = up_from(&RunDir::trial_page_segments(iteration, &t.task, t.attempt));
     let ctx = PageContext {
         source: run.name.clone(),
         iteration: Some(iteration),
-        back: format!("{up}{REPORT_HTML}#iter-{iteration:03}"),
+        back: format!("../../../../report.html#iter-{iteration:03}"),
         raw: format!(
-            "{up}{}/",
-            href_of(&RunDir::trial_segments(iteration, &t.task, t.attempt))
+            "../../../../iterations/{iteration:03}/trials/{}/{}/",
+            url_segment(&t.task),
+            t.attempt
         ),
     };
     render_trial_page(&ctx, t)
