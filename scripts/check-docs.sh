@@ -7,7 +7,8 @@
 #   hygiene::  functions over 80 lines in src, and run-directory file names spelled outside
 #              ahe-rundir / ahe-bench/src/layout.rs: listed with file:line, and failing when
 #              their number grows past the one recorded in crates/ahe-cli/tests/cli/hygiene.rs.
-# Prints the lists (--nocapture); exit status of cargo test.
+# Prints the lists (--nocapture); exit status of cargo test. AHE_CHECK_ROOT=DIR runs the same
+# checks on another checkout (e.g. a `git archive` of a branch) with this tree's test binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec cargo test -p ahe-cli --test cli -- --nocapture docs:: hygiene::
