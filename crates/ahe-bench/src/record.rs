@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::tamper::Suspect;
 
-/// Final status of a trial (DESIGN §4).
+/// Final status of a trial (docs/tasks.md#trial-statuses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TrialStatus {
