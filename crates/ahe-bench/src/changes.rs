@@ -205,9 +205,10 @@ impl Snapshot {
     /// `before` (directories are not listed; their content is). A path counts as existing
     /// before when `before` holds it or the image has it.
     pub fn changes_since(&self, before: &Snapshot, layer: &Layer) -> Vec<Changed> {
-        // Whether the image has a directory, asked once per directory: a path whose
-        // directory the image lacks is created without a look at each of its files.
-        let mut image_dirs: HashMap<&str, bool> = HashMap::new();
+        // Whether the image has a directory, asked once per directory, and not at all below
+        // one it lacks: a path whose directory the image lacks is created without a look at
+        // each of its files.
+        let mut image_dirs: HashMap<String, bool> = HashMap::new();
         let mut out: Vec<Changed> = self
             .entries
             .iter()
@@ -217,14 +218,9 @@ impl Snapshot {
             })
             .map(|(p, e)| {
                 let st = &e.stamp;
-                let dir = match p.rfind('/') {
-                    Some(0) | None => "/",
-                    Some(i) => &p[..i],
-                };
+                let dir = parent(p);
                 let in_image = before.entries.contains_key(p)
-                    || (*image_dirs
-                        .entry(dir)
-                        .or_insert_with(|| dir == "/" || layer.image_file(dir).is_some())
+                    || (image_has_dir(layer, &mut image_dirs, dir)
                         && layer.image_file(p).is_some());
                 Changed {
                     path: p.clone(),
@@ -238,6 +234,28 @@ impl Snapshot {
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
+}
+
+/// The directory holding `p` (`/` for a top-level entry).
+fn parent(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &p[..i],
+    }
+}
+
+/// Whether the image has directory `dir`, from `known` when asked before; a directory below
+/// one the image lacks is not looked up.
+fn image_has_dir(layer: &Layer, known: &mut HashMap<String, bool>, dir: &str) -> bool {
+    if dir == "/" {
+        return true;
+    }
+    if let Some(&k) = known.get(dir) {
+        return k;
+    }
+    let has = image_has_dir(layer, known, parent(dir)) && layer.image_file(dir).is_some();
+    known.insert(dir.to_string(), has);
+    has
 }
 
 /// Paths the verifier's own run and the sandbox's plumbing write (caches), never read as code
