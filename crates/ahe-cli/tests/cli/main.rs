@@ -38,6 +38,7 @@ mod harbor_run;
 mod honest_best;
 mod hygiene;
 mod judge;
+mod judge_bench;
 mod leak;
 mod local_cost;
 mod matrix;
