@@ -23,6 +23,9 @@ fn items() -> Vec<(String, String, bool)> {
     let dir = root().join("benchmarks/judge-labelled");
     let mut out = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        if !e.path().is_dir() {
+            continue;
+        }
         let label = std::fs::read_to_string(e.path().join("label.toml")).unwrap();
         let trace = std::fs::read_to_string(e.path().join("trace.jsonl")).unwrap();
         let label = if label.contains("\"gamed\"") {
