@@ -196,6 +196,28 @@ impl Snapshot {
         self.entries.is_empty()
     }
 
+    /// Files and links of `earlier` no longer in `self` (removed since; directories aside).
+    pub fn gone_since(&self, earlier: &Snapshot) -> Vec<String> {
+        let mut out: Vec<String> = (earlier.entries.iter())
+            .filter(|(p, e)| e.stamp.kind != Kind::Dir && !self.entries.contains_key(*p))
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The tops of the directory trees made since `earlier`: directories of `self` that
+    /// neither `earlier` nor the image has, under one that either has.
+    pub fn dirs_made_since(&self, earlier: &Snapshot, layer: &Layer) -> Vec<String> {
+        let known = |p: &str| p == "/" || earlier.contains(p) || layer.image_file(p).is_some();
+        let mut out: Vec<String> = (self.entries.iter())
+            .filter(|(p, e)| e.stamp.kind == Kind::Dir && !known(p) && known(parent(p)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Whether `path` was in the writable layer then.
     pub fn contains(&self, path: &str) -> bool {
         self.entries.contains_key(path)

@@ -11,6 +11,7 @@ use std::time::Instant;
 use ahe_sandbox::{Layer, Sandbox};
 
 use crate::changes::{self, Changed, Kind, Snapshot};
+use crate::counterfactual::Plan;
 use crate::integrity::{self, Ground, Phase};
 use crate::tamper::SuspectReason;
 use crate::task::Task;
@@ -34,6 +35,9 @@ pub struct Guard {
     pub notes: Vec<String>,
     /// How much was walked and judged, for `result.json`.
     pub size: crate::record::ChangeSet,
+    /// How to verify a flagged pass again without the agent phase's flagged changes (set by
+    /// [`Guard::verdict`] when those alone flagged it; `Err` when it cannot be done exactly).
+    pub plan: Option<Result<Plan, String>>,
 }
 
 impl Guard {
@@ -60,6 +64,7 @@ impl Guard {
             spent_ms: 0,
             notes: Vec::new(),
             size: Default::default(),
+            plan: None,
         };
         g.spent_ms += t.elapsed().as_millis() as u64;
         Ok(g)
@@ -142,11 +147,21 @@ impl Guard {
         let handed = &self.handed_over;
         let read = |c: &Changed| !recorded || was_read(&after, handed, &by_path, c);
         let g = self.ground();
-        let mut out = integrity::judge(&g, &self.agent, Phase::Agent, &read);
+        let agent = integrity::judge_each(&g, &self.agent, Phase::Agent, &read);
+        let mut out: Vec<SuspectReason> = agent.iter().map(|(_, r)| r.clone()).collect();
         let during = after.changes_since(&self.handed_over, &self.layer);
         let phase = Phase::Verifier { kept };
-        out.extend(integrity::judge(&g, &during, phase, &|_| true));
-        out.extend(tests_changed(&self.layer, &self.tests_dir));
+        let others = [
+            integrity::judge(&g, &during, phase, &|_| true),
+            tests_changed(&self.layer, &self.tests_dir),
+        ]
+        .concat();
+        // Only a pass flagged for the agent phase's changes alone can be verified again
+        // without them (and not when servers it left ran beside the verifier).
+        let plan = (!agent.is_empty() && others.is_empty() && !kept)
+            .then(|| Plan::make(agent, &self.handed_over, &after, &during, &self.layer));
+        out.extend(others);
+        self.plan = plan;
         self.size.verifier = during.len();
         self.size.pruned = after.pruned;
         self.spent_ms += t.elapsed().as_millis() as u64;

@@ -209,6 +209,19 @@ pub fn judge(
     phase: Phase,
     read: &dyn Fn(&Changed) -> bool,
 ) -> Vec<SuspectReason> {
+    judge_each(g, changed, phase, read)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect()
+}
+
+/// [`judge`], each reason with the change it is about.
+pub fn judge_each<'a>(
+    g: &Ground,
+    changed: &'a [Changed],
+    phase: Phase,
+    read: &dyn Fn(&Changed) -> bool,
+) -> Vec<(&'a Changed, SuspectReason)> {
     // The package records are read only when a rule needs them (most phases: never).
     let records = std::cell::OnceCell::new();
     let installs = || records.get_or_init(|| Installs::of(changed));
@@ -257,10 +270,13 @@ pub fn judge(
             }
         };
         let how = if c.existed { "altered" } else { "created" };
-        out.push(SuspectReason {
-            reason: format!("{} ({how}): {what}; {when}", c.path),
-            turn: None,
-        });
+        out.push((
+            c,
+            SuspectReason {
+                reason: format!("{} ({how}): {what}; {when}", c.path),
+                turn: None,
+            },
+        ));
     }
     out
 }

@@ -110,6 +110,10 @@ pub struct Timings {
     /// still starting, resetting the verifier's ground).
     #[serde(default)]
     pub handover_ms: u64,
+    /// Of verifier time, the counterfactual run of a flagged pass (a copy of the sandbox
+    /// without the flagged changes, verified again); 0 when none ran.
+    #[serde(default)]
+    pub counterfactual_ms: u64,
 }
 
 /// How large the change checks' work was: entries of the writable layer walked, and the
