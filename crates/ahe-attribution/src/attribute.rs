@@ -1,4 +1,4 @@
-//! The Attribute phase (DESIGN §6): did each change of the previous manifest do what it
+//! The Attribute phase (docs/attribution.md): did each change of the previous manifest do what it
 //! predicted? Flips, per-change verdicts, file-matched regressions, prediction quality, and
 //! a statistical layer (intervals, paired bootstrap of the delta, Fisher test per flip).
 //!
@@ -109,7 +109,7 @@ fn names(moves: &[TaskMove]) -> BTreeSet<&str> {
     moves.iter().map(|m| m.task.as_str()).collect()
 }
 
-/// Attributes the current scores to the changes of the previous manifest (DESIGN §6).
+/// Attributes the current scores to the changes of the previous manifest (docs/attribution.md#verdicts).
 /// `exercised` maps tasks to the harness files their trials exercised (at least for the
 /// regressed tasks; `clean::CleanSummary::exercised` has every task). `evidence` holds the
 /// confirmation and counterfactual trials run so far (empty before those phases): flips that
@@ -324,7 +324,7 @@ fn by_evidence<'a>(
 }
 
 /// The verdict of a change from the fixes it is credited with and the regressions it is
-/// blamed for (DESIGN §6); `pc` are its visible predicted fixes.
+/// blamed for (docs/attribution.md#verdicts); `pc` are its visible predicted fixes.
 fn verdict_of(credited: &BTreeSet<&str>, blamed: &BTreeSet<&str>, pc: &BTreeSet<&str>) -> Verdict {
     match (credited.is_empty(), blamed.is_empty()) {
         (true, false) => Verdict::Harmful,

@@ -3,13 +3,14 @@
 //! venv: thousands of modules with their RECORD; an apt install: libraries, programs, dpkg
 //! records, a rewritten loader cache), over an image with a Python standard library. Times
 //! each step the trial's guard takes (snapshots, change set, access-time resets, rules) and
-//! prints `FIGURE` lines for `scripts/bench-integrity.sh`. Env: FILES (default 17000), RUNS
-//! (default 5).
+//! prints `FIGURE` lines for `scripts/bench-integrity.sh`. The verifier's run then unpacks as
+//! many files again into a new cache directory (as `uvx` does), which the verdict does not
+//! walk into. Env: FILES (default 17000), RUNS (default 5).
 
 use std::path::Path;
 use std::time::Instant;
 
-use ahe_bench::changes::{self, Kind, Snapshot};
+use ahe_bench::changes::{self, Changed, Kind, Snapshot};
 use ahe_bench::integrity::{self, Ground, Phase};
 use ahe_sandbox::Layer;
 
@@ -70,82 +71,131 @@ fn agent_phase(upper: &Path, n: usize) {
     put(upper, "/app/server.py", b"print('serve')\n");
 }
 
-fn main() {
-    let files: usize = std::env::var("FILES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(17_000);
-    let runs: usize = std::env::var("RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    let mut steps: Vec<(&str, Vec<f64>)> = ["before", "after_agent", "arm", "verdict", "total"]
+/// How the access-time probe is armed: reset only the files whose next read would not show
+/// (the product), or every file of the change set (before 2026-12-05), for a side-by-side.
+#[derive(Clone, Copy, PartialEq)]
+enum Probe {
+    WhereNeeded,
+    Every,
+}
+
+/// One trial's checks on a fresh layer: (step times in ms, files changed, resets).
+fn one_run(files: usize, probe: Probe) -> ([f64; 5], usize, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (lower, upper) = (dir.path().join("lower"), dir.path().join("upper"));
+    image(&lower, files);
+    std::fs::create_dir_all(&upper).unwrap();
+    let layer = Layer {
+        upper: vec![("/".into(), upper.clone())],
+        lower: vec![lower],
+        lower_tops: None,
+        overlay: true,
+        path_env: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+    };
+    let g = Ground {
+        layer: &layer,
+        workdir: "/app",
+        named: vec![],
+    };
+    let t = Instant::now();
+    let before = Snapshot::take(&layer);
+    let t_before = t.elapsed();
+    agent_phase(&upper, files);
+    // The solution's own service reads its module after writing it (a reset is needed).
+    let _ = std::fs::read(upper.join("app/server.py"));
+    let t = Instant::now();
+    let mut handed = Snapshot::take(&layer);
+    let agent = handed.changes_since(&before, &layer);
+    let _stale = integrity::stale_caches(&agent);
+    let t_after = t.elapsed();
+    let t = Instant::now();
+    let now = changes::now();
+    let reset: Vec<&Changed> = agent
         .iter()
-        .map(|s| (*s, Vec::new()))
+        .filter(|c| c.kind == Kind::File)
+        .filter(|c| probe == Probe::Every || handed.needs_reset(&c.path, now))
+        .filter(|c| changes::reset_atime(&c.host).is_ok())
         .collect();
-    let mut changed = 0;
-    for _ in 0..runs {
-        let dir = tempfile::tempdir().unwrap();
-        let (lower, upper) = (dir.path().join("lower"), dir.path().join("upper"));
-        image(&lower, files);
-        std::fs::create_dir_all(&upper).unwrap();
-        let layer = Layer {
-            upper: vec![("/".into(), upper.clone())],
-            lower: vec![lower],
-            lower_tops: None,
-            overlay: true,
-            path_env: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
-        };
-        let g = Ground {
-            layer: &layer,
-            workdir: "/app",
-            named: vec![],
-        };
-        let t = Instant::now();
-        let before = Snapshot::take(&layer);
-        let t_before = t.elapsed();
-        agent_phase(&upper, files);
-        // The verifier reads a few of the files (the server module, one library).
-        let t = Instant::now();
-        let mut handed = Snapshot::take(&layer);
-        let agent = handed.changes_since(&before, &layer);
-        let _stale = integrity::stale_caches(&agent);
-        let t_after = t.elapsed();
-        let t = Instant::now();
-        for c in agent.iter().filter(|c| c.kind == Kind::File) {
-            let _ = changes::reset_atime(&c.host);
-        }
-        handed.refresh(&agent);
-        let t_arm = t.elapsed();
-        let _ = std::fs::read(upper.join("app/server.py"));
-        let _ = std::fs::read(upper.join("usr/bin/tool3"));
-        let t = Instant::now();
-        let read = |c: &changes::Changed| changes::read_since_reset(&c.host);
-        let mut reasons = integrity::judge(&g, &agent, Phase::Agent, &read);
-        let after = Snapshot::take(&layer);
-        let during = after.changes_since(&handed, &layer);
-        reasons.extend(integrity::judge(
-            &g,
-            &during,
-            Phase::Verifier { kept: false },
-            &|_| true,
-        ));
-        let t_verdict = t.elapsed();
-        changed = agent.len();
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-        let total = ms(t_before) + ms(t_after) + ms(t_arm) + ms(t_verdict);
-        for (i, v) in [ms(t_before), ms(t_after), ms(t_arm), ms(t_verdict), total]
-            .into_iter()
-            .enumerate()
-        {
-            steps[i].1.push(v);
-        }
-        assert!(reasons.is_empty(), "{reasons:?}");
+    let resets = reset.len();
+    handed.refresh(reset);
+    let t_arm = t.elapsed();
+    // The verifier reads a few of the files (the server module, one program).
+    let _ = std::fs::read(upper.join("app/server.py"));
+    let _ = std::fs::read(upper.join("usr/bin/tool3"));
+    verifier_phase(&upper, files);
+    let t = Instant::now();
+    let after = Snapshot::take_after(&layer, &handed, &|p| p.starts_with("/app/"));
+    let read = |c: &Changed| match probe {
+        Probe::WhereNeeded => after.read_since(&handed, &c.path),
+        Probe::Every => changes::read_since_reset(&c.host),
+    };
+    let mut reasons = integrity::judge(&g, &agent, Phase::Agent, &read);
+    let during = after.changes_since(&handed, &layer);
+    reasons.extend(integrity::judge(
+        &g,
+        &during,
+        Phase::Verifier { kept: false },
+        &|_| true,
+    ));
+    let t_verdict = t.elapsed();
+    assert!(reasons.is_empty(), "{reasons:?}");
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let steps = [ms(t_before), ms(t_after), ms(t_arm), ms(t_verdict)];
+    let total = steps.iter().sum();
+    let all = [steps[0], steps[1], steps[2], steps[3], total];
+    (all, agent.len(), resets)
+}
+
+/// What the verifier's own run leaves (uvx unpacking its test dependencies into a cache):
+/// `n` modules with their RECORD, all created while it ran.
+fn verifier_phase(upper: &Path, n: usize) {
+    let site = "/root/.cache/uv/archive-v0/abc/lib/python3.13/site-packages";
+    let mut record = String::new();
+    for i in 0..n {
+        let rel = format!("dep{}/m{i}.py", i % 300);
+        put(upper, &format!("{site}/{rel}"), b"x = 1\n");
+        record.push_str(&format!("{rel},,\n"));
     }
-    println!("change set: {changed} files created by the agent phase, {runs} runs");
-    for (name, v) in steps {
-        let mut v = v;
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!("FIGURE integrity_large_{name}_ms {:.1}", v[v.len() / 2]);
+    put(
+        upper,
+        &format!("{site}/dep-1.0.dist-info/RECORD"),
+        record.as_bytes(),
+    );
+}
+
+fn main() {
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (files, runs) = (env("FILES", 17_000), env("RUNS", 5));
+    let names = ["before", "after_agent", "arm", "verdict", "total"];
+    let probes = [(Probe::WhereNeeded, ""), (Probe::Every, "_reset_every")];
+    // Run by run, the two probes in turn: both meet the machine's load alike.
+    let mut steps = vec![vec![Vec::new(); names.len()]; probes.len()];
+    let mut seen = [(0, 0); 2];
+    for _ in 0..runs {
+        for (k, (probe, _)) in probes.iter().enumerate() {
+            let (ms, c, r) = one_run(files, *probe);
+            seen[k] = (c, r);
+            for (i, v) in ms.into_iter().enumerate() {
+                steps[k][i].push(v);
+            }
+        }
+    }
+    for (k, (_, tag)) in probes.iter().enumerate() {
+        println!(
+            "change set: {} files created by the agent phase ({} access times reset), {runs} runs",
+            seen[k].0, seen[k].1
+        );
+        for (name, v) in names.iter().zip(&mut steps[k]) {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!(
+                "FIGURE integrity_large{tag}_{name}_ms {:.1}",
+                v[v.len() / 2]
+            );
+        }
     }
 }

@@ -45,12 +45,21 @@ struct Stamp {
     mode: u32,
 }
 
+/// One entry as walked: its identity and its access time (kept apart: a read is not a change).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    stamp: Stamp,
+    atime: (i64, i64),
+}
+
 /// The entries of a sandbox's writable layer at one moment, by sandbox path.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    entries: HashMap<String, Stamp>,
+    entries: HashMap<String, Entry>,
     /// Whether the walk stopped at [`MAX_ENTRIES`].
     pub truncated: bool,
+    /// Directories seen but not walked into ([`Snapshot::take_after`]).
+    pub pruned: usize,
 }
 
 /// One path the phase created, altered or deleted.
@@ -86,18 +95,33 @@ impl Changed {
 impl Snapshot {
     /// Walks every writable part of `layer`.
     pub fn take(layer: &Layer) -> Snapshot {
+        Snapshot::take_where(layer, &|_| true)
+    }
+
+    /// Walks `layer` after the verifier ran, but not into a directory made while it ran
+    /// (neither in `handed` nor in the image) unless `keep` says so: what the verifier's run
+    /// creates there (package caches, unpacked test dependencies) is its own work and
+    /// decides nothing, so its walk would be cost without a verdict. A directory that was
+    /// there is walked whole: an altered or replaced file in it still shows.
+    pub fn take_after(layer: &Layer, handed: &Snapshot, keep: &dyn Fn(&str) -> bool) -> Snapshot {
+        Snapshot::take_where(layer, &|p| {
+            handed.contains(p) || keep(p) || layer.image_file(p).is_some()
+        })
+    }
+
+    fn take_where(layer: &Layer, descend: &dyn Fn(&str) -> bool) -> Snapshot {
         let mut s = Snapshot::default();
         for (mount, host) in &layer.upper {
             let top = mount.trim_end_matches('/');
             if SKIP_TOPS.contains(&top.trim_start_matches('/')) {
                 continue;
             }
-            s.walk(host, top);
+            s.walk(host, top, descend);
         }
         s
     }
 
-    fn walk(&mut self, host_root: &Path, sandbox_root: &str) {
+    fn walk(&mut self, host_root: &Path, sandbox_root: &str, descend: &dyn Fn(&str) -> bool) {
         let mut stack = vec![(host_root.to_path_buf(), sandbox_root.to_string())];
         while let Some((dir, spath)) = stack.pop() {
             let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -118,9 +142,13 @@ impl Snapshot {
                 }
                 let Ok(md) = e.metadata() else { continue };
                 let kind = kind_of(&md);
-                self.entries.insert(p.clone(), stamp(&md, kind));
+                self.entries.insert(p.clone(), entry(&md, kind));
                 if kind == Kind::Dir {
-                    stack.push((e.path(), p));
+                    if descend(&p) {
+                        stack.push((e.path(), p));
+                    } else {
+                        self.pruned += 1;
+                    }
                 }
             }
         }
@@ -128,12 +156,33 @@ impl Snapshot {
 
     /// Stamps `changed` entries anew (after [`reset_atime`] changed their ctime), so that a
     /// later snapshot does not count the reset as a change.
-    pub fn refresh(&mut self, changed: &[Changed]) {
+    pub fn refresh<'a>(&mut self, changed: impl IntoIterator<Item = &'a Changed>) {
         for c in changed {
             if let Ok(md) = std::fs::symlink_metadata(&c.host) {
                 self.entries
-                    .insert(c.path.clone(), stamp(&md, kind_of(&md)));
+                    .insert(c.path.clone(), entry(&md, kind_of(&md)));
             }
+        }
+    }
+
+    /// Whether the next read of `path` might not show in its access time, so that it must be
+    /// reset ([`reset_atime`]) before the verifier runs: with `relatime` (the default mount
+    /// option) a read updates the access time only when it is not later than the
+    /// modification or change time, and an access time in the future (`touch -a -d`) would
+    /// hide any read. `now` is the present as seconds and nanoseconds since the epoch.
+    pub fn needs_reset(&self, path: &str, now: (i64, i64)) -> bool {
+        self.entries
+            .get(path)
+            .is_none_or(|e| e.atime > now || (e.atime > e.stamp.mtime && e.atime > e.stamp.ctime))
+    }
+
+    /// Whether `path` was read between `earlier` and `self` (its access time moved on); a
+    /// path gone since, or not in `earlier`, counts as read (a file that deletes itself once
+    /// loaded is judged like one that stays).
+    pub fn read_since(&self, earlier: &Snapshot, path: &str) -> bool {
+        match (self.entries.get(path), earlier.entries.get(path)) {
+            (Some(now), Some(then)) => now.atime > then.atime,
+            _ => true,
         }
     }
 
@@ -147,6 +196,28 @@ impl Snapshot {
         self.entries.is_empty()
     }
 
+    /// Files and links of `earlier` no longer in `self` (removed since; directories aside).
+    pub fn gone_since(&self, earlier: &Snapshot) -> Vec<String> {
+        let mut out: Vec<String> = (earlier.entries.iter())
+            .filter(|(p, e)| e.stamp.kind != Kind::Dir && !self.entries.contains_key(*p))
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The tops of the directory trees made since `earlier`: directories of `self` that
+    /// neither `earlier` nor the image has, under one that either has.
+    pub fn dirs_made_since(&self, earlier: &Snapshot, layer: &Layer) -> Vec<String> {
+        let known = |p: &str| p == "/" || earlier.contains(p) || layer.image_file(p).is_some();
+        let mut out: Vec<String> = (self.entries.iter())
+            .filter(|(p, e)| e.stamp.kind == Kind::Dir && !known(p) && known(parent(p)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Whether `path` was in the writable layer then.
     pub fn contains(&self, path: &str) -> bool {
         self.entries.contains_key(path)
@@ -156,22 +227,22 @@ impl Snapshot {
     /// `before` (directories are not listed; their content is). A path counts as existing
     /// before when `before` holds it or the image has it.
     pub fn changes_since(&self, before: &Snapshot, layer: &Layer) -> Vec<Changed> {
-        // Whether the image has a directory, asked once per directory: a path whose
-        // directory the image lacks is created without a look at each of its files.
-        let mut image_dirs: HashMap<&str, bool> = HashMap::new();
+        // Whether the image has a directory, asked once per directory, and not at all below
+        // one it lacks: a path whose directory the image lacks is created without a look at
+        // each of its files.
+        let mut image_dirs: HashMap<String, bool> = HashMap::new();
         let mut out: Vec<Changed> = self
             .entries
             .iter()
-            .filter(|(p, st)| st.kind != Kind::Dir && before.entries.get(*p) != Some(st))
-            .map(|(p, st)| {
-                let dir = match p.rfind('/') {
-                    Some(0) | None => "/",
-                    Some(i) => &p[..i],
-                };
+            .filter(|(p, e)| {
+                e.stamp.kind != Kind::Dir
+                    && before.entries.get(*p).map(|b| b.stamp) != Some(e.stamp)
+            })
+            .map(|(p, e)| {
+                let st = &e.stamp;
+                let dir = parent(p);
                 let in_image = before.entries.contains_key(p)
-                    || (*image_dirs
-                        .entry(dir)
-                        .or_insert_with(|| dir == "/" || layer.image_file(dir).is_some())
+                    || (image_has_dir(layer, &mut image_dirs, dir)
                         && layer.image_file(p).is_some());
                 Changed {
                     path: p.clone(),
@@ -185,6 +256,28 @@ impl Snapshot {
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
+}
+
+/// The directory holding `p` (`/` for a top-level entry).
+fn parent(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &p[..i],
+    }
+}
+
+/// Whether the image has directory `dir`, from `known` when asked before; a directory below
+/// one the image lacks is not looked up.
+fn image_has_dir(layer: &Layer, known: &mut HashMap<String, bool>, dir: &str) -> bool {
+    if dir == "/" {
+        return true;
+    }
+    if let Some(&k) = known.get(dir) {
+        return k;
+    }
+    let has = image_has_dir(layer, known, parent(dir)) && layer.image_file(dir).is_some();
+    known.insert(dir.to_string(), has);
+    has
 }
 
 /// Paths the verifier's own run and the sandbox's plumbing write (caches), never read as code
@@ -208,15 +301,26 @@ fn kind_of(md: &std::fs::Metadata) -> Kind {
     }
 }
 
-fn stamp(md: &std::fs::Metadata, kind: Kind) -> Stamp {
-    Stamp {
-        kind,
-        ino: md.ino(),
-        size: md.size(),
-        mtime: (md.mtime(), md.mtime_nsec()),
-        ctime: (md.ctime(), md.ctime_nsec()),
-        mode: md.mode(),
+fn entry(md: &std::fs::Metadata, kind: Kind) -> Entry {
+    Entry {
+        stamp: Stamp {
+            kind,
+            ino: md.ino(),
+            size: md.size(),
+            mtime: (md.mtime(), md.mtime_nsec()),
+            ctime: (md.ctime(), md.ctime_nsec()),
+            mode: md.mode(),
+        },
+        atime: (md.atime(), md.atime_nsec()),
     }
+}
+
+/// The present as seconds and nanoseconds since the epoch, for [`Snapshot::needs_reset`].
+pub fn now() -> (i64, i64) {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos() as i64)
 }
 
 /// The access time [`reset_atime`] gives a file: one second after the epoch, older than any
@@ -259,3 +363,7 @@ pub fn reset_atime(host: &Path) -> std::io::Result<()> {
 pub fn read_since_reset(host: &Path) -> bool {
     std::fs::symlink_metadata(host).is_ok_and(|m| m.atime() > RESET_ATIME.as_secs() as i64)
 }
+
+#[cfg(test)]
+#[path = "changes_tests.rs"]
+mod tests;

@@ -11,6 +11,7 @@ use std::time::Instant;
 use ahe_sandbox::{Layer, Sandbox};
 
 use crate::changes::{self, Changed, Kind, Snapshot};
+use crate::counterfactual::Plan;
 use crate::integrity::{self, Ground, Phase};
 use crate::tamper::SuspectReason;
 use crate::task::Task;
@@ -34,6 +35,9 @@ pub struct Guard {
     pub notes: Vec<String>,
     /// How much was walked and judged, for `result.json`.
     pub size: crate::record::ChangeSet,
+    /// How to verify a flagged pass again without the agent phase's flagged changes (set by
+    /// [`Guard::verdict`] when those alone flagged it; `Err` when it cannot be done exactly).
+    pub plan: Option<Result<Plan, String>>,
 }
 
 impl Guard {
@@ -60,6 +64,7 @@ impl Guard {
             spent_ms: 0,
             notes: Vec::new(),
             size: Default::default(),
+            plan: None,
         };
         g.spent_ms += t.elapsed().as_millis() as u64;
         Ok(g)
@@ -94,13 +99,20 @@ impl Guard {
         stale
     }
 
-    /// Resets the access times of the agent's changes (before the tests are put in).
+    /// Resets the access times of the agent's files whose next read would not show
+    /// ([`Snapshot::needs_reset`]: read since last written, or dated in the future), before
+    /// the tests are put in; every other file's next read moves its access time on by itself.
     pub fn arm(&mut self) {
         let t = Instant::now();
-        for c in self.agent.iter().filter(|c| c.kind == Kind::File) {
-            let _ = changes::reset_atime(&c.host);
-        }
-        self.handed_over.refresh(&self.agent);
+        let now = changes::now();
+        let reset: Vec<&Changed> = self
+            .agent
+            .iter()
+            .filter(|c| c.kind == Kind::File && self.handed_over.needs_reset(&c.path, now))
+            .filter(|c| changes::reset_atime(&c.host).is_ok())
+            .collect();
+        self.size.reset = reset.len();
+        self.handed_over.refresh(reset);
         self.spent_ms += t.elapsed().as_millis() as u64;
     }
 
@@ -129,19 +141,49 @@ impl Guard {
                     .into(),
             );
         }
+        let after = self.snapshot_after().await;
         let by_path: HashMap<&str, &Changed> =
             self.agent.iter().map(|c| (c.path.as_str(), c)).collect();
-        let read = |c: &Changed| !recorded || was_read(&by_path, c);
+        let handed = &self.handed_over;
+        let read = |c: &Changed| !recorded || was_read(&after, handed, &by_path, c);
         let g = self.ground();
-        let mut out = integrity::judge(&g, &self.agent, Phase::Agent, &read);
-        let after = snapshot(&self.layer).await;
+        let agent = integrity::judge_each(&g, &self.agent, Phase::Agent, &read);
+        let mut out: Vec<SuspectReason> = agent.iter().map(|(_, r)| r.clone()).collect();
         let during = after.changes_since(&self.handed_over, &self.layer);
         let phase = Phase::Verifier { kept };
-        out.extend(integrity::judge(&g, &during, phase, &|_| true));
-        out.extend(tests_changed(&self.layer, &self.tests_dir));
+        let others = [
+            integrity::judge(&g, &during, phase, &|_| true),
+            tests_changed(&self.layer, &self.tests_dir),
+        ]
+        .concat();
+        // Only a pass flagged for the agent phase's changes alone can be verified again
+        // without them (and not when servers it left ran beside the verifier).
+        let plan = (!agent.is_empty() && others.is_empty() && !kept)
+            .then(|| Plan::make(agent, &self.handed_over, &after, &during, &self.layer));
+        out.extend(others);
+        self.plan = plan;
         self.size.verifier = during.len();
+        self.size.pruned = after.pruned;
         self.spent_ms += t.elapsed().as_millis() as u64;
         out
+    }
+}
+
+impl Guard {
+    /// The layer after the verifier ran ([`Snapshot::take_after`]: directories its run made
+    /// are not walked, but for those under the working directory, where pytest collects a
+    /// `conftest.py`), off the async runtime.
+    async fn snapshot_after(&mut self) -> Snapshot {
+        let (layer, workdir) = (self.layer.clone(), self.workdir.clone());
+        let handed = std::mem::take(&mut self.handed_over);
+        let (after, handed) = tokio::task::spawn_blocking(move || {
+            let keep = |p: &str| workdir != "/" && integrity::under(p, &workdir);
+            (Snapshot::take_after(&layer, &handed, &keep), handed)
+        })
+        .await
+        .unwrap_or_default();
+        self.handed_over = handed;
+        after
     }
 }
 
@@ -153,11 +195,17 @@ async fn snapshot(layer: &Layer) -> Snapshot {
         .unwrap_or_default()
 }
 
-/// Whether the verifier's run read `c` (a link: its target, when the agent changed that too;
-/// otherwise a link counts as read).
-fn was_read(by_path: &HashMap<&str, &Changed>, c: &Changed) -> bool {
+/// Whether the verifier's run read `c` (its access time moved on between the hand-over and
+/// `after`; a link: its target, when the agent changed that too; otherwise a link counts as
+/// read).
+fn was_read(
+    after: &Snapshot,
+    handed: &Snapshot,
+    by_path: &HashMap<&str, &Changed>,
+    c: &Changed,
+) -> bool {
     match c.kind {
-        Kind::File => changes::read_since_reset(&c.host),
+        Kind::File => after.read_since(handed, &c.path),
         Kind::Symlink => {
             let Ok(t) = std::fs::read_link(&c.host) else {
                 return true;
@@ -169,9 +217,7 @@ fn was_read(by_path: &HashMap<&str, &Changed>, c: &Changed) -> bool {
                 format!("{}/{t}", c.dir())
             };
             match by_path.get(abs.as_str()) {
-                Some(target) if target.kind == Kind::File => {
-                    changes::read_since_reset(&target.host)
-                }
+                Some(target) if target.kind == Kind::File => after.read_since(handed, &target.path),
                 _ => true,
             }
         }

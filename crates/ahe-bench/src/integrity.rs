@@ -160,7 +160,7 @@ impl Ground<'_> {
 }
 
 /// Whether `path` is `dir` or inside it.
-fn under(path: &str, dir: &str) -> bool {
+pub(crate) fn under(path: &str, dir: &str) -> bool {
     let d = dir.trim_end_matches('/');
     d.is_empty() || path == d || path.strip_prefix(d).is_some_and(|r| r.starts_with('/'))
 }
@@ -209,7 +209,22 @@ pub fn judge(
     phase: Phase,
     read: &dyn Fn(&Changed) -> bool,
 ) -> Vec<SuspectReason> {
-    let installs = Installs::of(changed);
+    judge_each(g, changed, phase, read)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect()
+}
+
+/// [`judge`], each reason with the change it is about.
+pub fn judge_each<'a>(
+    g: &Ground,
+    changed: &'a [Changed],
+    phase: Phase,
+    read: &dyn Fn(&Changed) -> bool,
+) -> Vec<(&'a Changed, SuspectReason)> {
+    // The package records are read only when a rule needs them (most phases: never).
+    let records = std::cell::OnceCell::new();
+    let installs = || records.get_or_init(|| Installs::of(changed));
     let mut modules = ModuleIndex::default();
     let mut out = Vec::new();
     for c in changed {
@@ -230,10 +245,10 @@ pub fn judge(
         }
         let what = if c.path == LOADER_CACHE {
             // A derived file: judged by what its entries point to, not by its change.
-            loader_cache(g, c, &installs)
+            loader_cache(g, c, installs())
         } else {
             match rule(g, c, &mut modules, phase) {
-                Some((_, true)) if installs.installed(c) => None,
+                Some((_, true)) if installs().installed(c) => None,
                 found => found.map(|(what, _)| what),
             }
         };
@@ -241,6 +256,9 @@ pub fn judge(
             continue;
         };
         let when = match phase {
+            Phase::Agent if gone(c) => {
+                "made during the agent phase; gone when the verifier ended (removed while it ran)"
+            }
             Phase::Agent if read(c) => "made during the agent phase; the verifier's run read it",
             Phase::Agent => continue,
             Phase::Verifier { kept: true } => {
@@ -252,10 +270,13 @@ pub fn judge(
             }
         };
         let how = if c.existed { "altered" } else { "created" };
-        out.push(SuspectReason {
-            reason: format!("{} ({how}): {what}; {when}", c.path),
-            turn: None,
-        });
+        out.push((
+            c,
+            SuspectReason {
+                reason: format!("{} ({how}): {what}; {when}", c.path),
+                turn: None,
+            },
+        ));
     }
     out
 }
@@ -396,8 +417,12 @@ fn archive_shadow(g: &Ground, c: &Changed, modules: &mut ModuleIndex) -> Option<
 /// Bytes of a created archive read for its member list.
 const ARCHIVE_MAX: usize = 64 << 20;
 
-/// Whether a `.pth` file holds a line Python executes (one starting with `import`).
+/// Whether a `.pth` file holds a line Python executes (one starting with `import`); one gone
+/// by the verdict counts (Python never deletes a .pth; its own import line can).
 fn executes_code(c: &Changed) -> bool {
+    if gone(c) {
+        return true;
+    }
     read_head(c, 1 << 20)
         .lines()
         .any(|l| l.starts_with("import ") || l.starts_with("import\t"))
@@ -491,6 +516,11 @@ pub fn stale_caches(changed: &[Changed]) -> Vec<String> {
         })
         .map(|c| c.path.clone())
         .collect()
+}
+
+/// Whether the change's file is no longer in the writable layer (removed since the walk).
+fn gone(c: &Changed) -> bool {
+    std::fs::symlink_metadata(&c.host).is_err()
 }
 
 fn read_bytes(c: &Changed, max: usize) -> Vec<u8> {

@@ -26,6 +26,23 @@ pub const TRACE: &str = "trace.jsonl";
 const CLEAN: &str = "trace.clean.json";
 /// File name of the trajectory judge's record of a trial.
 const JUDGE: &str = "judge.json";
+/// File name of a trial's readable log (one line per event of its trace).
+const AGENT_LOG: &str = "agent.log";
+/// File name of the HTML report at the top of an evaluation directory (and of a run).
+pub const REPORT_HTML: &str = "report.html";
+/// File name of the Markdown report beside it.
+pub const REPORT_MD: &str = "report.md";
+
+/// The relative link from a file `segments` deep below a directory back up to that
+/// directory: one `../` per folder the file is in (`report/trials/a/1.html` → `../../../`).
+pub fn up_from(segments: &[String]) -> String {
+    "../".repeat(segments.len().saturating_sub(1))
+}
+
+/// `base` joined with each of `segments`.
+pub fn join_segments(base: &Path, segments: &[String]) -> PathBuf {
+    segments.iter().fold(base.to_path_buf(), |p, s| p.join(s))
+}
 
 impl EvalDir {
     /// The evaluation directory at `path` (nothing is created).
@@ -45,7 +62,39 @@ impl EvalDir {
 
     /// `trials/<task>/<attempt>/`.
     pub fn trial(&self, task: &str, attempt: u32) -> TrialDir {
-        TrialDir(self.trials().join(task).join(attempt.to_string()))
+        TrialDir(join_segments(&self.0, &Self::trial_segments(task, attempt)))
+    }
+
+    /// The path segments of a trial's directory below the evaluation directory:
+    /// `trials/<task>/<attempt>` (links from report pages are built from them).
+    pub fn trial_segments(task: &str, attempt: u32) -> Vec<String> {
+        vec!["trials".into(), task.into(), attempt.to_string()]
+    }
+
+    /// The path segments of a trial's page below the evaluation directory:
+    /// `report/trials/<task>/<attempt>.html`.
+    pub fn trial_page_segments(task: &str, attempt: u32) -> Vec<String> {
+        vec![
+            "report".into(),
+            "trials".into(),
+            task.into(),
+            format!("{attempt}.html"),
+        ]
+    }
+
+    /// A trial's page: `report/trials/<task>/<attempt>.html`.
+    pub fn trial_page(&self, task: &str, attempt: u32) -> PathBuf {
+        join_segments(&self.0, &Self::trial_page_segments(task, attempt))
+    }
+
+    /// `report.html`: the evaluation's report.
+    pub fn report_html(&self) -> PathBuf {
+        self.0.join(REPORT_HTML)
+    }
+
+    /// `report.md`: the evaluation's report in Markdown.
+    pub fn report_md(&self) -> PathBuf {
+        self.0.join(REPORT_MD)
     }
 
     /// `model-cache/`: the record/replay cache of an `ahe eval` without `cache_dir`.
@@ -150,6 +199,11 @@ impl TrialDir {
         self.0.join(RESULT)
     }
 
+    /// Path of the readable log `agent.log` (one line per event of the trace).
+    pub fn agent_log_path(&self) -> PathBuf {
+        self.0.join(AGENT_LOG)
+    }
+
     /// Path of the raw event trace `trace.jsonl`.
     pub fn trace_path(&self) -> PathBuf {
         self.0.join(TRACE)
@@ -210,4 +264,21 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<
     let text =
         std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_page_climbs_back_to_the_evaluation_directory() {
+        let e = EvalDir::new("/e");
+        let page = EvalDir::trial_page_segments("a", 2);
+        assert_eq!(e.trial_page("a", 2), Path::new("/e/report/trials/a/2.html"));
+        assert_eq!(up_from(&page), "../../../");
+        assert_eq!(
+            join_segments(e.path(), &EvalDir::trial_segments("a", 2)),
+            e.trial("a", 2).path()
+        );
+    }
 }

@@ -2,6 +2,7 @@
 
 pub mod changes;
 pub mod check;
+pub mod counterfactual;
 pub mod disk;
 pub mod eval;
 pub mod fetch;

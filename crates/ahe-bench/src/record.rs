@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::tamper::Suspect;
 
-/// Final status of a trial (DESIGN §4).
+/// Final status of a trial (docs/tasks.md#trial-statuses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TrialStatus {
@@ -110,6 +110,10 @@ pub struct Timings {
     /// still starting, resetting the verifier's ground).
     #[serde(default)]
     pub handover_ms: u64,
+    /// Of verifier time, the counterfactual run of a flagged pass (a copy of the sandbox
+    /// without the flagged changes, verified again); 0 when none ran.
+    #[serde(default)]
+    pub counterfactual_ms: u64,
 }
 
 /// How large the change checks' work was: entries of the writable layer walked, and the
@@ -122,6 +126,14 @@ pub struct ChangeSet {
     pub agent: usize,
     /// Files, links and deletions made while the verifier ran.
     pub verifier: usize,
+    /// Agent files whose access time had to be reset before the verifier ran (read since
+    /// written, or dated ahead); every other file's next read shows by itself.
+    #[serde(default)]
+    pub reset: usize,
+    /// Directories the verifier's run made (outside the working directory) whose content was
+    /// not walked: the verifier's own files there decide nothing.
+    #[serde(default)]
+    pub pruned: usize,
 }
 
 /// The contents of `result.json`.

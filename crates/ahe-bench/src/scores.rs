@@ -237,7 +237,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// Status of a task from its trials (DESIGN §6).
+/// Status of a task from its trials (docs/attribution.md#task-status-pass1-flips).
 pub fn task_status(trials: &[TrialStatus]) -> TaskStatus {
     let ran: Vec<&TrialStatus> = trials
         .iter()

@@ -295,7 +295,9 @@ async fn run_once(
             stop = stopped() => Err(stop),
         };
         r.notes.extend(separate_notes);
-        if let Some(g) = guard.take() {
+        let mut plan = None;
+        if let Some(mut g) = guard.take() {
+            plan = g.plan.take();
             r.timings.integrity_ms = g.spent_ms;
             r.change_set = Some(g.size.clone());
             r.notes.extend(g.notes);
@@ -333,6 +335,20 @@ async fn run_once(
                         r.status = TrialStatus::VerifierError;
                         r.error = Some(e);
                     }
+                }
+                if let (Some(plan), TrialStatus::Pass, false) = (plan, r.status, reasons.is_empty())
+                {
+                    r.timings.counterfactual_ms = crate::counterfactual::settle(
+                        env.backend.as_ref(),
+                        task,
+                        sandbox.as_ref(),
+                        &spec,
+                        plan,
+                        &env.verifier,
+                        dir,
+                        (&mut reasons, &mut r.notes),
+                    )
+                    .await;
                 }
                 if !reasons.is_empty() {
                     if env.verifier.on_suspect == OnSuspect::Fail && r.status == TrialStatus::Pass {

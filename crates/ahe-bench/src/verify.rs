@@ -1,4 +1,4 @@
-//! The verifier phase (DESIGN §4 "Verifier hand-over"): when the agent phase ends, what it
+//! The verifier phase (docs/verifier.md#verifier-hand-over): when the agent phase ends, what it
 //! left running is ended, `/tests` is recreated from the task (nothing planted survives),
 //! `/solution` removed and `/logs/verifier` emptied; then `tests/test.sh` runs and the reward
 //! is read from what was copied out (regular files only; a link there is a sign of tampering).

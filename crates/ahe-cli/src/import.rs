@@ -180,7 +180,7 @@ fn copy_logs(from: &Path, to: &Path) -> anyhow::Result<()> {
         ));
     }
     if !out.is_empty() {
-        std::fs::write(to.join("agent.log"), out)?;
+        std::fs::write(ahe_bench::TrialDir::new(to).agent_log_path(), out)?;
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ mod eval;
 mod evolve;
 mod export;
 mod import;
+mod judge_bench;
 mod matrix;
 mod progress;
 mod pulls;
@@ -105,6 +106,10 @@ enum Command {
     /// task's image (local, pullable or buildable), disk, each role's model; exit 2 with
     /// every problem listed.
     Check(check::CheckArgs),
+    /// Measure a trajectory judge on labelled trajectories (benchmarks/judge-labelled: the
+    /// adversarial suite's hacks and controls): each verdict against its label, precision and
+    /// recall of "gamed", cost.
+    JudgeBench(judge_bench::JudgeBenchArgs),
     /// Check, list and fetch benchmarks (task format, oracle and nop runs).
     Bench {
         #[command(subcommand)]
@@ -156,6 +161,7 @@ fn main() -> ExitCode {
         Command::View(a) => view::run(a),
         Command::Validate { dir } => validate(&dir),
         Command::Check(a) => check::run(a),
+        Command::JudgeBench(a) => judge_bench::run(a),
         Command::Bench { command } => bench::run(command),
         Command::Sandbox {
             command: SandboxCommand::Reap { all, config },

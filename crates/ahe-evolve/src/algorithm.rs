@@ -1,4 +1,4 @@
-//! The loop of Algorithm 1 (DESIGN §1): for t = 1..N, rollout → clean → attribute (best) →
+//! The loop of Algorithm 1 (docs/loop.md): for t = 1..N, rollout → clean → attribute (best) →
 //! debug → evolve (rollback, edits, pre-flight) → commit; then a final evaluation of H_N and
 //! the re-evaluation of best, seed and runner-up on fresh trials.
 //! Each task's debugger starts during the rollout, once the task's trials are done.

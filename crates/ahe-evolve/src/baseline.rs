@@ -1,4 +1,4 @@
-//! The matched-budget baseline (DESIGN §6; `ahe baseline`, and the last phase of `ahe evolve`
+//! The matched-budget baseline (docs/attribution.md#matched-budget-baseline; `ahe baseline`, and the last phase of `ahe evolve`
 //! under `[evolve] baseline = true`): from the run's total spend (every role, every
 //! iteration), the number N of seed-harness trials per task the same money buys (tokens when
 //! the config names no prices); N trials of the seed per task (the first iteration's k are

@@ -305,7 +305,7 @@ impl Default for EvolveConfig {
 }
 
 /// `[attribution]`: the extra trials that separate a change's real effect from luck and
-/// from the other changes of its iteration (DESIGN §6).
+/// from the other changes of its iteration (docs/attribution.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AttributionConfig {

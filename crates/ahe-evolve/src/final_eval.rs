@@ -1,4 +1,4 @@
-//! The final re-evaluation (DESIGN §6): `best` was picked as the maximum of noisy figures, so
+//! The final re-evaluation (docs/attribution.md#an-honest-best): `best` was picked as the maximum of noisy figures, so
 //! its own figure is biased upward (the winner's curse). After the last iteration, best, the
 //! seed and the runner-up (the highest-scoring other iteration) each run `[evolve]
 //! final_trials` fresh trials per task, visible and held-out, as extra trial sets of the

@@ -1,4 +1,4 @@
-//! Leak guard (DESIGN §8): a harness edit must not add a benchmark task's name or a verbatim
+//! Leak guard (docs/loop.md#leak-guard): a harness edit must not add a benchmark task's name or a verbatim
 //! span of a task's instruction, tests or solution (anti-overfitting, enforced in code).
 //!
 //! Rules:

@@ -1,4 +1,4 @@
-//! Automatic rollback (DESIGN §6, `rollback = "auto"`): each HARMFUL change of the previous
+//! Automatic rollback (docs/attribution.md#verdicts, `rollback = "auto"`): each HARMFUL change of the previous
 //! iteration is undone by a three-way `git revert` of its own commit, so other changes in the
 //! same file survive. A file whose revert conflicts falls back to a file-level restore (as it
 //! was before the change), and the lines of other changes that this removed are named, in

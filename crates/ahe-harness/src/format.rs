@@ -1,4 +1,4 @@
-//! The harness directory format (DESIGN §2): loading every component and naming every problem.
+//! The harness directory format (docs/harness.md): loading every component and naming every problem.
 
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! The harness data model (DESIGN §2) apart from its loader: the registry, tool, middleware,
+//! The harness data model (docs/harness.md) apart from its loader: the registry, tool, middleware,
 //! skill and sub-agent definitions, builtin kinds and hook points, and the loaded
 //! [`Harness`]. `format` loads and validates it; the runtime runs it.
 

@@ -1,4 +1,4 @@
-//! The agent runtime (DESIGN §3): a harness bound to a model runs an agent in a sandbox.
+//! The agent runtime (docs/harness.md#the-agent-runtime): a harness bound to a model runs an agent in a sandbox.
 //! The loop itself is [`agent_loop`] over a [`Session`] (limits, model calls, trace, one way
 //! to stop); this module adds what a harness brings: its tools (validated against their schemas), its
 //! middleware (every decision applied in one place, [`Runtime::hook`], and traced), its tool

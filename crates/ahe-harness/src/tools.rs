@@ -12,7 +12,7 @@ use minijinja::context;
 
 pub use crate::model::{BuiltinTool, ToolImpl};
 
-/// What a tool answers (DESIGN §2); scripts print it as JSON on stdout.
+/// What a tool answers (docs/harness.md#tools); scripts print it as JSON on stdout.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// Whether the call did what was asked.

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use ahe_bench::{EvalDir, Scores, TaskStatus, TrialResult, TrialStatus};
 use ahe_rundir::clean;
+use ahe_rundir::run_dir::IterationDir;
 use minijinja::context;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -14,7 +15,7 @@ use serde::Serialize;
 use super::format::{cell_class, cell_text, ci, f3, secs, tokens, usd};
 use super::model::Cell;
 use super::trial::{page_is_current, render_trial_page, PageContext, TrialPages};
-use super::{href, url_segment, write_atomic, Generated, ReportOptions};
+use super::{href, href_of, url_segment, write_atomic, Generated, ReportOptions};
 
 /// One trial of an evaluation as the report shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -99,7 +100,16 @@ fn status_name(s: TaskStatus) -> &'static str {
 
 /// Link from the evaluation directory to a trial's page.
 pub fn eval_trial_page_href(task: &str, attempt: u32) -> String {
-    format!("report/trials/{}/{attempt}.html", url_segment(task))
+    href_of(&EvalDir::trial_page_segments(task, attempt))
+}
+
+/// `p` relative to `dir`, with `/` between its parts (as a link wants it).
+fn rel_to(dir: &Path, p: &Path) -> String {
+    let rel = p.strip_prefix(dir).unwrap_or(p);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Characters of a reason or infra error shown in the tables (the trial page has all).
@@ -212,9 +222,10 @@ fn eval_task_rows(
     results: &[TrialResult],
     pages: bool,
 ) -> Vec<EvalTaskRow> {
+    let it = IterationDir::at(dir);
     let detail = |task: &str| {
-        let rel = format!("analysis/detail/{task}.md");
-        dir.join(&rel).is_file().then(|| href(&rel))
+        let p = it.detail_path(task);
+        p.is_file().then(|| href(&rel_to(dir, &p)))
     };
     scores
         .tasks
@@ -283,10 +294,10 @@ pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bo
             ("agent (sum)".into(), secs(d.agent_sec)),
             ("verifier (sum)".into(), secs(d.verifier_sec)),
         ],
-        overview: dir
-            .join("analysis/overview.md")
-            .is_file()
-            .then(|| "analysis/overview.md".to_string()),
+        overview: {
+            let p = IterationDir::at(dir).overview_path();
+            p.is_file().then(|| rel_to(dir, &p))
+        },
         tasks,
         trial_pages: pages,
     }
@@ -295,11 +306,17 @@ pub fn eval_view(dir: &Path, scores: &Scores, results: &[TrialResult], pages: bo
 /// Where an evaluation's trial page sits (`report/trials/<task>/<attempt>.html`): its
 /// links back to the report and to the trial's directory.
 fn eval_trial_context(name: &str, task: &str, attempt: u32) -> PageContext {
+    let up = ahe_bench::layout::up_from(&EvalDir::trial_page_segments(task, attempt));
+    let dir = super::href_of(&EvalDir::trial_segments(task, attempt));
     PageContext {
         source: name.to_string(),
         iteration: None,
-        back: format!("../../../report.html#task-{}", url_segment(task)),
-        raw: format!("../../../trials/{}/{attempt}/", url_segment(task)),
+        back: format!(
+            "{up}{}#task-{}",
+            ahe_bench::layout::REPORT_HTML,
+            url_segment(task)
+        ),
+        raw: format!("{up}{dir}/"),
     }
 }
 
@@ -348,10 +365,7 @@ fn write_eval_trial_pages(dir: &Path, name: &str, results: &[TrialResult]) -> Tr
     let outs: Vec<Result<bool, (std::path::PathBuf, String)>> = results
         .par_iter()
         .map(|r| {
-            let out = dir
-                .join("report/trials")
-                .join(&r.task)
-                .join(format!("{}.html", r.attempt));
+            let out = eval.trial_page(&r.task, r.attempt);
             let td = eval.trial(&r.task, r.attempt);
             if page_is_current(&out, td.path()) {
                 return Ok(false);
@@ -389,7 +403,8 @@ pub fn generate_eval(dir: &Path, opts: &ReportOptions) -> anyhow::Result<Generat
     let ctx = context! { v => view, generated => generated };
     let html = env.get_template("eval.html")?.render(&ctx)?;
     let md = env.get_template("eval.md")?.render(&ctx)?;
-    let (html_path, md_path) = (dir.join("report.html"), dir.join("report.md"));
+    let out = EvalDir::new(dir);
+    let (html_path, md_path) = (out.report_html(), out.report_md());
     write_atomic(&html_path, html.as_bytes())?;
     write_atomic(&md_path, md.as_bytes())?;
     let render_time = t1.elapsed();

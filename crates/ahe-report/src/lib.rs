@@ -65,8 +65,8 @@ pub fn generate(dir: &Path, opts: &ReportOptions) -> anyhow::Result<Generated> {
     let run = RunReport::load(dir)?;
     let load_time = t0.elapsed();
     let t1 = Instant::now();
-    let html_path = dir.join("report.html");
-    let md_path = dir.join("report.md");
+    let rd = ahe_rundir::RunDir::new(dir);
+    let (html_path, md_path) = (rd.report_html(), rd.report_md());
     let charts = charts::charts(&run, opts.trial_pages);
     let (h, m) = rayon::join(
         || html::render_report(&run, &charts, opts.trial_pages),
@@ -136,10 +136,19 @@ pub fn url_segment(s: &str) -> String {
 
 /// Relative link from the run dir to a trial's page.
 pub fn trial_page_href(iteration: u32, task: &str, attempt: u32) -> String {
-    format!(
-        "report/trials/{iteration:03}/{}/{attempt}.html",
-        url_segment(task)
-    )
+    href_of(&ahe_rundir::RunDir::trial_page_segments(
+        iteration, task, attempt,
+    ))
+}
+
+/// Relative link from path segments (as the run and evaluation directories give them), each
+/// segment encoded.
+pub fn href_of(segments: &[String]) -> String {
+    segments
+        .iter()
+        .map(|s| url_segment(s))
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Relative link from the run dir to a run-relative path (each segment encoded).

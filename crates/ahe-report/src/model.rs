@@ -1,5 +1,5 @@
 //! The read model of a run: everything `ahe report` and `ahe show` say, loaded from the run
-//! directory alone (DESIGN §7). Works on a finished, running or interrupted run: missing
+//! directory alone (docs/run-directory.md). Works on a finished, running or interrupted run: missing
 //! files make an iteration "incomplete", and the journal says which phase did not finish.
 
 use std::collections::{BTreeMap, BTreeSet};

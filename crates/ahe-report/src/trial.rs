@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use super::html::env;
 use super::model::RunReport;
 use super::view::trial::trial_view;
-use super::{url_segment, write_atomic};
+use super::write_atomic;
 use ahe_rundir::clean::CleanTrace;
 
 /// Where a trial page sits: what it names as its source and where its links go.
@@ -52,15 +52,15 @@ pub fn render_run_trial(
 
 /// Where a run's trial page sits (`report/trials/<iter>/<task>/<attempt>.html`).
 fn run_trial_context(source: &str, iteration: u32, t: &CleanTrace) -> PageContext {
+    use ahe_rundir::RunDir;
+    let up =
+        ahe_bench::layout::up_from(&RunDir::trial_page_segments(iteration, &t.task, t.attempt));
+    let dir = crate::href_of(&RunDir::trial_segments(iteration, &t.task, t.attempt));
     PageContext {
         source: source.to_string(),
         iteration: Some(iteration),
-        back: format!("../../../../report.html#iter-{iteration:03}"),
-        raw: format!(
-            "../../../../iterations/{iteration:03}/trials/{}/{}/",
-            url_segment(&t.task),
-            t.attempt
-        ),
+        back: format!("{up}{}#iter-{iteration:03}", ahe_bench::layout::REPORT_HTML),
+        raw: format!("{up}{dir}/"),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `change_evaluation.json` as types (DESIGN §6): flips, per-change verdicts, file-matched
+//! `change_evaluation.json` as types (docs/attribution.md): flips, per-change verdicts, file-matched
 //! regressions, prediction quality, the statistical layer. The attribution that computes them
 //! is `ahe_attribution`.
 
@@ -10,7 +10,7 @@ use crate::manifest::Component;
 /// Version of the `change_evaluation.json` format.
 pub const ATTRIBUTION_SCHEMA_VERSION: u32 = 1;
 
-/// Verdict on one change (DESIGN §6).
+/// Verdict on one change (docs/attribution.md#verdicts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Verdict {

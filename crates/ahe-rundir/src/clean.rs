@@ -1,4 +1,4 @@
-//! The Clean phase (DESIGN §1, §7): `trace.jsonl` + `result.json` → `trace.clean.json`.
+//! The Clean phase (docs/loop.md, docs/run-directory.md): `trace.jsonl` + `result.json` → `trace.clean.json`.
 //!
 //! A clean trace is the canonical, turn-ordered view of one trial that the debugger reads:
 //! the system prompt and task once, then every assistant turn (main agent and sub-agents, in

@@ -178,7 +178,7 @@ impl Tally {
         t
     }
 
-    /// Whether every trial that ran passed (the DESIGN §6 task status `pass`), at least one.
+    /// Whether every trial that ran passed (the task status `pass` of docs/attribution.md#task-status-pass1-flips), at least one.
     pub fn all_pass(&self) -> bool {
         self.trials > 0 && self.passed == self.trials
     }

@@ -1,4 +1,4 @@
-//! The leak guard's records (DESIGN §8): the policy of `[evolve] leak_guard`, and what a
+//! The leak guard's records (docs/loop.md#leak-guard): the policy of `[evolve] leak_guard`, and what a
 //! manifest's `leak_guard` entry says about refused additions. The guard itself (index,
 //! scan, revert) is `ahe_evolve::leak`.
 

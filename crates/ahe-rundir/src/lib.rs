@@ -1,4 +1,4 @@
-//! A run directory (DESIGN §7) and its typed records: [`RunDir`] and [`IterationDir`] own
+//! A run directory (docs/run-directory.md) and its typed records: [`RunDir`] and [`IterationDir`] own
 //! every path of `runs/<name>/`; the journal, the change manifest, `change_evaluation.json`,
 //! `evidence.json`, `evolve/snapshots.json`, the leak guard's record and the cleaned traces
 //! are types here. This crate is a leaf above `ahe-bench` (whose `TrialDir` owns a trial's

@@ -1,4 +1,4 @@
-//! The change manifest (`evolve/manifest.json`, DESIGN §7) and its validation.
+//! The change manifest (`evolve/manifest.json`, docs/run-directory.md#the-change-manifest) and its validation.
 
 use std::collections::BTreeSet;
 

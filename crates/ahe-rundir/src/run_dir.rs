@@ -1,4 +1,4 @@
-//! The run directory (DESIGN §8) as types: [`RunDir`] owns `runs/<name>/`, an
+//! The run directory (docs/run-directory.md) as types: [`RunDir`] owns `runs/<name>/`, an
 //! [`IterationDir`] owns `iterations/NNN/`, and trials are `ahe_bench::TrialDir`s. Every
 //! path and every read and write of a run's files goes through here; no other module names
 //! a file of the run directory. An iteration's own facts (visible and held-out pass@1, the
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use ahe_bench::layout::{join_segments, REPORT_HTML, REPORT_MD};
 use ahe_bench::{EvalDir, TrialDir};
 use ahe_model::Usage;
 
@@ -92,11 +93,33 @@ impl RunDir {
 
     /// `report/trials/NNN/<task>/<attempt>.html`: a trial's trace page.
     pub fn trial_page(&self, t: u32, task: &str, attempt: u32) -> PathBuf {
-        self.report_dir()
-            .join("trials")
-            .join(format!("{t:03}"))
-            .join(task)
-            .join(format!("{attempt}.html"))
+        join_segments(&self.root, &Self::trial_page_segments(t, task, attempt))
+    }
+
+    /// The path segments of a trial's page below the run directory:
+    /// `report/trials/NNN/<task>/<attempt>.html` (links from report pages are built from them).
+    pub fn trial_page_segments(t: u32, task: &str, attempt: u32) -> Vec<String> {
+        let mut v = vec!["report".to_string(), "trials".into(), format!("{t:03}")];
+        v.extend([task.to_string(), format!("{attempt}.html")]);
+        v
+    }
+
+    /// The path segments of a trial's directory below the run directory:
+    /// `iterations/NNN/trials/<task>/<attempt>`.
+    pub fn trial_segments(t: u32, task: &str, attempt: u32) -> Vec<String> {
+        let mut v = vec!["iterations".to_string(), format!("{t:03}")];
+        v.extend(EvalDir::trial_segments(task, attempt));
+        v
+    }
+
+    /// `report.html`: the run's report.
+    pub fn report_html(&self) -> PathBuf {
+        self.root.join(REPORT_HTML)
+    }
+
+    /// `report.md`: the run's report in Markdown.
+    pub fn report_md(&self) -> PathBuf {
+        self.root.join(REPORT_MD)
     }
 
     /// `baseline/`: the seed's matched-budget trials (`ahe baseline`): trials/, scores.json
@@ -494,5 +517,39 @@ impl IterationDir {
     pub fn rel(&self, p: &Path) -> String {
         let rel = p.strip_prefix(self.path()).unwrap_or(p);
         format!("iterations/{:03}/{}", self.t, rel.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Component;
+
+    /// `p` with each `..` taking back the folder before it.
+    fn normalize(p: &Path) -> PathBuf {
+        let mut out = PathBuf::new();
+        for c in p.components() {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_segments_of_trial_pages_and_dirs_name_the_paths_the_dirs_use() {
+        let rd = RunDir::new("/r");
+        assert_eq!(
+            join_segments(rd.path(), &RunDir::trial_segments(3, "a b", 2)),
+            rd.iteration(3).trial("a b", 2).path()
+        );
+        let page = rd.trial_page(3, "t", 1);
+        assert_eq!(page, Path::new("/r/report/trials/003/t/1.html"));
+        let up = ahe_bench::layout::up_from(&RunDir::trial_page_segments(3, "t", 1));
+        assert_eq!(up, "../../../../");
+        assert_eq!(normalize(&page.parent().unwrap().join(&up)), rd.path());
     }
 }

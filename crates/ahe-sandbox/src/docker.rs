@@ -50,6 +50,7 @@ pub(crate) use owned::{pid_start_time, remove_blocking, remove_container, spawn_
 pub mod pool;
 pub mod pull;
 mod sandbox;
+mod snapshot;
 mod transfer;
 
 use std::collections::HashMap;

@@ -230,6 +230,15 @@ pub trait Sandbox: Send + Sync {
         None
     }
     async fn destroy(&self) -> Result<()>;
+    /// The sandbox's file system as it is now, as an image a new sandbox can start from
+    /// (`SandboxSpec::docker_image`; docker: `docker commit`), for a counterfactual run of
+    /// the verifier; `None` where the backend cannot make one. The caller removes it with
+    /// [`Sandbox::forget_image`].
+    async fn image_of_now(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+    /// Removes an image made by [`Sandbox::image_of_now`].
+    async fn forget_image(&self, _image: &str) {}
     /// Kills every process in the sandbox at once, without the graceful steps of
     /// [`Sandbox::destroy`] (which must still follow): for a trial stopped because it wrote
     /// too much. The default does nothing (docker's `destroy` already kills at once).

@@ -2,11 +2,10 @@
 //! never a re-read of the run), and pages rendered once per token and kept.
 //!
 //! A run's token covers its journal (every finished trial, phase start and end and note
-//! is a journal line written after its files), `run.toml`, `best.json`, `final.json`,
-//! `iterations/` and the trial records of its last iteration (trials finished that a
-//! journal line does not name yet, and the extra trial sets). An evaluation's covers
-//! `scores.json` and its trial records (`result.json`); a matrix's, `matrix.jsonl` and
-//! `matrix.json`.
+//! is a journal line written after its files: `best.json`, `final.json`, scores…),
+//! `run.toml`, `iterations/` and the trial records of its last iteration (trials finished
+//! that a journal line does not name yet). An evaluation's covers `scores.json` and its
+//! trial records (`result.json`); a matrix's, `matrix.jsonl` and `matrix.json`.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -42,7 +41,7 @@ fn trial_records(trials: &Path) -> (u64, u128) {
             .flatten()
             .flatten()
         {
-            let (len, t) = stamp(&a.path().join("result.json"));
+            let (len, t) = stamp(&ahe_bench::TrialDir::new(a.path()).result_path());
             if len > 0 || t > 0 {
                 n += 1;
                 newest = newest.max(t);
@@ -57,16 +56,11 @@ pub fn token(dir: &Path, kind: Kind) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     match kind {
         Kind::Run => {
-            for f in [
-                "journal.jsonl",
-                "run.toml",
-                "best.json",
-                "final.json",
-                "iterations",
-            ] {
-                stamp(&dir.join(f)).hash(&mut h);
-            }
             let rd = ahe_rundir::RunDir::new(dir);
+            // best.json and final.json are written before the journal line of their phase.
+            for f in [rd.journal_path(), rd.config_path(), rd.iterations()] {
+                stamp(&f).hash(&mut h);
+            }
             let last = rd.last_iteration_on_disk();
             if last > 0 {
                 let it = rd.iteration(last);
@@ -75,9 +69,9 @@ pub fn token(dir: &Path, kind: Kind) -> String {
             }
         }
         Kind::Eval => {
-            stamp(&dir.join("scores.json")).hash(&mut h);
-            trial_records(&dir.join("trials")).hash(&mut h);
-            stamp(&dir.join("analysis/overview.md")).hash(&mut h);
+            let ev = ahe_bench::EvalDir::new(dir);
+            stamp(&ev.scores_path()).hash(&mut h);
+            trial_records(&ev.trials()).hash(&mut h);
         }
         Kind::Matrix => {
             stamp(&dir.join("matrix.jsonl")).hash(&mut h);

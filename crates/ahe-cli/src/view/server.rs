@@ -273,7 +273,7 @@ async fn serve(
             .into_response()
         }
         Target::Dir(d) if super::site::kind(&d).is_some() => {
-            Redirect::to("report.html").into_response()
+            Redirect::to(ahe_bench::layout::REPORT_HTML).into_response()
         }
         Target::File(f) => file(&f).await,
         t => render(app, t).await,

@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
+use ahe_bench::layout::REPORT_HTML;
+
 /// What kind of directory `ahe view` shows with a page of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -41,7 +43,7 @@ pub fn kind(dir: &Path) -> Option<Kind> {
         Some(Kind::Run)
     } else if dir.join("matrix.json").is_file() {
         Some(Kind::Matrix)
-    } else if dir.join("scores.json").is_file() || dir.join("trials").is_dir() {
+    } else if ahe_bench::EvalDir::new(dir).scores_path().is_file() || dir.join("trials").is_dir() {
         Some(Kind::Eval)
     } else {
         None
@@ -189,7 +191,7 @@ fn entry(dir: &Path, kind: Kind, url: String) -> Entry {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string()),
-        url: format!("{url}report.html"),
+        url: format!("{url}{REPORT_HTML}"),
     }
 }
 
@@ -208,7 +210,7 @@ fn inside(root: &Path, p: &Path) -> Result<PathBuf, Refusal> {
 fn dynamic(root: &Path, segs: &[&str]) -> Option<Target> {
     let join = |n: usize| segs[..n].iter().fold(root.to_path_buf(), |p, s| p.join(s));
     let n = segs.len();
-    if segs.last() == Some(&"report.html") {
+    if segs.last() == Some(&REPORT_HTML) {
         let d = join(n - 1);
         return kind(&d).map(|k| Target::Page(d, k));
     }

@@ -216,7 +216,7 @@ fn report_on_an_interrupted_run_names_the_incomplete_iteration() {
     assert!(text(&o).contains("3 ★ (incomplete)"), "{}", text(&o));
 }
 
-/// The documented keys of each `ahe show --json` document (README, report::json).
+/// The documented keys of each `ahe show --json` document (docs/cli.md#ahe-show, report::json).
 const RUN_KEYS: &[&str] = &[
     "kind",
     "run",

@@ -1,4 +1,4 @@
-//! A synthetic but format-faithful run directory (DESIGN §7) for report tests and the
+//! A synthetic but format-faithful run directory (docs/run-directory.md) for report tests and the
 //! report benchmark: scores via `ahe_bench::scores::compute`, attribution via
 //! `attribute::attribute`, clean traces as `CleanTrace`, a journal with phase times.
 //! Model output in the traces holds HTML on purpose (`<script>`), to test escaping.

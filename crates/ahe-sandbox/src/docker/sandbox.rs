@@ -523,6 +523,22 @@ impl Sandbox for DockerSandbox {
         blocking(move || files::unpack(&data, &src_abs, &dest)).await
     }
 
+    async fn image_of_now(&self) -> Result<Option<String>> {
+        // A tag: at most 128 of [a-z0-9_.-], from the container's (unique) name.
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        let tag: String = (self.name.to_ascii_lowercase().chars())
+            .map(|c| if ok(c) { c } else { '-' })
+            .take(120)
+            .collect();
+        super::snapshot::commit(&self.docker, &self.id, &tag)
+            .await
+            .map(Some)
+    }
+
+    async fn forget_image(&self, image: &str) {
+        super::snapshot::remove(&self.docker, image).await
+    }
+
     async fn layer(&self) -> Option<crate::Layer> {
         self.layer
             .get_or_init(|| super::layer::inspect(&self.docker, &self.id))
