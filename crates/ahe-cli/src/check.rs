@@ -16,6 +16,7 @@ use crate::CliError;
 
 mod harbor;
 mod models;
+pub mod phases;
 use models::check_models;
 
 /// How long one registry probe may take.
@@ -36,6 +37,10 @@ pub struct CheckArgs {
     /// Print one JSON document on stdout instead of the list.
     #[arg(long)]
     json: bool,
+    /// A run directory whose measured spend per trial and per iteration prices the
+    /// estimate (instead of the config's ranges).
+    #[arg(long, value_name = "RUN_DIR")]
+    from_run: Option<PathBuf>,
 }
 
 /// One finding: what it is about and what was found.
@@ -70,12 +75,16 @@ pub struct Estimate {
     pub judge_per_iteration_usd: Option<[f64; 2]>,
     /// `[evolve] budget_usd`: the run stops gracefully once this much is spent.
     pub budget_usd: Option<f64>,
-    /// Trials of the final re-evaluation at most: best, seed and runner-up, `[evolve]
-    /// final_trials` each per task (0 when off).
+    /// Fresh trials of the sequential final answer at most: best and the seed, `[evolve]
+    /// final_trials` each per visible task (0 when off; one round of one trial each is the
+    /// least when best is not the seed).
     pub final_trials: usize,
     /// Seed trials of the matched-budget baseline at most (`[evolve] baseline = true`: up to
     /// `baseline_trials` per task, the first iteration's k reused; 0 when off).
     pub baseline_trials: usize,
+    /// Trials and dollars by phase (rollouts, attribution extras, final, baseline, judge,
+    /// debugger, overview, evolve).
+    pub phases: Vec<phases::PhaseEstimate>,
 }
 
 /// The input tokens one judge call reads at most in the estimate (a long passing trace;
@@ -126,7 +135,7 @@ impl Acc {
 /// Runs `ahe check`.
 pub fn run(a: CheckArgs) -> Result<(), CliError> {
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-    let report = rt.block_on(check_config(&a.config, a.pull));
+    let report = rt.block_on(check_config(&a.config, a.pull, a.from_run.as_deref()));
     if a.json {
         println!(
             "{}",
@@ -182,7 +191,7 @@ pub fn text(r: &Report, config: &Path) -> String {
         }
         if e.final_trials > 0 {
             s.push_str(&format!(
-                "; then up to {} trials re-evaluating best, seed and runner-up ([evolve] final_trials; 0 turns it off)",
+                "; then up to {} trials of the final answer (best and seed in rounds until it decides; [evolve] final_trials caps it, 0 turns it off)",
                 e.final_trials
             ));
         }
@@ -196,6 +205,7 @@ pub fn text(r: &Report, config: &Path) -> String {
             Some(b) => s.push_str(&format!("; budget_usd = {b:.2} stops the run\n")),
             None => s.push_str("; no budget_usd set\n"),
         }
+        s.push_str(&phases::text(&e.phases));
     }
     s.push_str(&format!(
         "ahe check {}: {} ({:.1}s)\n",
@@ -210,8 +220,9 @@ pub fn text(r: &Report, config: &Path) -> String {
     s
 }
 
-/// Checks a run config (`pull` overrides its `[sandbox] pull`).
-pub async fn check_config(path: &Path, pull: Option<PullPolicy>) -> Report {
+/// Checks a run config (`pull` overrides its `[sandbox] pull`; `from_run`: a run whose
+/// measured spend prices the estimate).
+pub async fn check_config(path: &Path, pull: Option<PullPolicy>, from_run: Option<&Path>) -> Report {
     let t0 = Instant::now();
     let mut acc = Acc::default();
     let estimate = match RunConfig::load(path) {
@@ -220,7 +231,14 @@ pub async fn check_config(path: &Path, pull: Option<PullPolicy>) -> Report {
                 cfg.sandbox.pull = p;
             }
             acc.good("config", path.display().to_string(), "loads and validates");
-            check_loaded(&cfg, &mut acc).await
+            let measured = from_run.and_then(|d| match phases::measure(d) {
+                Ok(m) => m,
+                Err(e) => {
+                    acc.bad("config", d.display().to_string(), format!("--from-run: {e:#}"));
+                    None
+                }
+            });
+            check_loaded(&cfg, &mut acc, measured.as_ref()).await
         }
         Err(e) => {
             acc.bad("config", path.display().to_string(), format!("{e:#}"));
@@ -236,7 +254,11 @@ pub async fn check_config(path: &Path, pull: Option<PullPolicy>) -> Report {
     }
 }
 
-async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
+async fn check_loaded(
+    cfg: &RunConfig,
+    acc: &mut Acc,
+    measured: Option<&phases::Measured>,
+) -> Option<Estimate> {
     let harness = match ahe_harness::load(&cfg.harness) {
         Ok(h) => {
             acc.good("harness", cfg.harness.display().to_string(), "validates");
@@ -312,28 +334,37 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
             hi_tokens,
             code.price_input_per_mtok.max(code.price_output_per_mtok),
         );
-        [lo * trials as f64, hi * trials as f64]
+        [lo, hi]
     });
     // The judge reads each passing trial once: nothing when none passes, one call per trial
     // when all do.
-    let judge = cfg.judge_model().filter(|j| !j.prices_unknown()).map(|j| {
-        let call = JUDGE_INPUT_TOKENS / 1e6 * j.price_input_per_mtok
-            + JUDGE_OUTPUT_TOKENS / 1e6 * j.price_output_per_mtok;
-        [0.0, call * trials as f64]
+    let call = cfg.judge_model().filter(|j| !j.prices_unknown()).map(|j| {
+        JUDGE_INPUT_TOKENS / 1e6 * j.price_input_per_mtok
+            + JUDGE_OUTPUT_TOKENS / 1e6 * j.price_output_per_mtok
     });
+    let plan = phases::Plan {
+        cfg,
+        tasks: tasks.len(),
+        holdout: holdout.len(),
+        per_trial: cost,
+        judge_call: call,
+    };
+    let phases = phases::estimate(&plan, measured);
+    let final_trials = phases.iter().find(|p| p.phase == "final").map_or(0, |p| p.trials[1]);
     Some(Estimate {
         tasks: tasks.len(),
         holdout: holdout.len(),
         trials_per_iteration: trials,
         iterations: cfg.iterations,
-        cost_per_iteration_usd: cost,
-        judge_per_iteration_usd: judge,
+        cost_per_iteration_usd: cost.map(|[lo, hi]| [lo * trials as f64, hi * trials as f64]),
+        judge_per_iteration_usd: call.map(|c| [0.0, c * trials as f64]),
         budget_usd: cfg.evolve.budget_usd,
-        final_trials: 3 * tasks.len() * cfg.evolve.final_trials.unwrap_or(2 * cfg.k) as usize,
+        final_trials,
         baseline_trials: match cfg.evolve.baseline {
             true => tasks.len() * cfg.evolve.baseline_trials.saturating_sub(cfg.k) as usize,
             false => 0,
         },
+        phases,
     })
 }
 
