@@ -1,7 +1,8 @@
 //! The sequential final answer (docs/final-answer.md): best − seed on fresh paired trials of
-//! both, run in rounds, with a look after each round. Each look's interval over tasks has
-//! level 1 − α/R (R planned looks: Bonferroni alpha spending), so the chance that any look
-//! excludes 0 when best and the seed are equal is at most α; a look stops when its interval
+//! both, run in rounds, with a look after each round. Look r's interval over tasks has level
+//! 1 − α_r with Σ α_r = α (Bonferroni alpha spending: half of α at the first look, the rest
+//! evenly after), so the chance that any look excludes 0 when best and the seed are equal is
+//! at most α; a look stops when its interval
 //! excludes 0, when the cap is reached, or as futile when even the estimate taken as the
 //! truth would leave the cap's interval covering 0 more often than not (non-binding: it can
 //! only remove chances to exclude 0, never add them).
@@ -16,6 +17,10 @@ pub const ALPHA: f64 = 0.05;
 /// Conditional power under which a look stops as futile.
 pub const FUTILITY: f64 = 0.2;
 
+/// The share of α the first look spends (the rest is split evenly over the later looks):
+/// the first look, one round, is where the final answer should usually decide.
+pub const FIRST_LOOK_SHARE: f64 = 0.5;
+
 /// How the final answer spends its trials.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plan {
@@ -25,23 +30,37 @@ pub struct Plan {
     pub rounds: u32,
     /// Conditional power under which a look stops as futile.
     pub futility: f64,
+    /// The share of α the first look spends.
+    pub first_share: f64,
 }
 
 impl Plan {
     /// The plan for a cap of `cap` fresh trials per task and harness, `per_round` a round:
-    /// ⌈cap / per_round⌉ looks (at least one), [`ALPHA`] and [`FUTILITY`].
+    /// ⌈cap / per_round⌉ looks (at least one), [`ALPHA`], [`FUTILITY`] and
+    /// [`FIRST_LOOK_SHARE`].
     pub fn new(cap: u32, per_round: u32) -> Plan {
         Plan {
             alpha: ALPHA,
             rounds: cap.div_ceil(per_round.max(1)).max(1),
             futility: FUTILITY,
+            first_share: FIRST_LOOK_SHARE,
         }
     }
 
-    /// The two-sided interval multiplier of every look: Student t over `tasks − 1` degrees
-    /// of freedom at 1 − α/(2R).
-    pub fn multiplier(&self, tasks: usize) -> f64 {
-        let p = 1.0 - self.alpha / (2.0 * self.rounds as f64);
+    /// The α look `round` spends: `first_share` of α at the first, the rest evenly over the
+    /// others (all of it when there is one look); they sum to α.
+    pub fn alpha_at(&self, round: u32) -> f64 {
+        match (self.rounds, round) {
+            (1, _) => self.alpha,
+            (_, 1) => self.alpha * self.first_share,
+            (r, _) => self.alpha * (1.0 - self.first_share) / (r - 1) as f64,
+        }
+    }
+
+    /// The two-sided interval multiplier of look `round`: Student t over `tasks − 1`
+    /// degrees of freedom at 1 − α_round/2.
+    pub fn multiplier(&self, tasks: usize, round: u32) -> f64 {
+        let p = 1.0 - self.alpha_at(round) / 2.0;
         normal::t_quantile(p, (tasks.max(2) - 1) as f64)
     }
 }
@@ -70,10 +89,11 @@ pub fn look(
     let mean = d.iter().sum::<f64>() / n as f64;
     let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
     let se = (var / n as f64).sqrt();
-    let c = plan.multiplier(n);
+    let c = plan.multiplier(n, round);
     out.delta = mean;
     out.ci = [(mean - c * se).max(-1.0), (mean + c * se).min(1.0)];
-    out.conditional_power = conditional_power(plan, round, mean, se, c);
+    let last = plan.multiplier(n, plan.rounds);
+    out.conditional_power = conditional_power(plan, round, mean, se, last);
     let stop = if mean - c * se > 0.0 {
         Some(Stopped::Better)
     } else if mean + c * se < 0.0 {
@@ -90,7 +110,8 @@ pub fn look(
 
 /// The chance that the last look's interval excludes 0 if `mean` were the true difference:
 /// after R of r rounds the mean is (r·mean + (R − r)·fresh)/R, the standard error shrinks
-/// as 1/√rounds, and the multiplier `c` is the same at every look.
+/// as 1/√rounds (an optimistic projection when the tasks' effects differ: it stops fewer
+/// runs, never more), and `c` is the last look's multiplier.
 fn conditional_power(plan: &Plan, round: u32, mean: f64, se: f64, c: f64) -> f64 {
     let (r, big) = (round.max(1) as f64, plan.rounds.max(round) as f64);
     let threshold = c * se * (r / big).sqrt();

@@ -14,9 +14,15 @@ fn a_plan_has_one_look_per_round_up_to_the_cap() {
     assert_eq!(Plan::new(4, 1).rounds, 4);
     assert_eq!(Plan::new(4, 3).rounds, 2);
     assert_eq!(Plan::new(0, 1).rounds, 1);
-    // Bonferroni over 4 looks at 89 tasks: t(1 − 0.05/8; 88) = 2.550.
-    assert!((Plan::new(4, 1).multiplier(89) - 2.550).abs() < 0.003);
-    assert!(Plan::new(1, 1).multiplier(89) < Plan::new(4, 1).multiplier(89));
+    // Half of α at the first look, the rest split over looks 2..4; they sum to α.
+    let plan = Plan::new(4, 1);
+    let spent: f64 = (1..=4).map(|r| plan.alpha_at(r)).sum();
+    assert!((spent - ALPHA).abs() < 1e-12);
+    assert_eq!(plan.alpha_at(1), 0.025);
+    // t(1 − 0.025/2; 88) = 2.2804; t(1 − 0.025/6; 88) = 2.6992 at the later looks.
+    assert!((plan.multiplier(89, 1) - 2.2804).abs() < 0.003);
+    assert!((plan.multiplier(89, 3) - 2.6992).abs() < 0.004);
+    assert_eq!(Plan::new(1, 1).alpha_at(1), ALPHA);
 }
 
 #[test]
@@ -48,7 +54,7 @@ fn identical_harnesses_stop_as_futile_and_the_cap_stops_the_rest() {
 #[test]
 fn conditional_power_grows_with_the_estimate_and_is_certain_at_the_cap() {
     let plan = Plan::new(4, 1);
-    let c = plan.multiplier(50);
+    let c = plan.multiplier(50, 4);
     let p = |m: f64| conditional_power(&plan, 1, m, 0.05, c);
     assert!(p(0.0) < p(0.05) && p(0.05) < p(0.1), "{} {} {}", p(0.0), p(0.05), p(0.1));
     assert!((p(0.1) - p(-0.1)).abs() < 1e-12, "symmetric");

@@ -72,7 +72,7 @@ fn no_real_improvement_is_reported_as_such() {
         assert!(doc.contains("covers 0"), "{name}: {doc}");
         assert!(doc.contains("best is the seed: nothing to compare"), "{name}: {doc}");
         assert!(doc.contains("spend by phase: rollouts"), "{name}: {doc}");
-        assert!(doc.contains("the loop's machinery"), "{name}: {doc}");
+        assert!(doc.contains("machinery (attribution extras"), "{name}: {doc}");
         assert!(doc.contains("matched budget"), "{name}: {doc}");
         assert!(doc.contains("perfect picker"), "{name}: {doc}");
     }
