@@ -124,7 +124,10 @@ fn one_run(d: &mut Dice, c: &Cfg, sc: Scenario) -> Outcome {
     }
     // Rollouts of iterations 1..=N+1 (the last evaluates H_N), visible tasks first.
     let v = c.visible;
-    let scores: Vec<Vec<f64>> = truth.iter().map(|p| p.iter().map(|x| d.rate(*x, c.k)).collect()).collect();
+    let scores: Vec<Vec<f64>> = truth
+        .iter()
+        .map(|p| p.iter().map(|x| d.rate(*x, c.k)).collect())
+        .collect();
     let mean = |x: &[f64]| x[..v].iter().sum::<f64>() / v as f64;
     let mut best = 0;
     for t in 1..scores.len() {
@@ -136,9 +139,11 @@ fn one_run(d: &mut Dice, c: &Cfg, sc: Scenario) -> Outcome {
     }
     let real = |t: usize| mean(&truth[t]) - mean(&truth[0]);
     let (new_trials, new) = sequential(d, c, &truth[best], &truth[0], &scores[0], best);
-    let runner = (1..scores.len())
-        .filter(|&t| t != best)
-        .max_by(|&a, &b| mean(&scores[a]).total_cmp(&mean(&scores[b])).then(b.cmp(&a)));
+    let runner = (1..scores.len()).filter(|&t| t != best).max_by(|&a, &b| {
+        mean(&scores[a])
+            .total_cmp(&mean(&scores[b]))
+            .then(b.cmp(&a))
+    });
     let (old_trials, old, answered) = reevaluation(d, c, &truth, best, runner);
     let (_, again, _) = reevaluation(d, c, &truth, best, runner);
     Outcome {
@@ -170,7 +175,14 @@ struct Outcome {
 
 /// The product's rule: fresh paired rounds on the visible tasks (or, with `--reuse-seed`,
 /// fresh best against the seed's own iteration-1 trials).
-fn sequential(d: &mut Dice, c: &Cfg, best: &[f64], seed: &[f64], seed1: &[f64], b: usize) -> (u32, Answer) {
+fn sequential(
+    d: &mut Dice,
+    c: &Cfg,
+    best: &[f64],
+    seed: &[f64],
+    seed1: &[f64],
+    b: usize,
+) -> (u32, Answer) {
     if b == 0 {
         return (0, Answer::Covers);
     }
@@ -271,17 +283,36 @@ fn main() {
         c.visible,
         c.k,
         c.iterations,
-        if c.reuse_seed { ", seed's own trials reused (biased)" } else { "" }
+        if c.reuse_seed {
+            ", seed's own trials reused (biased)"
+        } else {
+            ""
+        }
     );
-    for sc in [Scenario::Clearly, Scenario::Beats, Scenario::Nets, Scenario::Lucky] {
+    for sc in [
+        Scenario::Clearly,
+        Scenario::Beats,
+        Scenario::Nets,
+        Scenario::Lucky,
+    ] {
         let res: Vec<Outcome> = (0..runs).map(|_| one_run(&mut d, &c, sc)).collect();
         let count = |f: &dyn Fn(&Outcome) -> bool| res.iter().filter(|r| f(r)).count();
-        let pct = |a: usize, b: usize| if b == 0 { 100.0 } else { 100.0 * a as f64 / b as f64 };
+        let pct = |a: usize, b: usize| {
+            if b == 0 {
+                100.0
+            } else {
+                100.0 * a as f64 / b as f64
+            }
+        };
         let moved = count(&|r| r.moved);
         let agree = count(&|r| r.new == r.old);
         let new: Vec<u32> = res.iter().map(|r| r.new_trials).collect();
         let old: Vec<u32> = res.iter().map(|r| r.old_trials).collect();
-        let moved_new: Vec<u32> = res.iter().filter(|r| r.moved).map(|r| r.new_trials).collect();
+        let moved_new: Vec<u32> = res
+            .iter()
+            .filter(|r| r.moved)
+            .map(|r| r.new_trials)
+            .collect();
         println!(
             "{sc:?}: best left the seed in {moved}/{runs} runs\n  final trials: sequential median {} (when best left: {}), mean {:.0}, max {} | 2k re-evaluation median {}, mean {:.0}\n  \
              agreement with the 2k answer: {agree}/{runs} = {:.1}% (when best left: {:.1}%); the 2k answer with itself on other fresh trials: {:.1}%\n  \

@@ -48,7 +48,10 @@ fn identical_harnesses_stop_as_futile_and_the_cap_stops_the_rest() {
     assert!(l.conditional_power >= FUTILITY, "{l:?}");
     assert_eq!(stop, None);
     assert_eq!(look(&plan, 4, 4, &pairs(30, 2, 0.5)).1, Some(Stopped::Cap));
-    assert_eq!(look(&plan, 1, 1, &pairs(1, 1, 0.5)).1, Some(Stopped::TooFewTasks));
+    assert_eq!(
+        look(&plan, 1, 1, &pairs(1, 1, 0.5)).1,
+        Some(Stopped::TooFewTasks)
+    );
 }
 
 #[test]
@@ -56,7 +59,13 @@ fn conditional_power_grows_with_the_estimate_and_is_certain_at_the_cap() {
     let plan = Plan::new(4, 1);
     let c = plan.multiplier(50, 4);
     let p = |m: f64| conditional_power(&plan, 1, m, 0.05, c);
-    assert!(p(0.0) < p(0.05) && p(0.05) < p(0.1), "{} {} {}", p(0.0), p(0.05), p(0.1));
+    assert!(
+        p(0.0) < p(0.05) && p(0.05) < p(0.1),
+        "{} {} {}",
+        p(0.0),
+        p(0.05),
+        p(0.1)
+    );
     assert!((p(0.1) - p(-0.1)).abs() < 1e-12, "symmetric");
     assert_eq!(conditional_power(&plan, 4, 0.2, 0.05, c), 1.0);
     assert_eq!(conditional_power(&plan, 4, 0.1, 0.05, c), 0.0);
@@ -87,7 +96,9 @@ fn equal_harnesses_are_called_different_at_most_alpha_of_the_time() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let plan = Plan::new(4, 1);
     // 60 tasks with rates spread over [0, 1], best and the seed equal on each.
-    let truth: Vec<(f64, f64)> = (0..60).map(|i| (i as f64 / 59.0, i as f64 / 59.0)).collect();
+    let truth: Vec<(f64, f64)> = (0..60)
+        .map(|i| (i as f64 / 59.0, i as f64 / 59.0))
+        .collect();
     let runs = 2000;
     let mut wrong = 0;
     let mut rounds = 0;

@@ -14,9 +14,11 @@ use serde::Serialize;
 
 use crate::CliError;
 
+mod disk;
 mod harbor;
 mod models;
 pub mod phases;
+use disk::check_reserve;
 use models::check_models;
 
 /// How long one registry probe may take.
@@ -222,7 +224,11 @@ pub fn text(r: &Report, config: &Path) -> String {
 
 /// Checks a run config (`pull` overrides its `[sandbox] pull`; `from_run`: a run whose
 /// measured spend prices the estimate).
-pub async fn check_config(path: &Path, pull: Option<PullPolicy>, from_run: Option<&Path>) -> Report {
+pub async fn check_config(
+    path: &Path,
+    pull: Option<PullPolicy>,
+    from_run: Option<&Path>,
+) -> Report {
     let t0 = Instant::now();
     let mut acc = Acc::default();
     let estimate = match RunConfig::load(path) {
@@ -234,7 +240,11 @@ pub async fn check_config(path: &Path, pull: Option<PullPolicy>, from_run: Optio
             let measured = from_run.and_then(|d| match phases::measure(d) {
                 Ok(m) => m,
                 Err(e) => {
-                    acc.bad("config", d.display().to_string(), format!("--from-run: {e:#}"));
+                    acc.bad(
+                        "config",
+                        d.display().to_string(),
+                        format!("--from-run: {e:#}"),
+                    );
                     None
                 }
             });
@@ -313,17 +323,28 @@ async fn check_loaded(
         acc.passed.extend(a.passed);
     }
     check_reserve(cfg, acc).await;
+    estimate(cfg, &tasks, harness.as_ref(), acc, measured)
+}
+
+/// Trials and dollars of the run, per iteration and by phase (None without tasks).
+fn estimate(
+    cfg: &RunConfig,
+    tasks: &[ahe_bench::Task],
+    harness: Option<&ahe_harness::Harness>,
+    acc: &mut Acc,
+    measured: Option<&phases::Measured>,
+) -> Option<Estimate> {
     if tasks.is_empty() {
         return None;
     }
-    let (_, holdout) = ahe_evolve::run::split_holdout(cfg, &tasks)
+    let (_, holdout) = ahe_evolve::run::split_holdout(cfg, tasks)
         .map_err(|e| acc.bad("config", "holdout", format!("{e:#}")))
         .ok()?;
     let trials = tasks.len() * cfg.k as usize;
     let code = cfg.model("code_agent");
     let priced = code.price_input_per_mtok > 0.0 || code.price_output_per_mtok > 0.0;
     let cost = (priced && harness.is_some()).then(|| {
-        let h = harness.as_ref().expect("checked");
+        let h = harness.expect("checked");
         let prompt_chars: usize = h.system_prompt.len()
             + tasks.iter().map(|t| t.instruction.len()).sum::<usize>() / tasks.len().max(1);
         let lo_in = (prompt_chars / 4) as f64;
@@ -350,7 +371,10 @@ async fn check_loaded(
         judge_call: call,
     };
     let phases = phases::estimate(&plan, measured);
-    let final_trials = phases.iter().find(|p| p.phase == "final").map_or(0, |p| p.trials[1]);
+    let final_trials = phases
+        .iter()
+        .find(|p| p.phase == "final")
+        .map_or(0, |p| p.trials[1]);
     Some(Estimate {
         tasks: tasks.len(),
         holdout: holdout.len(),
@@ -366,68 +390,6 @@ async fn check_loaded(
         },
         phases,
     })
-}
-
-/// Free space against the host reserve (`[sandbox] min_free_disk`) where a run writes: the
-/// run directory, and the docker engine's data root (when the engine is on this host) or the
-/// local backend's temp dir.
-async fn check_reserve(cfg: &RunConfig, acc: &mut Acc) {
-    use ahe_bench::disk::gib;
-    use ahe_sandbox::Backend;
-    let min = cfg.sandbox.min_free_disk;
-    let runs = Path::new("runs");
-    let mut paths = vec![(
-        "run directory",
-        if runs.is_dir() { runs } else { Path::new(".") }.to_path_buf(),
-    )];
-    let backend = cfg.sandbox.backend.as_str();
-    let mut docker_root = Vec::new();
-    if backend != "local" && cfg.sandbox.hosts.is_empty() {
-        let b = tokio::task::spawn_blocking(|| {
-            ahe_sandbox::docker::DockerBackend::available()
-                .then(ahe_sandbox::docker::DockerBackend::connect)
-        })
-        .await;
-        if let Ok(Some(Ok(b))) = b {
-            docker_root = b.disk_paths().await;
-            if docker_root.is_empty() {
-                acc.good(
-                    "disk",
-                    "docker data root",
-                    "not on this host: its free space is not watched",
-                );
-            }
-        } else if backend == "auto" {
-            paths.push(("local sandboxes", std::env::temp_dir()));
-        }
-    } else if backend == "local" {
-        paths.push(("local sandboxes", std::env::temp_dir()));
-    }
-    paths.extend(docker_root.into_iter().map(|p| ("docker data root", p)));
-    let reserve = if min == 0 {
-        "0 (off)".to_string()
-    } else {
-        gib(min)
-    };
-    for (what, p) in paths {
-        let subject = format!("{what} {}", p.display());
-        match ahe_sandbox::docker::free_bytes(&p) {
-            None => acc.good("disk", subject, "free space unknown (cannot stat it)"),
-            Some(f) if f < min => acc.bad(
-                "disk",
-                subject,
-                format!(
-                    "{} free, below [sandbox] min_free_disk = {reserve}: no trial would start; free space or lower the reserve",
-                    gib(f)
-                ),
-            ),
-            Some(f) => acc.good(
-                "disk",
-                subject,
-                format!("{} free; reserve [sandbox] min_free_disk = {reserve}", gib(f)),
-            ),
-        }
-    }
 }
 
 /// The Docker engine (each of `[sandbox] hosts`), each task's image there, free disk for the

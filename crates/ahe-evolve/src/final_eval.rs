@@ -203,13 +203,19 @@ fn answer(
     if holdout.is_empty() {
         return;
     }
-    let (Some(bh), Some(sh)) = (own_rates(i.dir, best.iteration), own_rates(i.dir, seed.iteration))
-    else {
+    let (Some(bh), Some(sh)) = (
+        own_rates(i.dir, best.iteration),
+        own_rates(i.dir, seed.iteration),
+    ) else {
         return;
     };
     out.best_vs_seed_held_out = paired(&rate_map(&bh), &rate_map(&sh), holdout);
     for (p, x, role) in [(best, &bh, "best"), (seed, &sh, "seed")] {
-        let n: u32 = x.iter().filter(|(t, _)| holdout.contains(*t)).map(|(_, v)| v.1).sum();
+        let n: u32 = x
+            .iter()
+            .filter(|(t, _)| holdout.contains(*t))
+            .map(|(_, v)| v.1)
+            .sum();
         seq.reused.push(Reused {
             role: role.into(),
             iteration: p.iteration,

@@ -84,7 +84,11 @@ fn final_lines(f: &FinalEval) -> Vec<String> {
     if let Some(d) = &f.best_vs_seed_held_out {
         out.push(format!(
             "on held-out tasks{}: best − seed = {:+.3} (95% CI {}, {} tasks)",
-            if f.sequential.is_some() { " (reused rollout trials)" } else { "" },
+            if f.sequential.is_some() {
+                " (reused rollout trials)"
+            } else {
+                ""
+            },
             d.delta,
             ci(d.ci),
             d.tasks
@@ -111,9 +115,9 @@ fn sequential_lines(f: &FinalEval, q: &Sequential, cost: &str) -> Vec<String> {
     )];
     if let Some(l) = q.looks.last() {
         out.push(format!(
-            "rule: a look after each round, each interval at level 1 − {:.2}/{} (at most {:.0}% chance of a false \"beyond noise\" over all looks), futile below {:.0}% conditional power; last look: conditional power {:.0}%",
-            q.alpha,
+            "rule: a look after each of at most {} rounds, α = {:.2} spent half at the first look and the rest over the later ones (at most {:.0}% chance of a false \"beyond noise\" over all looks), futile below {:.0}% conditional power; last look: conditional power {:.0}%",
             q.max_rounds,
+            q.alpha,
             100.0 * q.alpha,
             100.0 * q.futility,
             100.0 * l.conditional_power
@@ -121,7 +125,12 @@ fn sequential_lines(f: &FinalEval, q: &Sequential, cost: &str) -> Vec<String> {
     }
     if !q.reused.is_empty() {
         let r: Vec<String> = (q.reused.iter())
-            .map(|r| format!("{} {} trials of iteration {} ({})", r.role, r.tasks, r.iteration, r.trials))
+            .map(|r| {
+                format!(
+                    "{} {} trials of iteration {} ({})",
+                    r.role, r.tasks, r.iteration, r.trials
+                )
+            })
             .collect();
         out.push(format!("reused without running: {}", r.join(", ")));
     }

@@ -7,7 +7,7 @@
 
 use ahe_rundir::evidence::SetCost;
 
-use crate::model::{IterationReport, RunReport, RoleUsage};
+use crate::model::{IterationReport, RoleUsage, RunReport};
 use crate::numbers::{tokens, usd};
 
 /// The phases, in display order.
@@ -36,6 +36,8 @@ pub struct PhaseSpend {
     pub usd: f64,
     /// Prompt + completion tokens.
     pub tokens: u64,
+    /// Of those, completion tokens.
+    pub output_tokens: u64,
     /// Trials (phases that run trials).
     pub trials: u32,
 }
@@ -45,6 +47,7 @@ impl PhaseSpend {
         PhaseSpend {
             usd: c.cost_usd,
             tokens: c.usage.input_tokens + c.usage.output_tokens,
+            output_tokens: c.usage.output_tokens,
             trials: c.trials,
         }
     }
@@ -52,6 +55,7 @@ impl PhaseSpend {
         r.map(|r| PhaseSpend {
             usd: r.cost_usd,
             tokens: r.input_tokens + r.output_tokens,
+            output_tokens: r.output_tokens,
             trials: 0,
         })
         .unwrap_or_default()
@@ -59,6 +63,7 @@ impl PhaseSpend {
     fn add(&mut self, o: &PhaseSpend) {
         self.usd += o.usd;
         self.tokens += o.tokens;
+        self.output_tokens += o.output_tokens;
         self.trials += o.trials;
     }
 }
@@ -89,8 +94,16 @@ pub fn spend(run: &RunReport) -> Spend {
                 let trials = b.n.saturating_sub(run.info.k) * b.tasks as u32;
                 let cost = trials as f64 * b.per_seed_trial;
                 row[3] = match b.basis.as_str() {
-                    "usd" => PhaseSpend { usd: cost, tokens: 0, trials },
-                    _ => PhaseSpend { usd: 0.0, tokens: cost as u64, trials },
+                    "usd" => PhaseSpend {
+                        usd: cost,
+                        trials,
+                        ..Default::default()
+                    },
+                    _ => PhaseSpend {
+                        tokens: cost as u64,
+                        trials,
+                        ..Default::default()
+                    },
                 };
             }
         }
@@ -135,7 +148,10 @@ impl Spend {
     /// The machinery's share of a row's spend (baseline excluded), None when nothing was spent.
     pub fn share(&self, row: &[PhaseSpend; 9]) -> Option<f64> {
         let v = |p: &PhaseSpend| if self.usd { p.usd } else { p.tokens as f64 };
-        let all: f64 = (0..9).filter(|i| PHASES[*i] != "baseline").map(|i| v(&row[i])).sum();
+        let all: f64 = (0..9)
+            .filter(|i| PHASES[*i] != "baseline")
+            .map(|i| v(&row[i]))
+            .sum();
         let mach: f64 = (0..9).filter(|i| machinery(*i)).map(|i| v(&row[i])).sum();
         (all > 0.0).then(|| mach / all)
     }

@@ -1,7 +1,12 @@
 use super::*;
 
 fn p(usd: f64, tokens: u64, trials: u32) -> PhaseSpend {
-    PhaseSpend { usd, tokens, trials }
+    PhaseSpend {
+        usd,
+        tokens,
+        output_tokens: tokens / 10,
+        trials,
+    }
 }
 
 #[test]

@@ -132,7 +132,7 @@ pub struct Look {
     pub trials_per_task: u32,
     /// Mean over visible tasks of best's rate − the seed's rate.
     pub delta: f64,
-    /// The look's interval (level `1 − alpha / rounds`, Student t over tasks).
+    /// The look's interval (Student t over tasks at this look's share of `alpha`).
     pub ci: [f64; 2],
     /// The chance that the cap's interval excludes 0 were `delta` the truth.
     pub conditional_power: f64,
@@ -157,7 +157,7 @@ pub struct Reused {
 /// seed on the visible tasks in rounds, a look after each, stopped by [`Stopped`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sequential {
-    /// Family-wise error rate over all looks (each look's interval has 1 − alpha / rounds).
+    /// Family-wise error rate over all looks (half spent at the first, the rest evenly).
     pub alpha: f64,
     /// Fresh trials per task and harness each round adds.
     pub per_round: u32,

@@ -39,7 +39,40 @@ pub struct Plan<'a> {
     pub judge_call: Option<f64>,
 }
 
-/// Measured spend of an earlier run: per trial and per iteration.
+/// Tokens and dollars of one unit (a trial, an iteration's agent), as a run measured them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unit {
+    /// Prompt tokens.
+    pub input: f64,
+    /// Completion tokens.
+    pub output: f64,
+    /// Dollars at the run's own prices.
+    pub usd: f64,
+}
+
+impl Unit {
+    fn of(p: &PhaseSpend, per: f64) -> Unit {
+        let per = per.max(1.0);
+        Unit {
+            input: (p.tokens - p.output_tokens) as f64 / per,
+            output: p.output_tokens as f64 / per,
+            usd: p.usd / per,
+        }
+    }
+
+    /// Dollars at the config's prices for `role` (the run's own dollars when it names none).
+    pub fn priced(&self, cfg: &RunConfig, role: &str) -> f64 {
+        let m = cfg.model(role);
+        match m.price_input_per_mtok > 0.0 || m.price_output_per_mtok > 0.0 {
+            true => {
+                (self.input * m.price_input_per_mtok + self.output * m.price_output_per_mtok) / 1e6
+            }
+            false => self.usd,
+        }
+    }
+}
+
+/// Measured spend of an earlier run (or pilot): per trial and per iteration.
 #[derive(Debug, Clone, Default)]
 pub struct Measured {
     /// The run directory.
@@ -48,14 +81,14 @@ pub struct Measured {
     pub iterations: u32,
     /// Rollout trials it measured.
     pub trials: u32,
-    /// Dollars of one rollout trial.
-    pub per_trial: f64,
+    /// One rollout trial (the code agent).
+    pub per_trial: Unit,
     /// Attribution's extra trials per rollout trial.
     pub extra_share: f64,
-    /// Judge dollars per trial (rollout and extra).
-    pub judge_per_trial: f64,
-    /// Debugger, overview and evolve dollars per iteration.
-    pub per_iteration: [f64; 3],
+    /// The judge per trial (rollout and extra).
+    pub judge_per_trial: Unit,
+    /// The debugger, overview and evolve agents per iteration.
+    pub per_iteration: [Unit; 3],
 }
 
 /// Reads the measured spend of the run at `dir` (None when it measured no trial).
@@ -68,14 +101,14 @@ pub fn measure(dir: &Path) -> anyhow::Result<Option<Measured>> {
         return Ok(None);
     }
     let iterations = run.iterations.iter().filter(|i| !i.is_final).count().max(1) as u32;
-    let per_it = |name: &str| t(name).usd / iterations as f64;
+    let per_it = |name: &str| Unit::of(&t(name), iterations as f64);
     Ok(Some(Measured {
         run: dir.display().to_string(),
         iterations,
         trials: roll.trials,
-        per_trial: roll.usd / roll.trials as f64,
+        per_trial: Unit::of(&roll, roll.trials as f64),
         extra_share: extra.trials as f64 / roll.trials as f64,
-        judge_per_trial: t("judge").usd / (roll.trials + extra.trials) as f64,
+        judge_per_trial: Unit::of(&t("judge"), (roll.trials + extra.trials) as f64),
         per_iteration: [per_it("debugger"), per_it("overview"), per_it("evolve")],
     }))
 }
@@ -100,14 +133,23 @@ pub fn estimate(p: &Plan, m: Option<&Measured>) -> Vec<PhaseEstimate> {
         false => 0,
     };
     let trial_usd = |t: [usize; 2]| match m {
-        Some(m) => Some([t[0] as f64 * m.per_trial, t[1] as f64 * m.per_trial]),
-        None => p.per_trial.map(|c| [t[0] as f64 * c[0], t[1] as f64 * c[1]]),
+        Some(m) => {
+            let c = m.per_trial.priced(cfg, "code_agent");
+            Some([t[0] as f64 * c, t[1] as f64 * c])
+        }
+        None => p
+            .per_trial
+            .map(|c| [t[0] as f64 * c[0], t[1] as f64 * c[1]]),
     };
     let rollouts = [(n + 1) * per_iteration; 2];
     let from = match m {
         Some(m) => format!(
-            "${:.4} per trial measured over {} trials of {}",
-            m.per_trial, m.trials, m.run
+            "{:.0} in / {:.0} out tokens per trial measured over {} trials of {} (${:.4} a trial at this config's prices)",
+            m.per_trial.input,
+            m.per_trial.output,
+            m.trials,
+            m.run,
+            m.per_trial.priced(cfg, "code_agent")
         ),
         None => "per trial: one short turn to every trial at its token limit".into(),
     };
@@ -126,28 +168,56 @@ pub fn estimate(p: &Plan, m: Option<&Measured>) -> Vec<PhaseEstimate> {
     ];
     let all_trials: usize = out.iter().map(|e| e.trials[1]).sum();
     let judge = match (m, p.judge_call) {
-        (Some(m), _) if m.judge_per_trial > 0.0 => Some([0.0, all_trials as f64 * m.judge_per_trial]),
+        (Some(m), _) if m.judge_per_trial.input > 0.0 => {
+            let c = m.judge_per_trial.priced(cfg, "judge");
+            Some([all_trials as f64 * c; 2])
+        }
         (_, Some(c)) => Some([0.0, all_trials as f64 * c]),
         _ => None,
     };
     if cfg.judge_model().is_some() {
-        out.push(row("judge", [0, 0], judge, format!("one call per passing trial, at most {all_trials}")));
+        out.push(row(
+            "judge",
+            [0, 0],
+            judge,
+            format!("one call per passing trial, at most {all_trials}"),
+        ));
     }
-    for (i, (phase, what)) in [("debugger", "one per visible task"), ("overview", "one"), ("evolve", "one")]
-        .into_iter()
-        .enumerate()
-    {
-        let usd = m.map(|m| [m.per_iteration[i] * n as f64; 2]);
+    out.extend(agent_rows(cfg, m));
+    out
+}
+
+/// The debugger, overview and evolve agents: per iteration, measured or unknown.
+fn agent_rows(cfg: &RunConfig, m: Option<&Measured>) -> Vec<PhaseEstimate> {
+    let n = cfg.iterations as usize;
+    let agents = [
+        ("debugger", "one per visible task"),
+        ("overview", "one"),
+        ("evolve", "one"),
+    ];
+    let mut out = Vec::new();
+    for (i, (phase, what)) in agents.into_iter().enumerate() {
+        let usd = m.map(|m| [m.per_iteration[i].priced(cfg, phase) * n as f64; 2]);
         let basis = match m {
-            Some(m) => format!("{what} per iteration × {n}; ${:.4} per iteration measured over {}", m.per_iteration[i], m.iterations),
-            None => format!("{what} per iteration × {n}; unknown until a run measures it (--from-run)"),
+            Some(m) => format!(
+                "{what} per iteration × {n}; {:.0} in / {:.0} out tokens per iteration measured over {}",
+                m.per_iteration[i].input, m.per_iteration[i].output, m.iterations
+            ),
+            None => format!(
+                "{what} per iteration × {n}; unknown until a run measures it (--from-run)"
+            ),
         };
         out.push(row(phase, [0, 0], usd, basis));
     }
     out
 }
 
-fn row(phase: &'static str, trials: [usize; 2], usd: Option<[f64; 2]>, basis: String) -> PhaseEstimate {
+fn row(
+    phase: &'static str,
+    trials: [usize; 2],
+    usd: Option<[f64; 2]>,
+    basis: String,
+) -> PhaseEstimate {
     PhaseEstimate {
         phase,
         trials,
@@ -170,12 +240,19 @@ pub fn text(rows: &[PhaseEstimate]) -> String {
             Some([a, b]) => format!("${a:.2}–${b:.2}"),
             None => "$?".into(),
         };
-        s.push_str(&format!("  {:<19} {:>16} {:>20}  {}\n", r.phase, trials, usd, r.basis));
+        s.push_str(&format!(
+            "  {:<19} {:>16} {:>20}  {}\n",
+            r.phase, trials, usd, r.basis
+        ));
     }
     let lo: f64 = rows.iter().filter_map(|r| r.usd).map(|u| u[0]).sum();
     let hi: f64 = rows.iter().filter_map(|r| r.usd).map(|u| u[1]).sum();
     let trials: usize = rows.iter().map(|r| r.trials[1]).sum();
-    let unknown: Vec<&str> = rows.iter().filter(|r| r.usd.is_none()).map(|r| r.phase).collect();
+    let unknown: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.usd.is_none())
+        .map(|r| r.phase)
+        .collect();
     s.push_str(&format!(
         "  {:<19} {:>16} {:>20}  {}\n",
         "total",

@@ -90,7 +90,8 @@ fn kill_in_phase_then_resume(set: &str, canary: bool) {
         for (i, (file, top)) in free.into_iter().enumerate() {
             let id = format!("c{}", i + 4);
             let task = [2, 3, 4][i];
-            sc.changes.push(SimChange::new(&id, Effect::Fix, task, true, file, top));
+            sc.changes
+                .push(SimChange::new(&id, Effect::Fix, task, true, file, top));
         }
     }
     let cfg = sc.write(d.path(), &root());

@@ -182,8 +182,18 @@ fn transient_errors_are_retried_as_the_run_would_and_only_persistent_ones_are_pr
     // The estimate by phase, as text: every trial-running phase priced from the config.
     let o = ahe(&["check", "--config", &cfg], &[("AHE_CHECK_TEST_KEY", "k")]);
     let shown = text(&o);
-    assert!(shown.contains("estimate by phase (trials; dollars):"), "{shown}");
-    for phase in ["rollouts", "attribution extras", "final", "judge", "debugger", "evolve"] {
+    assert!(
+        shown.contains("estimate by phase (trials; dollars):"),
+        "{shown}"
+    );
+    for phase in [
+        "rollouts",
+        "attribution extras",
+        "final",
+        "judge",
+        "debugger",
+        "evolve",
+    ] {
         let line = (shown.lines())
             .find(|l| l.trim_start().starts_with(phase))
             .unwrap_or_else(|| panic!("no {phase} line: {shown}"));
@@ -387,11 +397,18 @@ fn all_89_terminal_bench_tasks_are_checked_in_one_run_under_10_s() {
             .clone()
     };
     assert_eq!(phase("final")["trials"], json!([2 * 89, 2 * 89 * 4]));
-    assert_eq!(phase("rollouts")["trials"], json!([2 * 178, 2 * 178]), "1 iteration + final");
+    assert_eq!(
+        phase("rollouts")["trials"],
+        json!([2 * 178, 2 * 178]),
+        "1 iteration + final"
+    );
     // The share (0.25 of 178, rounded up) and the harm floor, for the one evolve iteration.
     let floor = phase("attribution extras")["basis"].to_string();
     assert!(floor.contains("max_extra_share 0.25"), "{floor}");
-    assert!(phase("evolve")["usd"].is_null(), "no run measured it: {doc}");
+    assert!(
+        phase("evolve")["usd"].is_null(),
+        "no run measured it: {doc}"
+    );
     eprintln!(
         "ahe check over 89 TB2 tasks: {secs:.2}s, {} image problems",
         names.len()

@@ -31,7 +31,10 @@ fn no_real_improvement_is_reported_as_such() {
     let best = common::json_file(&run.join("best.json"));
     assert_eq!(best["iteration"], 1, "nothing beat the seed: {best}");
     let fin = common::json_file(&run.join("final.json"));
-    assert_eq!(fin["trials_per_task"], 4, "the cap is 2 × k by default: {fin}");
+    assert_eq!(
+        fin["trials_per_task"], 4,
+        "the cap is 2 × k by default: {fin}"
+    );
     // Deliberately changed (issue 40): best is the seed, so there is nothing to compare and
     // no trial runs; the runner-up is not re-evaluated (a second selection).
     let roles: Vec<&str> = fin["harnesses"]
@@ -70,9 +73,15 @@ fn no_real_improvement_is_reported_as_such() {
         ("ahe show", &shown),
     ] {
         assert!(doc.contains("covers 0"), "{name}: {doc}");
-        assert!(doc.contains("best is the seed: nothing to compare"), "{name}: {doc}");
+        assert!(
+            doc.contains("best is the seed: nothing to compare"),
+            "{name}: {doc}"
+        );
         assert!(doc.contains("spend by phase: rollouts"), "{name}: {doc}");
-        assert!(doc.contains("machinery (attribution extras"), "{name}: {doc}");
+        assert!(
+            doc.contains("machinery (attribution extras"),
+            "{name}: {doc}"
+        );
         assert!(doc.contains("matched budget"), "{name}: {doc}");
         assert!(doc.contains("perfect picker"), "{name}: {doc}");
     }
@@ -87,7 +96,14 @@ fn a_real_improvement_is_decided_in_one_round() {
     let changes = (0..6)
         .map(|i| {
             let id = format!("c{}", i + 1);
-            SimChange::new(&id, Effect::Fix, i + 1, true, FILES[i as usize / 2], i % 2 == 0)
+            SimChange::new(
+                &id,
+                Effect::Fix,
+                i + 1,
+                true,
+                FILES[i as usize / 2],
+                i % 2 == 0,
+            )
         })
         .collect();
     let sc = Scenario {
@@ -107,7 +123,10 @@ fn a_real_improvement_is_decided_in_one_round() {
     assert_eq!(seq["fresh_trials"], 24, "{fin}");
     assert_eq!(seq["max_rounds"], 4, "{fin}");
     let look = &seq["looks"][0];
-    assert!((look["delta"].as_f64().unwrap() - 0.5).abs() < 1e-9, "{fin}");
+    assert!(
+        (look["delta"].as_f64().unwrap() - 0.5).abs() < 1e-9,
+        "{fin}"
+    );
     assert!(look["ci"][0].as_f64().unwrap() > 0.0, "{fin}");
     assert_eq!(fin["best_vs_seed"]["ci"], look["ci"], "{fin}");
     let roles: Vec<&str> = fin["harnesses"]
@@ -122,11 +141,45 @@ fn a_real_improvement_is_decided_in_one_round() {
     let o = common::ahe(&["show", run.to_str().unwrap()], &[]);
     let shown = text(&o);
     assert!(shown.contains("final answer: 24 fresh trials"), "{shown}");
-    assert!(shown.contains("stopped: the interval cleared 0 upward"), "{shown}");
+    assert!(
+        shown.contains("stopped: the interval cleared 0 upward"),
+        "{shown}"
+    );
     assert!(shown.contains("better beyond noise"), "{shown}");
     let spend = (shown.lines())
         .find(|l| l.starts_with("spend by phase"))
         .unwrap_or_else(|| panic!("{shown}"));
     let fin_cell = spend.split(" · final ").nth(1).unwrap_or("");
-    assert!(fin_cell.starts_with("0 · 24 trials") || fin_cell.contains("tok · 24 trials"), "{spend}");
+    assert!(
+        fin_cell.starts_with("0 · 24 trials") || fin_cell.contains("tok · 24 trials"),
+        "{spend}"
+    );
+    // `ahe check --from-run` prices the estimate by phase from this run's measured tokens.
+    let cfg = d.path().join("sim.toml");
+    let o = common::ahe(
+        &[
+            "check",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--from-run",
+            run.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let shown = text(&o);
+    let line = |phase: &str| {
+        (shown.lines())
+            .find(|l| l.trim_start().starts_with(phase))
+            .unwrap_or_else(|| panic!("no {phase} line: {shown}"))
+            .to_string()
+    };
+    assert!(
+        line("rollouts").contains("tokens per trial measured over"),
+        "{shown}"
+    );
+    assert!(
+        line("evolve").contains("tokens per iteration measured over"),
+        "{shown}"
+    );
+    assert!(!line("evolve").contains("$?"), "measured: {shown}");
 }

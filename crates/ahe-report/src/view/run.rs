@@ -117,7 +117,11 @@ pub fn run_summary(run: &RunReport) -> RunSummary {
             .map(|b| format!("iter-{:03}", b.iteration)),
         closing: run.closing(),
         spend: sp.total_line(),
-        machinery_share: sp.rows.iter().map(|(l, r)| (l.clone(), sp.share_cell(r))).collect(),
+        machinery_share: sp
+            .rows
+            .iter()
+            .map(|(l, r)| (l.clone(), sp.share_cell(r)))
+            .collect(),
         summary: run.iterations.iter().map(|i| summary_row(run, i)).collect(),
     }
 }
