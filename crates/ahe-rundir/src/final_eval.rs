@@ -257,3 +257,48 @@ pub struct Baseline {
 /// The label every display of pass@N carries.
 pub const BASELINE_LABEL: &str =
     "the seed's pass@N: what sampling N times plus a perfect picker would reach (an upper bound, not a deployable harness)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_final_json_reads_and_a_new_one_round_trips() {
+        // Written before the sequential answer: no `sequential` key.
+        let old = FinalEval {
+            trials_per_task: 4,
+            selection_bias: 0.1,
+            switched: Some([2, 3]),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&old).unwrap();
+        assert!(v.get("sequential").is_none(), "{v}");
+        let f: FinalEval = serde_json::from_value(v).unwrap();
+        assert_eq!((f.sequential, f.switched), (None, Some([2, 3])));
+        let seq = Some(Sequential {
+            alpha: 0.05,
+            per_round: 1,
+            max_rounds: 4,
+            futility: 0.2,
+            looks: vec![Look {
+                round: 1,
+                trials_per_task: 1,
+                delta: 0.25,
+                ci: [0.05, 0.45],
+                conditional_power: 0.9,
+                tasks: 20,
+            }],
+            stopped: Stopped::Better,
+            reused: vec![],
+            fresh_trials: 40,
+            runner_up: String::new(),
+        });
+        let f = FinalEval {
+            sequential: seq,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(text.contains(r#""stopped":"better""#), "{text}");
+        assert_eq!(serde_json::from_str::<FinalEval>(&text).unwrap(), f);
+    }
+}
