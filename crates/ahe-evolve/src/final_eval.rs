@@ -149,10 +149,13 @@ async fn rounds(
         }
         let n = (r * PER_ROUND).min(i.trials_per_task);
         let (bs, ss) = (set(best), set(seed));
-        let (b, s) = tokio::try_join!(
-            trials.run_set_with(it, &bs, &best.commit, &tasks, n, half, cancel.clone()),
-            trials.run_set_with(it, &ss, &seed.commit, &tasks, n, half, cancel.clone()),
-        )?;
+        let b = trials.run_set_with(it, &bs, &best.commit, &tasks, n, half, cancel.clone());
+        let s = trials.run_set_with(it, &ss, &seed.commit, &tasks, n, half, cancel.clone());
+        // Side by side when the sandbox allows two trials at once, else one set after the other.
+        let (b, s) = match trials.concurrency() >= 2 {
+            true => tokio::try_join!(b, s)?,
+            false => (b.await?, s.await?),
+        };
         cost.add(&b.1);
         cost.add(&s.1);
         seq.fresh_trials = count_upto(n, &b.0) + count_upto(n, &s.0);
