@@ -9,7 +9,7 @@
 //! their answers agree (better / covers 0 / worse beyond noise).
 //!
 //! Usage: bench_final [--runs 200] [--tasks 89] [--k 2] [--iterations 10] [--holdout 0.0]
-//!        [--seed 1] [--futility 0.2] [--bootstrap]   (the product's bootstrap for best's moves
+//!        [--seed 1] [--futility 0.2] [--first-share 0.5] [--bootstrap]   (the product's bootstrap for best's moves
 //!        and the 2k answer: exact, slow) [--reuse-seed]   (the biased variant: the seed's own
 //!        visible trials instead of fresh ones)
 
@@ -92,6 +92,7 @@ struct Cfg {
     visible: usize,
     reuse_seed: bool,
     futility: f64,
+    first_share: f64,
     bootstrap: bool,
 }
 
@@ -188,6 +189,7 @@ fn sequential(
     }
     let mut plan = Plan::new(2 * c.k, 1);
     plan.futility = c.futility;
+    plan.first_share = c.first_share;
     let (mut bp, mut sp) = (vec![0.0; c.visible], vec![0.0; c.visible]);
     for r in 1..=plan.rounds {
         for i in 0..c.visible {
@@ -273,6 +275,11 @@ fn main() {
         visible: ((tasks as f64 * (1.0 - holdout)).round() as usize).clamp(2, tasks),
         reuse_seed: args.iter().any(|a| a == "--reuse-seed"),
         futility: arg(&args, "--futility", ahe_attribution::sequential::FUTILITY),
+        first_share: arg(
+            &args,
+            "--first-share",
+            ahe_attribution::sequential::FIRST_LOOK_SHARE,
+        ),
         bootstrap: args.iter().any(|a| a == "--bootstrap"),
     };
     let mut d = Dice(arg(&args, "--seed", 1.0) as u64);
