@@ -14,8 +14,11 @@ use serde::Serialize;
 
 use crate::CliError;
 
+mod disk;
 mod harbor;
 mod models;
+pub mod phases;
+use disk::check_reserve;
 use models::check_models;
 
 /// How long one registry probe may take.
@@ -36,6 +39,10 @@ pub struct CheckArgs {
     /// Print one JSON document on stdout instead of the list.
     #[arg(long)]
     json: bool,
+    /// A run directory whose measured spend per trial and per iteration prices the
+    /// estimate (instead of the config's ranges).
+    #[arg(long, value_name = "RUN_DIR")]
+    from_run: Option<PathBuf>,
 }
 
 /// One finding: what it is about and what was found.
@@ -70,12 +77,16 @@ pub struct Estimate {
     pub judge_per_iteration_usd: Option<[f64; 2]>,
     /// `[evolve] budget_usd`: the run stops gracefully once this much is spent.
     pub budget_usd: Option<f64>,
-    /// Trials of the final re-evaluation at most: best, seed and runner-up, `[evolve]
-    /// final_trials` each per task (0 when off).
+    /// Fresh trials of the sequential final answer at most: best and the seed, `[evolve]
+    /// final_trials` each per visible task (0 when off; one round of one trial each is the
+    /// least when best is not the seed).
     pub final_trials: usize,
     /// Seed trials of the matched-budget baseline at most (`[evolve] baseline = true`: up to
     /// `baseline_trials` per task, the first iteration's k reused; 0 when off).
     pub baseline_trials: usize,
+    /// Trials and dollars by phase (rollouts, attribution extras, final, baseline, judge,
+    /// debugger, overview, evolve).
+    pub phases: Vec<phases::PhaseEstimate>,
 }
 
 /// The input tokens one judge call reads at most in the estimate (a long passing trace;
@@ -126,7 +137,7 @@ impl Acc {
 /// Runs `ahe check`.
 pub fn run(a: CheckArgs) -> Result<(), CliError> {
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-    let report = rt.block_on(check_config(&a.config, a.pull));
+    let report = rt.block_on(check_config(&a.config, a.pull, a.from_run.as_deref()));
     if a.json {
         println!(
             "{}",
@@ -182,7 +193,7 @@ pub fn text(r: &Report, config: &Path) -> String {
         }
         if e.final_trials > 0 {
             s.push_str(&format!(
-                "; then up to {} trials re-evaluating best, seed and runner-up ([evolve] final_trials; 0 turns it off)",
+                "; then up to {} trials of the final answer (best and seed in rounds until it decides; [evolve] final_trials caps it, 0 turns it off)",
                 e.final_trials
             ));
         }
@@ -196,6 +207,7 @@ pub fn text(r: &Report, config: &Path) -> String {
             Some(b) => s.push_str(&format!("; budget_usd = {b:.2} stops the run\n")),
             None => s.push_str("; no budget_usd set\n"),
         }
+        s.push_str(&phases::text(&e.phases));
     }
     s.push_str(&format!(
         "ahe check {}: {} ({:.1}s)\n",
@@ -210,8 +222,13 @@ pub fn text(r: &Report, config: &Path) -> String {
     s
 }
 
-/// Checks a run config (`pull` overrides its `[sandbox] pull`).
-pub async fn check_config(path: &Path, pull: Option<PullPolicy>) -> Report {
+/// Checks a run config (`pull` overrides its `[sandbox] pull`; `from_run`: a run whose
+/// measured spend prices the estimate).
+pub async fn check_config(
+    path: &Path,
+    pull: Option<PullPolicy>,
+    from_run: Option<&Path>,
+) -> Report {
     let t0 = Instant::now();
     let mut acc = Acc::default();
     let estimate = match RunConfig::load(path) {
@@ -220,7 +237,18 @@ pub async fn check_config(path: &Path, pull: Option<PullPolicy>) -> Report {
                 cfg.sandbox.pull = p;
             }
             acc.good("config", path.display().to_string(), "loads and validates");
-            check_loaded(&cfg, &mut acc).await
+            let measured = from_run.and_then(|d| match phases::measure(d) {
+                Ok(m) => m,
+                Err(e) => {
+                    acc.bad(
+                        "config",
+                        d.display().to_string(),
+                        format!("--from-run: {e:#}"),
+                    );
+                    None
+                }
+            });
+            check_loaded(&cfg, &mut acc, measured.as_ref()).await
         }
         Err(e) => {
             acc.bad("config", path.display().to_string(), format!("{e:#}"));
@@ -236,7 +264,11 @@ pub async fn check_config(path: &Path, pull: Option<PullPolicy>) -> Report {
     }
 }
 
-async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
+async fn check_loaded(
+    cfg: &RunConfig,
+    acc: &mut Acc,
+    measured: Option<&phases::Measured>,
+) -> Option<Estimate> {
     let harness = match ahe_harness::load(&cfg.harness) {
         Ok(h) => {
             acc.good("harness", cfg.harness.display().to_string(), "validates");
@@ -291,17 +323,28 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
         acc.passed.extend(a.passed);
     }
     check_reserve(cfg, acc).await;
+    estimate(cfg, &tasks, harness.as_ref(), acc, measured)
+}
+
+/// Trials and dollars of the run, per iteration and by phase (None without tasks).
+fn estimate(
+    cfg: &RunConfig,
+    tasks: &[ahe_bench::Task],
+    harness: Option<&ahe_harness::Harness>,
+    acc: &mut Acc,
+    measured: Option<&phases::Measured>,
+) -> Option<Estimate> {
     if tasks.is_empty() {
         return None;
     }
-    let (_, holdout) = ahe_evolve::run::split_holdout(cfg, &tasks)
+    let (_, holdout) = ahe_evolve::run::split_holdout(cfg, tasks)
         .map_err(|e| acc.bad("config", "holdout", format!("{e:#}")))
         .ok()?;
     let trials = tasks.len() * cfg.k as usize;
     let code = cfg.model("code_agent");
     let priced = code.price_input_per_mtok > 0.0 || code.price_output_per_mtok > 0.0;
     let cost = (priced && harness.is_some()).then(|| {
-        let h = harness.as_ref().expect("checked");
+        let h = harness.expect("checked");
         let prompt_chars: usize = h.system_prompt.len()
             + tasks.iter().map(|t| t.instruction.len()).sum::<usize>() / tasks.len().max(1);
         let lo_in = (prompt_chars / 4) as f64;
@@ -312,91 +355,41 @@ async fn check_loaded(cfg: &RunConfig, acc: &mut Acc) -> Option<Estimate> {
             hi_tokens,
             code.price_input_per_mtok.max(code.price_output_per_mtok),
         );
-        [lo * trials as f64, hi * trials as f64]
+        [lo, hi]
     });
     // The judge reads each passing trial once: nothing when none passes, one call per trial
     // when all do.
-    let judge = cfg.judge_model().filter(|j| !j.prices_unknown()).map(|j| {
-        let call = JUDGE_INPUT_TOKENS / 1e6 * j.price_input_per_mtok
-            + JUDGE_OUTPUT_TOKENS / 1e6 * j.price_output_per_mtok;
-        [0.0, call * trials as f64]
+    let call = cfg.judge_model().filter(|j| !j.prices_unknown()).map(|j| {
+        JUDGE_INPUT_TOKENS / 1e6 * j.price_input_per_mtok
+            + JUDGE_OUTPUT_TOKENS / 1e6 * j.price_output_per_mtok
     });
+    let plan = phases::Plan {
+        cfg,
+        tasks: tasks.len(),
+        holdout: holdout.len(),
+        per_trial: cost,
+        judge_call: call,
+    };
+    let phases = phases::estimate(&plan, measured);
+    let final_trials = phases
+        .iter()
+        .find(|p| p.phase == "final")
+        .map_or(0, |p| p.trials[1]);
     Some(Estimate {
         tasks: tasks.len(),
         holdout: holdout.len(),
         trials_per_iteration: trials,
         iterations: cfg.iterations,
-        cost_per_iteration_usd: cost,
-        judge_per_iteration_usd: judge,
+        cost_per_iteration_usd: cost.map(|[lo, hi]| [lo * trials as f64, hi * trials as f64]),
+        judge_per_iteration_usd: call.map(|c| [0.0, c * trials as f64]),
         budget_usd: cfg.evolve.budget_usd,
-        final_trials: 3 * tasks.len() * cfg.evolve.final_trials.unwrap_or(2 * cfg.k) as usize,
+        final_trials,
         baseline_trials: match cfg.evolve.baseline {
             true => tasks.len() * cfg.evolve.baseline_trials.saturating_sub(cfg.k) as usize,
             false => 0,
         },
+        phases,
     })
-}
-
-/// Free space against the host reserve (`[sandbox] min_free_disk`) where a run writes: the
-/// run directory, and the docker engine's data root (when the engine is on this host) or the
-/// local backend's temp dir.
-async fn check_reserve(cfg: &RunConfig, acc: &mut Acc) {
-    use ahe_bench::disk::gib;
-    use ahe_sandbox::Backend;
-    let min = cfg.sandbox.min_free_disk;
-    let runs = Path::new("runs");
-    let mut paths = vec![(
-        "run directory",
-        if runs.is_dir() { runs } else { Path::new(".") }.to_path_buf(),
-    )];
-    let backend = cfg.sandbox.backend.as_str();
-    let mut docker_root = Vec::new();
-    if backend != "local" && cfg.sandbox.hosts.is_empty() {
-        let b = tokio::task::spawn_blocking(|| {
-            ahe_sandbox::docker::DockerBackend::available()
-                .then(ahe_sandbox::docker::DockerBackend::connect)
-        })
-        .await;
-        if let Ok(Some(Ok(b))) = b {
-            docker_root = b.disk_paths().await;
-            if docker_root.is_empty() {
-                acc.good(
-                    "disk",
-                    "docker data root",
-                    "not on this host: its free space is not watched",
-                );
-            }
-        } else if backend == "auto" {
-            paths.push(("local sandboxes", std::env::temp_dir()));
-        }
-    } else if backend == "local" {
-        paths.push(("local sandboxes", std::env::temp_dir()));
-    }
-    paths.extend(docker_root.into_iter().map(|p| ("docker data root", p)));
-    let reserve = if min == 0 {
-        "0 (off)".to_string()
-    } else {
-        gib(min)
-    };
-    for (what, p) in paths {
-        let subject = format!("{what} {}", p.display());
-        match ahe_sandbox::docker::free_bytes(&p) {
-            None => acc.good("disk", subject, "free space unknown (cannot stat it)"),
-            Some(f) if f < min => acc.bad(
-                "disk",
-                subject,
-                format!(
-                    "{} free, below [sandbox] min_free_disk = {reserve}: no trial would start; free space or lower the reserve",
-                    gib(f)
-                ),
-            ),
-            Some(f) => acc.good(
-                "disk",
-                subject,
-                format!("{} free; reserve [sandbox] min_free_disk = {reserve}", gib(f)),
-            ),
-        }
-    }
 }
 
 /// The Docker engine (each of `[sandbox] hosts`), each task's image there, free disk for the

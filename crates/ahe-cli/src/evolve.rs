@@ -109,7 +109,7 @@ fn preflight_check(cfg: &Path, pull: Option<ahe_sandbox::PullPolicy>) -> Result<
         return Ok(());
     }
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-    let report = rt.block_on(crate::check::check_config(cfg, pull));
+    let report = rt.block_on(crate::check::check_config(cfg, pull, None));
     if report.ok {
         eprintln!(
             "ahe evolve: ahe check passed ({} checks, {:.1}s)",

@@ -202,6 +202,19 @@ fn run_text(run: &RunReport) -> String {
         "total: {} · {} wall · verdicts of the previous iteration's changes: E effective, P partially, I ineffective, U unjudged, M mixed, H harmful · * Δ interval excludes 0\n",
         h.cost, h.wall
     ));
+    s.push_str(&format!(
+        "{}
+",
+        h.spend
+    ));
+    let shares: Vec<String> = (h.machinery_share.iter())
+        .map(|(l, v)| format!("{l}: {v}"))
+        .collect();
+    s.push_str(&format!(
+        "machinery share per iteration: {}
+",
+        shares.join(" · ")
+    ));
     s
 }
 

@@ -180,6 +180,7 @@ fn write_trial(dir: &Path, task: usize, attempt: u32, turns: u32, rng: &mut Rng)
         total_ms: 607_100,
         integrity_ms: 0,
         handover_ms: 0,
+        counterfactual_ms: 0,
     };
     write_result(dir, &r);
 }

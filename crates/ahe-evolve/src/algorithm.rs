@@ -1,6 +1,6 @@
 //! The loop of Algorithm 1 (docs/loop.md): for t = 1..N, rollout → clean → attribute (best) →
 //! debug → evolve (rollback, edits, pre-flight) → commit; then a final evaluation of H_N and
-//! the re-evaluation of best, seed and runner-up on fresh trials.
+//! the sequential final answer, best against the seed on fresh paired trials (final_eval.rs).
 //! Each task's debugger starts during the rollout, once the task's trials are done.
 //! Every phase is journaled; a resumed run skips finished phases and trials.
 

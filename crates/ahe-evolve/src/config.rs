@@ -252,8 +252,8 @@ pub struct EvolveConfig {
     pub max_harness_bytes: u64,
     /// Leak guard on the evolve agent's edits: `reject` (default), `warn` or `off`.
     pub leak_guard: ahe_rundir::leak::LeakPolicy,
-    /// Fresh trials per task of best, the seed and the runner-up in the final
-    /// re-evaluation (unset: 2 × k; 0: no final re-evaluation).
+    /// The cap on fresh trials per visible task of best and of the seed in the sequential
+    /// final answer, one per round until it decides (unset: 2 × k; 0: no final answer).
     pub final_trials: Option<u32>,
     /// Run the matched-budget baseline (`ahe baseline`) as the run's last phase.
     pub baseline: bool,

@@ -2,7 +2,7 @@
 //! `ahe show`): why best is best, its re-evaluation on fresh trials against the seed with the
 //! selection bias, and the matched-budget baseline.
 
-use ahe_rundir::final_eval::{Baseline, Figure, FinalEval};
+use ahe_rundir::final_eval::{Baseline, Figure, FinalEval, Sequential, Stopped};
 use ahe_rundir::run_dir::Best;
 
 use crate::numbers::{ci, f3, usd};
@@ -47,18 +47,23 @@ fn final_lines(f: &FinalEval) -> Vec<String> {
         true => usd(f.cost.cost_usd),
         false => "unknown".into(),
     };
-    let mut out = vec![format!(
-        "final re-evaluation: {} fresh trials per task and harness (cost {cost}, {} trials)",
-        f.trials_per_task, f.cost.trials
-    )];
+    let mut out = match &f.sequential {
+        Some(q) => sequential_lines(f, q, &cost),
+        None => vec![format!(
+            "final re-evaluation: {} fresh trials per task and harness (cost {cost}, {} trials)",
+            f.trials_per_task, f.cost.trials
+        )],
+    };
+    let seed_only = f.sequential.as_ref().map(|q| q.stopped) == Some(Stopped::BestIsSeed);
     for h in &f.harnesses {
         let held = h
             .held_out
             .as_ref()
             .map(|x| format!("; held-out {}", figure(x)))
             .unwrap_or_default();
+        let fresh = if seed_only { "its own trials" } else { "fresh" };
         out.push(format!(
-            "{} — iteration {}: visible {}{held}; its own iteration measured {}",
+            "{} — iteration {}: visible {}{held} ({fresh}); its own iteration measured {}",
             h.role,
             h.iteration,
             figure(&h.visible),
@@ -78,16 +83,60 @@ fn final_lines(f: &FinalEval) -> Vec<String> {
     out.push(f.verdict());
     if let Some(d) = &f.best_vs_seed_held_out {
         out.push(format!(
-            "on held-out tasks: best − seed = {:+.3} (95% CI {}, {} tasks)",
+            "on held-out tasks{}: best − seed = {:+.3} (95% CI {}, {} tasks)",
+            if f.sequential.is_some() {
+                " (reused rollout trials)"
+            } else {
+                ""
+            },
             d.delta,
             ci(d.ci),
             d.tasks
         ));
     }
-    out.push(format!(
-        "selection bias: best's own iteration overstated it by {:+.3} (the winner's curse of picking the maximum of noisy figures)",
-        f.selection_bias
-    ));
+    if !seed_only {
+        out.push(format!(
+            "selection bias: best's own iteration overstated it by {:+.3} (the winner's curse of picking the maximum of noisy figures)",
+            f.selection_bias
+        ));
+    }
+    out
+}
+
+/// What the sequential final answer ran, reused and why it stopped (docs/final-answer.md).
+fn sequential_lines(f: &FinalEval, q: &Sequential, cost: &str) -> Vec<String> {
+    let mut out = vec![format!(
+        "final answer: {} fresh trials ({} round(s) of {} trial per visible task for best and for the seed, cap {}; cost {cost}); stopped: {}",
+        q.fresh_trials,
+        q.looks.len(),
+        q.per_round,
+        f.trials_per_task,
+        q.stopped.reason()
+    )];
+    if let Some(l) = q.looks.last() {
+        out.push(format!(
+            "rule: a look after each of at most {} rounds, α = {:.2} spent half at the first look and the rest over the later ones (at most {:.0}% chance of a false \"beyond noise\" over all looks), futile below {:.0}% conditional power; last look: conditional power {:.0}%",
+            q.max_rounds,
+            q.alpha,
+            100.0 * q.alpha,
+            100.0 * q.futility,
+            100.0 * l.conditional_power
+        ));
+    }
+    if !q.reused.is_empty() {
+        let r: Vec<String> = (q.reused.iter())
+            .map(|r| {
+                format!(
+                    "{} {} trials of iteration {} ({})",
+                    r.role, r.tasks, r.iteration, r.trials
+                )
+            })
+            .collect();
+        out.push(format!("reused without running: {}", r.join(", ")));
+    }
+    if !q.runner_up.is_empty() {
+        out.push(format!("runner-up: {}", q.runner_up));
+    }
     out
 }
 

@@ -12,6 +12,7 @@ pub mod json;
 pub mod markdown;
 pub mod model;
 pub mod numbers;
+pub mod spend;
 pub mod svg;
 pub mod trial;
 pub mod view;

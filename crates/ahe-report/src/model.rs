@@ -189,6 +189,9 @@ pub struct IterationReport {
     pub notes: Vec<String>,
     /// Tokens and dollars per role.
     pub roles: BTreeMap<String, RoleUsage>,
+    /// Attribution's extra trials (confirmation, counterfactual, canary) and their cost.
+    #[serde(skip)]
+    pub extra: ahe_rundir::evidence::SetCost,
     /// Analysis and evolve files present.
     pub files: IterationFiles,
     /// Trial directories, sorted by task then attempt.

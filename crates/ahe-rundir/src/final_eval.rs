@@ -79,6 +79,104 @@ pub struct FinalEval {
     pub switched: Option<[u32; 2]>,
     /// What the fresh trials cost.
     pub cost: SetCost,
+    /// The sequential final answer (runs since it exists; None in an older `final.json`,
+    /// which re-ran best, seed and runner-up on `trials_per_task` fresh trials each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<Sequential>,
+}
+
+/// Why the sequential final answer stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stopped {
+    /// The interval for best − seed lies above 0: best is better beyond noise.
+    Better,
+    /// The interval lies below 0: best is worse beyond noise (harm).
+    Worse,
+    /// The interval covers 0 and, were the estimate the truth, the cap would exclude 0 with
+    /// a chance below the plan's futility threshold: more trials would not decide.
+    Futile,
+    /// The cap of fresh trials per task was reached with the interval covering 0.
+    Cap,
+    /// best is the seed: there is nothing to compare, no trial ran.
+    BestIsSeed,
+    /// The run's budget was reached between rounds.
+    Budget,
+    /// Fewer than two visible tasks: no interval over tasks exists.
+    TooFewTasks,
+}
+
+impl Stopped {
+    /// One clause on why the final answer stopped, for reports.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Stopped::Better => "the interval cleared 0 upward (better beyond noise)",
+            Stopped::Worse => "the interval cleared 0 downward (worse beyond noise)",
+            Stopped::Futile => {
+                "more rounds could not plausibly clear 0 (conditional power below the futility threshold)"
+            }
+            Stopped::Cap => "the cap of fresh trials was reached with the interval covering 0",
+            Stopped::BestIsSeed => "best is the seed: nothing to compare",
+            Stopped::Budget => "the run's budget was reached",
+            Stopped::TooFewTasks => "fewer than two visible tasks: no interval over tasks",
+        }
+    }
+}
+
+/// One look of the sequential final answer: best − seed after `round` rounds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Look {
+    /// Rounds run so far (1-based).
+    pub round: u32,
+    /// Fresh trials per task of each harness so far.
+    pub trials_per_task: u32,
+    /// Mean over visible tasks of best's rate − the seed's rate.
+    pub delta: f64,
+    /// The look's interval (Student t over tasks at this look's share of `alpha`).
+    pub ci: [f64; 2],
+    /// The chance that the cap's interval excludes 0 were `delta` the truth.
+    pub conditional_power: f64,
+    /// Visible tasks paired.
+    pub tasks: usize,
+}
+
+/// Trials the final answer used without running them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reused {
+    /// Whose trials (`best`, `seed`).
+    pub role: String,
+    /// The iteration whose rollout ran them.
+    pub iteration: u32,
+    /// Which tasks (`held-out`).
+    pub tasks: String,
+    /// How many trials.
+    pub trials: u32,
+}
+
+/// The sequential final answer (docs/final-answer.md): fresh paired trials of best and the
+/// seed on the visible tasks in rounds, a look after each, stopped by [`Stopped`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sequential {
+    /// Family-wise error rate over all looks (half spent at the first, the rest evenly).
+    pub alpha: f64,
+    /// Fresh trials per task and harness each round adds.
+    pub per_round: u32,
+    /// Planned looks at most (the cap `trials_per_task` / `per_round`).
+    pub max_rounds: u32,
+    /// Conditional power under which a look stops as futile.
+    pub futility: f64,
+    /// Every look, in order.
+    pub looks: Vec<Look>,
+    /// Why it stopped.
+    pub stopped: Stopped,
+    /// Trials it used without running them (the held-out comparison).
+    #[serde(default)]
+    pub reused: Vec<Reused>,
+    /// Fresh trials it ran (both harnesses, every round).
+    pub fresh_trials: u32,
+    /// What became of the runner-up (not re-evaluated: why).
+    #[serde(default)]
+    pub runner_up: String,
 }
 
 impl FinalEval {
@@ -159,3 +257,48 @@ pub struct Baseline {
 /// The label every display of pass@N carries.
 pub const BASELINE_LABEL: &str =
     "the seed's pass@N: what sampling N times plus a perfect picker would reach (an upper bound, not a deployable harness)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_final_json_reads_and_a_new_one_round_trips() {
+        // Written before the sequential answer: no `sequential` key.
+        let old = FinalEval {
+            trials_per_task: 4,
+            selection_bias: 0.1,
+            switched: Some([2, 3]),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&old).unwrap();
+        assert!(v.get("sequential").is_none(), "{v}");
+        let f: FinalEval = serde_json::from_value(v).unwrap();
+        assert_eq!((f.sequential, f.switched), (None, Some([2, 3])));
+        let seq = Some(Sequential {
+            alpha: 0.05,
+            per_round: 1,
+            max_rounds: 4,
+            futility: 0.2,
+            looks: vec![Look {
+                round: 1,
+                trials_per_task: 1,
+                delta: 0.25,
+                ci: [0.05, 0.45],
+                conditional_power: 0.9,
+                tasks: 20,
+            }],
+            stopped: Stopped::Better,
+            reused: vec![],
+            fresh_trials: 40,
+            runner_up: String::new(),
+        });
+        let f = FinalEval {
+            sequential: seq,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(text.contains(r#""stopped":"better""#), "{text}");
+        assert_eq!(serde_json::from_str::<FinalEval>(&text).unwrap(), f);
+    }
+}

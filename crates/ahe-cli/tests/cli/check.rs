@@ -179,6 +179,27 @@ fn transient_errors_are_retried_as_the_run_would_and_only_persistent_ones_are_pr
     assert_eq!(judge[0].as_f64(), Some(0.0), "{doc}");
     let want = trials * (40_000.0 / 1e6 * 2.0 + 1_000.0 / 1e6 * 8.0);
     assert!((judge[1].as_f64().unwrap() - want).abs() < 1e-9, "{doc}");
+    // The estimate by phase, as text: every trial-running phase priced from the config.
+    let o = ahe(&["check", "--config", &cfg], &[("AHE_CHECK_TEST_KEY", "k")]);
+    let shown = text(&o);
+    assert!(
+        shown.contains("estimate by phase (trials; dollars):"),
+        "{shown}"
+    );
+    for phase in [
+        "rollouts",
+        "attribution extras",
+        "final",
+        "judge",
+        "debugger",
+        "evolve",
+    ] {
+        let line = (shown.lines())
+            .find(|l| l.trim_start().starts_with(phase))
+            .unwrap_or_else(|| panic!("no {phase} line: {shown}"));
+        let priced = !line.contains("$?");
+        assert_eq!(priced, !matches!(phase, "debugger" | "evolve"), "{line}");
+    }
     let ok: Vec<&Value> = doc["passed"]
         .as_array()
         .unwrap()
@@ -362,8 +383,32 @@ fn all_89_terminal_bench_tasks_are_checked_in_one_run_under_10_s() {
         }
     }
     assert_eq!(doc["estimate"]["trials_per_iteration"], 178);
-    // best, seed and runner-up re-evaluated on 2 × k fresh trials per task at the end.
-    assert_eq!(doc["estimate"]["final_trials"], 3 * 89 * 4);
+    // Deliberately changed (issue 40): the sequential final answer runs best and the seed
+    // (no runner-up) on the visible tasks, one trial each a round, up to 2 × k each; it was
+    // 3 × 89 × 4 (best, seed and runner-up on every task, all at once).
+    assert_eq!(doc["estimate"]["final_trials"], 2 * 89 * 4);
+    let phase = |name: &str| {
+        doc["estimate"]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["phase"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {doc}"))
+            .clone()
+    };
+    assert_eq!(phase("final")["trials"], json!([2 * 89, 2 * 89 * 4]));
+    assert_eq!(
+        phase("rollouts")["trials"],
+        json!([2 * 178, 2 * 178]),
+        "1 iteration + final"
+    );
+    // The share (0.25 of 178, rounded up) and the harm floor, for the one evolve iteration.
+    let floor = phase("attribution extras")["basis"].to_string();
+    assert!(floor.contains("max_extra_share 0.25"), "{floor}");
+    assert!(
+        phase("evolve")["usd"].is_null(),
+        "no run measured it: {doc}"
+    );
     eprintln!(
         "ahe check over 89 TB2 tasks: {secs:.2}s, {} image problems",
         names.len()

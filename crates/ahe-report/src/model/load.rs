@@ -286,6 +286,7 @@ pub(super) fn load_iteration(
         manifest,
         notes: j.notes,
         roles,
+        extra: it.evidence().total_cost(),
         files,
         trials,
         variants: ahe_rundir::read_json(&it.variants_path()).ok(),

@@ -42,6 +42,10 @@ pub struct RunSummary {
     pub best_anchor: Option<String>,
     /// "Is best better than the seed?" lines.
     pub closing: Vec<String>,
+    /// The run's spend per phase and the machinery's share, one line (`crate::spend`).
+    pub spend: String,
+    /// Per iteration: label, the machinery's share of its spend.
+    pub machinery_share: Vec<(String, String)>,
     /// The iterations table.
     pub summary: Vec<SummaryRow>,
 }
@@ -57,6 +61,10 @@ pub struct RunView {
     pub roles: Vec<String>,
     /// Per iteration: label, one cell per role, total.
     pub role_rows: Vec<(String, Vec<String>, String)>,
+    /// The phases of the spend table (`crate::spend::PHASES`).
+    pub spend_phases: Vec<String>,
+    /// Per iteration, then `total`: label, spend of each phase, the machinery's share.
+    pub spend_rows: Vec<(String, Vec<String>, String)>,
     /// Phases of an iteration, in order.
     pub phase_names: Vec<String>,
     /// Per iteration: label, one cell per phase, total.
@@ -86,6 +94,7 @@ pub struct GridRow {
 
 /// Builds the run's summary (see [`RunSummary`]); cheap: no iteration view is built.
 pub fn run_summary(run: &RunReport) -> RunSummary {
+    let sp = crate::spend::spend(run);
     RunSummary {
         name: run.name.clone(),
         incomplete: run.incomplete.as_ref().map(|i| i.message.clone()),
@@ -107,6 +116,12 @@ pub fn run_summary(run: &RunReport) -> RunSummary {
             .as_ref()
             .map(|b| format!("iter-{:03}", b.iteration)),
         closing: run.closing(),
+        spend: sp.total_line(),
+        machinery_share: sp
+            .rows
+            .iter()
+            .map(|(l, r)| (l.clone(), sp.share_cell(r)))
+            .collect(),
         summary: run.iterations.iter().map(|i| summary_row(run, i)).collect(),
     }
 }
@@ -131,6 +146,18 @@ fn role_rows(run: &RunReport, roles: &[&str]) -> Vec<(String, Vec<String>, Strin
             (iter_label(i), cells, run.usd(i.cost_usd()))
         })
         .collect()
+}
+
+/// Per iteration, then the run's total: label, spend of each phase, the machinery's share.
+pub fn spend_rows(run: &RunReport) -> Vec<(String, Vec<String>, String)> {
+    let sp = crate::spend::spend(run);
+    let row = |label: &str, r: &[crate::spend::PhaseSpend; 9]| {
+        let cells = r.iter().map(|p| sp.cell(p)).collect();
+        (label.to_string(), cells, sp.share_cell(r))
+    };
+    let mut out: Vec<_> = sp.rows.iter().map(|(l, r)| row(l, r)).collect();
+    out.push(row("total", &sp.total));
+    out
 }
 
 /// Per iteration: label, wall time of each phase in `phase_names`, the iteration's wall.
@@ -188,6 +215,8 @@ pub fn run_view(run: &RunReport, pages: bool) -> RunView {
         head: run_summary(run),
         role_rows: role_rows(run, &roles),
         roles: roles.iter().map(|r| r.to_string()).collect(),
+        spend_phases: crate::spend::PHASES.iter().map(|p| p.to_string()).collect(),
+        spend_rows: spend_rows(run),
         phase_rows: phase_rows(run, &phase_names),
         phase_names,
         grid_labels: its.iter().map(iter_label).collect(),
