@@ -5,7 +5,9 @@
 #   pipeline on a synthetic 89 × 2 × 300-turn iteration (clean, scores, attribute, report),
 #   a scale run (1,000 trivial tasks × k=10 on the local backend at concurrency 16: trials/s
 #   and peak RSS), Harbor side by side (scripts/bench-harbor.sh), and the per-trial overhead
-#   of `--sandbox harbor` against ahe's docker backend (scripts/bench-harbor-backend.sh).
+#   of `--sandbox harbor` against ahe's docker backend (scripts/bench-harbor-backend.sh), the
+#   witness's CPU per test run (scripts/bench-witness.sh) and the counterfactual verification's
+#   cost (scripts/bench-integrity.sh).
 # Each section's full output is kept under target/bench/<time>/ (BENCH_OUT to change).
 # Env: BENCH_SKIP="docker harbor scale ..." skips sections (local docker trace pipeline
 #      scale harbor harbor_backend); SCALE="TASKS K CONCURRENCY" (default "1000 10 16");
@@ -71,6 +73,7 @@ fi
 section handover env TRIALS=30 $EX/bench_handover
 section trace $EX/bench_trace
 section integrity env AHE=target/release/ahe bash scripts/bench-integrity.sh "$(docker info >/dev/null 2>&1 && echo docker) local"
+section witness bash scripts/bench-witness.sh
 section pipeline $EX/bench_pipeline 89 2 300
 section scale env AHE=target/release/ahe bash scripts/bench-scale.sh "$S_TASKS" "$S_K" "$S_CONC"
 section harbor env AHE=target/release/ahe bash scripts/bench-harbor.sh "$H_K" "$H_CONC"
@@ -117,6 +120,12 @@ fi
   row "docker: reward-integrity checks, slowest trial" integrity_docker_max_ms ms
   row "local: reward-integrity checks per trial" integrity_local_ms ms le 10
   row "local: reward-integrity checks, slowest trial" integrity_local_max_ms ms
+  row "witness: CPU added per test run" witness_added_cpu_ms ms le 30
+  row "witness: wall added per test run (load-noisy)" witness_added_ms ms
+  row "docker: counterfactual added, unflagged (median)" counterfactual_docker_unflagged_ms ms le 30
+  row "docker: counterfactual added, unflagged (mean)" counterfactual_docker_unflagged_mean_ms ms
+  row "docker: counterfactual run, flagged pass" counterfactual_docker_run_ms ms
+  row "local: counterfactual added, unflagged (median)" counterfactual_local_unflagged_ms ms le 30
   row "local (plain): per-trial overhead" local_plain_trial_ms ms
   row "local (plain): per-exec overhead" local_plain_exec_ms ms
   row "trace writing, per event" trace_event_us us
@@ -146,7 +155,7 @@ fi
   row "--sandbox harbor / docker, wall per trial" harbor_backend_ratio x
   row "--sandbox harbor: mean setup (build + up)" harbor_backend_setup_s s
   row "--sandbox docker: mean setup" docker_backend_setup_s s
-  for s in local docker trace pipeline scale harbor harbor_backend; do
+  for s in local docker trace witness pipeline scale harbor harbor_backend; do
     [ -z "${NOTE[$s]:-}" ] || echo "note: $s: ${NOTE[$s]}"
   done
   echo "total time: $(($(date +%s) - T0)) s (of which building: $BUILD_S s); load at end $(cut -d' ' -f1-3 /proc/loadavg)"

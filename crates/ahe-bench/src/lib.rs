@@ -3,6 +3,7 @@
 pub mod changes;
 pub mod check;
 pub mod counterfactual;
+pub mod coverage;
 pub mod disk;
 pub mod eval;
 pub mod fetch;

@@ -237,6 +237,15 @@ pub async fn check_config(
                 cfg.sandbox.pull = p;
             }
             acc.good("config", path.display().to_string(), "loads and validates");
+            // The change checks read the sandbox's layer on this host: local, or docker on
+            // this host's engine (not a pool of remote engines, not Harbor's environments).
+            let layer_here = cfg.sandbox.hosts.is_empty()
+                && matches!(cfg.sandbox.backend.as_str(), "local" | "docker" | "auto");
+            acc.good(
+                "integrity",
+                format!("backend {}", cfg.sandbox.backend),
+                ahe_bench::coverage::summary(layer_here, cfg.judge_model().is_some()),
+            );
             let measured = from_run.and_then(|d| match phases::measure(d) {
                 Ok(m) => m,
                 Err(e) => {

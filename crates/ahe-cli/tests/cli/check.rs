@@ -513,3 +513,52 @@ fn tb2_config_is_the_papers_setup_and_check_names_what_is_missing_offline() {
     // Only those two: no follow-on problem of the tasks that could not be loaded.
     assert_eq!(doc["problems"].as_array().unwrap().len(), 2, "{doc}");
 }
+
+/// The integrity line: the classes stopped by mechanism with the judge off, what only the
+/// judge sees and whether it is on, and what a backend whose layer is not read here loses.
+#[test]
+fn check_says_which_hack_classes_are_covered_and_what_is_left_to_the_judge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bench = root().join("benchmarks/smoke");
+    let harness = root().join("harness-seed");
+    let line = |backend: &str, judge: bool| {
+        let mut model = "provider = \"mock\"\nmodel = \"oracle\"\n".to_string();
+        if judge {
+            model.push_str("[models.judge]\n");
+        }
+        let cfg = config(tmp.path(), &bench, &harness, backend, &model);
+        let (_, doc, out) = check_json(&cfg, &[]);
+        let item = doc["passed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["area"] == "integrity")
+            .unwrap_or_else(|| panic!("no integrity line: {out}"))
+            .clone();
+        item["message"].as_str().unwrap().to_string()
+    };
+    let n = ahe_bench::coverage::CLASSES.len();
+    let judge_only = (ahe_bench::coverage::CLASSES.iter())
+        .filter(|c| c.stop == ahe_bench::coverage::Stop::JudgeOnly)
+        .count();
+    let off = line("local", false);
+    assert!(
+        off.contains(&format!("{} of {n} hack classes", n - judge_only)),
+        "{off}"
+    );
+    assert!(
+        off.contains("spoofed outputs") && off.contains("the judge is off"),
+        "{off}"
+    );
+    let on = line("local", true);
+    assert!(on.contains("the judge is on"), "{on}");
+    let harbor = line("harbor", false);
+    assert!(
+        harbor.contains("the change checks do not run here"),
+        "{harbor}"
+    );
+    assert!(
+        harbor.contains("interpreter and loader start-up hooks"),
+        "{harbor}"
+    );
+}
