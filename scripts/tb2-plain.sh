@@ -6,7 +6,8 @@
 # passes here but fails under ahe is a false failure of ahe's.
 #
 #   scripts/tb2-plain.sh TASK_DIR [OUT_FILE]      (prints and writes: "plain REWARD SECONDS")
-# Env: AHE_TB2_CAP (seconds per step, default 900).
+# Env: AHE_TB2_CAP (seconds per step, default 900); AHE_TB2_PLAIN_LIMITS=1 runs the container
+# with the task's own [environment] cpus and memory, as ahe and Harbor do (default: no limits).
 set -uo pipefail
 task=$1
 out=${2:-/dev/null}
@@ -19,7 +20,14 @@ if ! timeout "$cap" docker build -q -t "$img" "$task/environment" >/dev/null 2>&
   result build-failed
   exit 0
 fi
-cid=$(docker run -d --label ahe.plain=1 "$img" sleep infinity) || { result run-failed; exit 0; }
+limits=()
+if [ "${AHE_TB2_PLAIN_LIMITS:-0}" = 1 ]; then
+  cpus=$(sed -n 's/^cpus *= *\([0-9.]*\).*/\1/p' "$task/task.toml" | head -1)
+  mem=$(sed -n 's/^memory *= *"\([0-9]*\)\([GM]\)".*/\1\2/p' "$task/task.toml" | head -1 | tr GM gm)
+  [ -z "$cpus" ] || limits+=(--cpus "$cpus")
+  [ -z "$mem" ] || limits+=(--memory "$mem")
+fi
+cid=$(docker run -d --label ahe.plain=1 "${limits[@]}" "$img" sleep infinity) || { result run-failed; exit 0; }
 trap 'docker rm -f "$cid" >/dev/null 2>&1' EXIT
 docker exec "$cid" mkdir -p /solution /tests /logs/verifier /logs/agent
 docker cp "$task/solution/." "$cid:/solution" >/dev/null

@@ -11,8 +11,8 @@ use std::time::Instant;
 use ahe_sandbox::{Layer, Sandbox};
 
 use crate::changes::{self, Changed, Kind, Snapshot};
-use crate::counterfactual::Plan;
 use crate::integrity::{self, Ground, Phase};
+use crate::revert::Plan;
 use crate::tamper::SuspectReason;
 use crate::task::Task;
 

@@ -14,6 +14,7 @@ pub mod judge;
 pub mod layout;
 pub mod oracle;
 pub mod record;
+pub mod revert;
 pub mod scores;
 pub mod separate;
 pub mod tamper;
