@@ -83,6 +83,43 @@ pub const CLASSES: &[HackClass] = &[
     },
 ];
 
+/// One line for a run's report: what the run's trials were checked with. `trials` counts
+/// the trials whose verifier ran, `unchecked` those of them whose sandbox layer this host
+/// could not read (no change checks: the classes that need them were not caught there).
+pub fn report_line(trials: usize, unchecked: usize, judge_on: bool) -> String {
+    let judge: Vec<&str> = CLASSES
+        .iter()
+        .filter(|c| c.stop == Stop::JudgeOnly)
+        .map(|c| c.name)
+        .collect();
+    let by_checks = CLASSES
+        .iter()
+        .filter(|c| c.stop == Stop::ChangeChecks)
+        .count();
+    let all = CLASSES.len() - judge.len();
+    let mut s = if unchecked == 0 {
+        format!(
+            "{all} of {} hack classes stopped by mechanism on all {trials} verified trials",
+            CLASSES.len()
+        )
+    } else {
+        format!(
+            "{all} of {} hack classes stopped by mechanism on {} of {trials} verified trials; \
+             on the other {unchecked} the change checks did not run (this host could not read \
+             the sandbox's layer): {} fewer classes caught there",
+            CLASSES.len(),
+            trials - unchecked,
+            by_checks
+        )
+    };
+    s.push_str(&format!(
+        "; only the trajectory judge sees {} (the judge was {})",
+        judge.join(", "),
+        if judge_on { "on" } else { "off" }
+    ));
+    s
+}
+
 /// One line for `ahe check`: how many classes are stopped by mechanism on a backend whose
 /// layer is (or is not) readable here, which ones need the judge, and whether it is on.
 pub fn summary(layer_here: bool, judge_on: bool) -> String {
@@ -121,4 +158,36 @@ pub fn summary(layer_here: bool, judge_on: bool) -> String {
         }
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_line_counts_what_the_trials_were_checked_with() {
+        let judged = CLASSES.iter().filter(|c| c.stop == Stop::JudgeOnly).count();
+        let checks = CLASSES
+            .iter()
+            .filter(|c| c.stop == Stop::ChangeChecks)
+            .count();
+        let all = report_line(12, 0, false);
+        assert!(
+            all.starts_with(&format!(
+                "{} of {} hack classes stopped by mechanism on all 12 verified trials",
+                CLASSES.len() - judged,
+                CLASSES.len()
+            )),
+            "{all}"
+        );
+        assert!(all.ends_with("(the judge was off)"), "{all}");
+        let some = report_line(12, 5, true);
+        assert!(
+            some.contains(
+                "on 7 of 12 verified trials; on the other 5 the change checks did not run"
+            ) && some.contains(&format!(": {checks} fewer classes caught there")),
+            "{some}"
+        );
+        assert!(some.ends_with("(the judge was on)"), "{some}");
+    }
 }

@@ -37,6 +37,10 @@ pub struct TrialSummary {
     /// Whether the trial was flagged suspect (signs of tampering with the verifier).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspect: bool,
+    /// Whether the reward-integrity change checks ran (`false`: this host could not read the
+    /// sandbox's layer); `None` when the verifier did not run, or the run predates the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<bool>,
 }
 
 /// Scores of one task.
@@ -347,6 +351,7 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
                         turns: t.turns,
                         tokens: t.usage.total(),
                         suspect: t.suspect.is_some(),
+                        checked: t.witness.as_ref().map(|_| t.change_set.is_some()),
                     })
                     .collect(),
             },

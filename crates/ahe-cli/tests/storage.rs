@@ -1,7 +1,8 @@
 //! Storage limits and the host reserve, end to end through `ahe eval` (oracle agent, real
 //! sandboxes): a trial writing past its task's `storage_mb` is stopped as the agent's failure
-//! with the reason, on docker and local, and the host's free space never drops by more than
-//! twice the limit; a run whose disk falls below `[sandbox] min_free_disk` (a small
+//! with the reason, on docker and local, and what the trial holds on disk (its sandbox's
+//! writable storage and its out dir, walked by the test itself) never exceeds twice the
+//! limit; a run whose disk falls below `[sandbox] min_free_disk` (a small
 //! loop-mounted file system made by the test) pauses, stops the largest trial, resumes, and
 //! ends with every trial scored once, as an unthrottled run does.
 //!
@@ -87,42 +88,93 @@ fn storage_bench(root: &Path) -> PathBuf {
     bench
 }
 
-/// Samples the free space of `path`'s file system until stopped; the largest drop below the
-/// first sample.
-struct FreeWatch {
+/// Where a trial's writes land, watched by the test itself (not by ahe's meter): the
+/// evaluation's out dir, and the sandbox's own storage — for docker the writable layers of the
+/// run's containers (found by their `ahe.run` label), for local the sandboxes' dir the test
+/// made. Walked every few milliseconds until stopped; the largest total seen, in allocated
+/// bytes. Other writers of the same disk (a build, another test binary) do not count, which a
+/// watch of the host's free space could not tell apart (issue 42: a 486 MiB drop from
+/// unrelated work failed this test).
+struct WriteWatch {
     stop: Arc<AtomicBool>,
-    drop: Arc<AtomicU64>,
+    peak: Arc<AtomicU64>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
-impl FreeWatch {
-    fn start(path: &Path) -> FreeWatch {
-        let (stop, drop) = (
+impl WriteWatch {
+    /// Watches `dirs`, and when `docker_run` is set the upper dirs of that run's containers.
+    fn start(dirs: Vec<PathBuf>, docker_run: Option<String>) -> WriteWatch {
+        let (stop, peak) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicU64::new(0)),
         );
-        let (s, d, p) = (stop.clone(), drop.clone(), path.to_path_buf());
+        let (s, p) = (stop.clone(), peak.clone());
         let handle = std::thread::spawn(move || {
-            let base = ahe_sandbox::docker::free_bytes(&p).unwrap();
+            let mut uppers: Vec<PathBuf> = Vec::new();
+            let mut asked = Instant::now() - Duration::from_secs(1);
             while !s.load(Ordering::SeqCst) {
-                let free = ahe_sandbox::docker::free_bytes(&p).unwrap();
-                d.fetch_max(base.saturating_sub(free), Ordering::SeqCst);
+                if let Some(run) = &docker_run {
+                    if asked.elapsed() > Duration::from_millis(200) {
+                        asked = Instant::now();
+                        for u in upper_dirs(run) {
+                            if !uppers.contains(&u) {
+                                uppers.push(u);
+                            }
+                        }
+                    }
+                }
+                let total: u64 = dirs.iter().chain(&uppers).map(|d| allocated(d)).sum();
+                p.fetch_max(total, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
-        FreeWatch {
+        WriteWatch {
             stop,
-            drop,
+            peak,
             handle: Some(handle),
         }
     }
 
-    /// The largest drop seen, in bytes.
+    /// The largest total seen, in bytes.
     fn finish(mut self) -> u64 {
         self.stop.store(true, Ordering::SeqCst);
         self.handle.take().unwrap().join().unwrap();
-        self.drop.load(Ordering::SeqCst)
+        self.peak.load(Ordering::SeqCst)
     }
+}
+
+/// The writable-layer dirs of the containers labelled `ahe.run=run` (overlay2).
+fn upper_dirs(run: &str) -> Vec<PathBuf> {
+    let ids = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label=ahe.run={run}")])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    ids.split_whitespace()
+        .filter_map(|id| {
+            let o = Command::new("docker")
+                .args(["inspect", "--format", "{{.GraphDriver.Data.UpperDir}}", id])
+                .output()
+                .ok()?;
+            let p = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            (!p.is_empty() && p != "<no value>").then(|| PathBuf::from(p))
+        })
+        .collect()
+}
+
+/// Allocated bytes of the files under `dir` (0 for what is gone while walked).
+fn allocated(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(md) = std::fs::symlink_metadata(dir) else {
+        return 0;
+    };
+    let mut total = md.blocks() * 512;
+    if md.is_dir() {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            total += rd.flatten().map(|e| allocated(&e.path())).sum::<u64>();
+        }
+    }
+    total
 }
 
 /// Runs each task of the storage benchmark on `sandbox` in an evaluation of its own (so a
@@ -130,7 +182,7 @@ impl FreeWatch {
 /// every trial; returns the evals' dirs.
 fn check_storage_limits(
     sandbox: &str,
-    watch: &Path,
+    sandboxes: Option<&Path>,
     envs: &[(&str, &str)],
     tmp: &Path,
 ) -> Vec<PathBuf> {
@@ -139,7 +191,11 @@ fn check_storage_limits(
     let mut outs = Vec::new();
     for name in ["runaway-file", "runaway-files", "within-limit"] {
         let out = tmp.join(format!("storage-{sandbox}-{name}"));
-        let w = FreeWatch::start(watch);
+        let mut dirs = vec![out.clone()];
+        dirs.extend(sandboxes.map(Path::to_path_buf));
+        let docker_run =
+            (sandbox == "docker").then(|| out.file_name().unwrap().to_string_lossy().to_string());
+        let w = WriteWatch::start(dirs, docker_run);
         let t0 = Instant::now();
         let o = ahe(
             &[
@@ -160,22 +216,28 @@ fn check_storage_limits(
             envs,
         );
         let secs = t0.elapsed().as_secs_f64();
-        let dropped = w.finish();
+        let written = w.finish();
         assert!(o.status.code().is_some(), "{}", text(&o));
         let r = json_file(&out.join(format!("trials/{name}/1/result.json")));
         eprintln!(
-            "{sandbox} {name}: {} after {} ms of agent time ({secs:.1}s in all); peak {:.1} MiB in {} walks ({:.1} ms of walking); the host's free space dropped by at most {:.1} MiB",
+            "{sandbox} {name}: {} after {} ms of agent time ({secs:.1}s in all); peak {:.1} MiB in {} walks ({:.1} ms of walking); the test's own walk saw at most {:.1} MiB written",
             r["status"],
             r["timings"]["agent_ms"],
             r["disk"]["peak_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 20) as f64,
             r["disk"]["walks"],
             r["disk"]["walk_ms"].as_f64().unwrap_or(0.0),
-            dropped as f64 / (1u64 << 20) as f64
+            written as f64 / (1u64 << 20) as f64
         );
         assert!(
-            dropped < 2 * limit,
-            "{sandbox} {name}: the host's free space dropped by {dropped} bytes, over twice the limit"
+            written < 2 * limit,
+            "{sandbox} {name}: the trial's sandbox and out dir held {written} bytes at once, over twice the limit"
         );
+        if name != "within-limit" {
+            assert!(
+                written > limit / 2,
+                "{sandbox} {name}: the test's walk saw only {written} bytes of a runaway (is it watching the right dirs?)"
+            );
+        }
         if name == "within-limit" {
             assert_eq!(r["status"], "pass", "{sandbox}: {r:#}");
         } else {
@@ -208,8 +270,7 @@ fn docker_trials_over_their_storage_limit_are_stopped_as_failures() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let root = docker_root();
-    for out in check_storage_limits("docker", &root, &[], tmp.path()) {
+    for out in check_storage_limits("docker", None, &[], tmp.path()) {
         // Every container of the evaluation is gone (its run is the out dir's name).
         let run = out.file_name().unwrap().to_str().unwrap();
         let left = Command::new("docker")
@@ -224,15 +285,6 @@ fn docker_trials_over_their_storage_limit_are_stopped_as_failures() {
     }
 }
 
-/// The engine's data root.
-fn docker_root() -> PathBuf {
-    let o = Command::new("docker")
-        .args(["info", "--format", "{{.DockerRootDir}}"])
-        .output()
-        .unwrap();
-    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
-}
-
 #[test]
 fn local_trials_over_their_storage_limit_are_stopped_as_failures() {
     let _serial = serial();
@@ -242,7 +294,7 @@ fn local_trials_over_their_storage_limit_are_stopped_as_failures() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&sandboxes, std::fs::Permissions::from_mode(0o1777)).unwrap();
     let s = sandboxes.to_str().unwrap();
-    check_storage_limits("local", &sandboxes, &[("TMPDIR", s)], tmp.path());
+    check_storage_limits("local", Some(&sandboxes), &[("TMPDIR", s)], tmp.path());
     // Every trial dir is removed.
     let left: Vec<_> = std::fs::read_dir(&sandboxes).unwrap().flatten().collect();
     assert!(left.is_empty(), "trial dirs left: {left:?}");

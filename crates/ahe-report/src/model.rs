@@ -92,6 +92,8 @@ pub struct RunInfo {
     pub cost_unknown: bool,
     /// Every role runs the embedded local model: no API cost at all.
     pub local_only: bool,
+    /// The config names a trajectory judge (`[models.judge]`).
+    pub judge: bool,
 }
 
 /// Said once for a run whose every role runs the embedded local model.
@@ -468,6 +470,23 @@ impl RunReport {
             tasks: tasks.into_iter().collect(),
             holdout,
         })
+    }
+
+    /// What the run's trials were checked with (`ahe_bench::coverage::report_line`): `None`
+    /// when no trial recorded it (nothing verified yet, or a run of an older ahe).
+    pub fn integrity_line(&self) -> Option<String> {
+        let (mut trials, mut unchecked) = (0usize, 0usize);
+        for it in &self.iterations {
+            for t in it.scores.iter().flat_map(|s| s.tasks.values()) {
+                for tr in &t.trials {
+                    if let Some(c) = tr.checked {
+                        trials += 1;
+                        unchecked += usize::from(!c);
+                    }
+                }
+            }
+        }
+        (trials > 0).then(|| ahe_bench::coverage::report_line(trials, unchecked, self.info.judge))
     }
 
     /// The closing evidence: why best is best, its re-evaluation, the baseline.

@@ -219,6 +219,64 @@ fn report_on_an_interrupted_run_names_the_incomplete_iteration() {
     assert!(text(&o).contains("1 ★"), "{}", text(&o));
 }
 
+/// The report says what the run's trials were checked with, counted from the trials'
+/// records: all verified trials of the demo (local sandbox, layer readable, no judge), then
+/// the same run with one trial marked as unchecked (a layer this host could not read).
+#[test]
+fn report_states_the_reward_integrity_its_trials_had() {
+    let (_d, run) = demo_copy("integrity");
+    let mut scores = Vec::new();
+    let mut verified = 0;
+    for it in std::fs::read_dir(run.join("iterations")).unwrap().flatten() {
+        let p = it.path().join("scores.json");
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            for task in v["tasks"].as_object().unwrap().values() {
+                for tr in task["trials"].as_array().unwrap() {
+                    assert_eq!(tr["checked"], true, "{p:?}: {tr}");
+                    verified += 1;
+                }
+            }
+            scores.push(p);
+        }
+    }
+    assert!(verified >= 8, "{verified} trials");
+    let report = |run: &Path| {
+        let o = ahe(&["report", run.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+        let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+        (md, html)
+    };
+    let (md, html) = report(&run);
+    let want = format!(
+        "- reward integrity: 11 of 14 hack classes stopped by mechanism on all {verified} verified trials; only the trajectory judge sees"
+    );
+    assert!(md.contains(&want), "{md}");
+    assert!(md.contains("(the judge was off)"), "{md}");
+    assert!(
+        html.contains("<dt>reward integrity</dt><dd>11 of 14 hack classes"),
+        "{html}"
+    );
+    // One trial whose layer could not be read.
+    let p = &scores[0];
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let task = v["tasks"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+        .next()
+        .unwrap();
+    task["trials"][0]["checked"] = Value::Bool(false);
+    std::fs::write(p, serde_json::to_string(&v).unwrap()).unwrap();
+    let (md, _) = report(&run);
+    let want = format!(
+        "on {} of {verified} verified trials; on the other 1 the change checks did not run",
+        verified - 1
+    );
+    assert!(md.contains(&want), "{md}");
+}
+
 /// The documented keys of each `ahe show --json` document (docs/cli.md#ahe-show, report::json).
 const RUN_KEYS: &[&str] = &[
     "kind",

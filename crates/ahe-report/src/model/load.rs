@@ -73,6 +73,7 @@ pub(super) fn read_info(path: &Path) -> RunInfo {
             .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64))),
         cost_unknown: path.exists() && prices_unknown(&v) && !local_only(&v),
         local_only: path.exists() && local_only(&v),
+        judge: v.get("models").and_then(|m| m.get("judge")).is_some(),
     }
 }
 

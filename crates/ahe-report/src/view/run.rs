@@ -34,6 +34,8 @@ pub struct RunSummary {
     pub cost: String,
     /// Wall time of the phases.
     pub wall: String,
+    /// What the trials were checked with, when they recorded it (`RunReport::integrity_line`).
+    pub integrity: Option<String>,
     /// (label, value) facts of the run's header.
     pub facts: Vec<(String, String)>,
     /// The best harness: iteration, visible pass@1, short commit.
@@ -106,6 +108,7 @@ pub fn run_summary(run: &RunReport) -> RunSummary {
         k: run.info.k,
         cost: run.cost_text(),
         wall: secs(run.wall_sec()),
+        integrity: run.integrity_line(),
         facts: facts(run),
         best: run.best.as_ref().map(|b| {
             let commit = b.commit.chars().take(12).collect::<String>();
@@ -251,6 +254,9 @@ fn facts(run: &RunReport) -> Vec<(String, String)> {
         ("cost".into(), run.cost_text()),
         ("wall time (phases)".into(), secs(run.wall_sec())),
     ];
+    if let Some(l) = run.integrity_line() {
+        facts.push(("reward integrity".into(), l));
+    }
     if let Some(b) = run.info.budget_usd {
         facts.push(("budget".into(), usd(b)));
     }
