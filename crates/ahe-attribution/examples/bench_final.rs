@@ -20,9 +20,9 @@
 //!        [--previous]    (the rule before: Bonferroni spending, half at the first look)
 
 use ahe_attribution::boundary::Spending;
+use ahe_attribution::normal;
 use ahe_attribution::sequential::{look, Plan};
 use ahe_attribution::stats::paired_delta_ci;
-use ahe_attribution::normal;
 use ahe_rundir::final_eval::{Look, Stopped};
 
 /// best − seed's paired interval over tasks as the product computed it (`paired_delta_ci`, a
@@ -145,7 +145,10 @@ fn previous_rule(rounds: u32, r: u32, pairs: &[(f64, f64)]) -> (Look, Option<Sto
     let threshold = t(rounds) * se * (rf / big).sqrt();
     let spread = se * (rf * (big - rf)).sqrt() / big;
     let power = match spread > 0.0 {
-        true => 1.0 - normal::cdf((threshold - mean) / spread) + normal::cdf((-threshold - mean) / spread),
+        true => {
+            1.0 - normal::cdf((threshold - mean) / spread)
+                + normal::cdf((-threshold - mean) / spread)
+        }
         false => (mean.abs() > threshold) as u8 as f64,
     };
     let stop = match () {
@@ -237,7 +240,10 @@ fn one_run(d: &mut Dice, c: &Cfg, sc: Scenario) -> Outcome {
     let same_bs = reevaluation(d, c, &truth, best, None, (&fb, &fs)).1;
     // The 2k answer on independent trials: as it was (runner-up switching), best vs seed.
     let again = |d: &mut Dice| {
-        let (fb, fs) = (fresh(d, &truth[best], 2 * c.k), fresh(d, &truth[0], 2 * c.k));
+        let (fb, fs) = (
+            fresh(d, &truth[best], 2 * c.k),
+            fresh(d, &truth[0], 2 * c.k),
+        );
         let was = reevaluation(d, c, &truth, best, runner, (&fb, &fs)).1;
         (was, reevaluation(d, c, &truth, best, None, (&fb, &fs)).1)
     };
@@ -344,7 +350,9 @@ fn reevaluation(
 ) -> (u32, Answer, usize) {
     let n = 2 * c.k;
     let v = c.visible;
-    let of = |x: &[Vec<u32>]| -> Vec<f64> { x.iter().map(|p| p[n as usize] as f64 / n as f64).collect() };
+    let of = |x: &[Vec<u32>]| -> Vec<f64> {
+        x.iter().map(|p| p[n as usize] as f64 / n as f64).collect()
+    };
     let mut picks = vec![(best, of(fb))];
     if best != 0 {
         picks.push((0, of(fs)));
@@ -387,7 +395,11 @@ fn main() {
     let tasks = arg(&args, "--tasks", 89.0) as usize;
     let holdout = arg(&args, "--holdout", 0.0);
     let k = arg(&args, "--k", 2.0) as u32;
-    let spending = match args.iter().position(|a| a == "--spending").map(|i| args[i + 1].as_str()) {
+    let spending = match args
+        .iter()
+        .position(|a| a == "--spending")
+        .map(|i| args[i + 1].as_str())
+    {
         None => ahe_attribution::sequential::SPENDING,
         Some("obf") => Spending::OBrienFleming,
         Some(rho) => Spending::Power(rho.parse().expect("--spending obf|RHO")),
@@ -399,7 +411,11 @@ fn main() {
         iterations: arg(&args, "--iterations", 10.0) as u32,
         visible: ((tasks as f64 * (1.0 - holdout)).round() as usize).clamp(2, tasks),
         reuse_seed: args.iter().any(|a| a == "--reuse-seed"),
-        plan: Plan::with(arg(&args, "--cap", (2 * k) as f64) as u32, spending, futility),
+        plan: Plan::with(
+            arg(&args, "--cap", (2 * k) as f64) as u32,
+            spending,
+            futility,
+        ),
         bootstrap: args.iter().any(|a| a == "--bootstrap"),
         ceiling: arg(&args, "--ceiling", 40.0) as u32,
         old: args.iter().any(|a| a == "--previous"),
@@ -427,7 +443,13 @@ fn main() {
     );
     let mut pooled: Vec<Outcome> = Vec::new();
     let mut false_claims = 0.0;
-    for sc in [Scenario::Clearly, Scenario::Beats, Scenario::Nets, Scenario::Lucky, Scenario::Equal] {
+    for sc in [
+        Scenario::Clearly,
+        Scenario::Beats,
+        Scenario::Nets,
+        Scenario::Lucky,
+        Scenario::Equal,
+    ] {
         // The false-claim rate wants more runs than the rest (and no ceiling draws).
         let (n, c) = match sc {
             Scenario::Equal => (equal_runs, &equal),
@@ -475,9 +497,18 @@ fn share(res: &[Outcome], f: impl Fn(&Outcome) -> bool) -> f64 {
 /// The sequential rule's trials: median, median where best left the seed, mean, p90.
 fn trials(res: &[Outcome]) -> (u32, u32, f64, u32) {
     let all: Vec<u32> = res.iter().map(|r| r.new_trials).collect();
-    let moved: Vec<u32> = res.iter().filter(|r| r.moved).map(|r| r.new_trials).collect();
+    let moved: Vec<u32> = res
+        .iter()
+        .filter(|r| r.moved)
+        .map(|r| r.new_trials)
+        .collect();
     let mean = all.iter().sum::<u32>() as f64 / all.len().max(1) as f64;
-    (quantile(all.clone(), 0.5), quantile(moved, 0.5), mean, quantile(all, 0.9))
+    (
+        quantile(all.clone(), 0.5),
+        quantile(moved, 0.5),
+        mean,
+        quantile(all, 0.9),
+    )
 }
 
 /// One scenario as a markdown table row (docs/final-answer.md): size, moves, trials (median,
@@ -509,12 +540,18 @@ fn row(tasks: usize, k: u32, sc: Scenario, res: &[Outcome]) -> String {
 /// One scenario's lines: trials, agreement of every kind, claims and stops.
 fn report(res: &[Outcome]) -> String {
     let count = |f: &dyn Fn(&Outcome) -> bool| res.iter().filter(|r| f(r)).count();
-    let mean = |f: fn(&Outcome) -> f64| 100.0 * res.iter().map(f).sum::<f64>() / res.len().max(1) as f64;
+    let mean =
+        |f: fn(&Outcome) -> f64| 100.0 * res.iter().map(f).sum::<f64>() / res.len().max(1) as f64;
     let t = trials(res);
     let old: Vec<u32> = res.iter().map(|r| r.old_trials).collect();
-    let stops = [Stopped::Better, Stopped::Worse, Stopped::Futile, Stopped::Cap]
-        .map(|s| format!("{s:?} {}", count(&|r| r.stop == Some(s))))
-        .join(", ");
+    let stops = [
+        Stopped::Better,
+        Stopped::Worse,
+        Stopped::Futile,
+        Stopped::Cap,
+    ]
+    .map(|s| format!("{s:?} {}", count(&|r| r.stop == Some(s))))
+    .join(", ");
     format!(
         "best left the seed in {}/{}\n  final trials: sequential median {} (when best left: {}), mean {:.0}, p90 {}, max {} | 2k re-evaluation median {}\n  \
          agreement with the 2k answer of best vs seed: same trials {:.1}%, independent {:.1}% (ceiling {:.1}%, itself {:.1}%)\n  \

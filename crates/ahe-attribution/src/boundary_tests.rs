@@ -32,7 +32,10 @@ fn power_family_spends_as_stated() {
     let b = bounds(0.05, s, 4);
     // The bounds fall look by look; the first is the one-look bound at α/64.
     assert!(b.windows(2).all(|w| w[0] > w[1]), "{b:?}");
-    assert!((b[0] - normal::quantile(1.0 - 0.05 / 128.0)).abs() < 1e-9, "{b:?}");
+    assert!(
+        (b[0] - normal::quantile(1.0 - 0.05 / 128.0)).abs() < 1e-9,
+        "{b:?}"
+    );
     assert!(b[3] > 1.96 && b[3] < 2.1, "{b:?}");
 }
 
@@ -62,7 +65,11 @@ fn simulated_paths_cross_as_often_as_spent() {
     for (j, n) in first.iter().enumerate() {
         let want = s.spent(0.05, (j + 1) as f64 / 5.0) - s.spent(0.05, j as f64 / 5.0);
         let got = *n as f64 / runs as f64;
-        assert!((got - want).abs() < 0.0015, "look {}: {got} vs {want}", j + 1);
+        assert!(
+            (got - want).abs() < 0.0015,
+            "look {}: {got} vs {want}",
+            j + 1
+        );
     }
 }
 

@@ -128,7 +128,10 @@ fn a_real_improvement_is_decided_at_the_third_look() {
     assert_eq!(seq["fresh_trials"], 72, "{fin}");
     assert_eq!(seq["max_rounds"], 4, "{fin}");
     assert!(
-        seq["spending"].as_str().unwrap().contains("O'Brien–Fleming"),
+        seq["spending"]
+            .as_str()
+            .unwrap()
+            .contains("O'Brien–Fleming"),
         "{fin}"
     );
     assert!(seq["looks"][1]["ci"][0].as_f64().unwrap() < 0.0, "{fin}");
@@ -151,7 +154,10 @@ fn a_real_improvement_is_decided_at_the_third_look() {
     let o = common::ahe(&["show", run.to_str().unwrap()], &[]);
     let shown = text(&o);
     assert!(shown.contains("final answer: 72 fresh trials"), "{shown}");
-    assert!(shown.contains("O'Brien–Fleming-type (Lan–DeMets) bounds"), "{shown}");
+    assert!(
+        shown.contains("O'Brien–Fleming-type (Lan–DeMets) bounds"),
+        "{shown}"
+    );
     assert!(
         shown.contains("stopped: the interval cleared 0 upward"),
         "{shown}"
