@@ -59,7 +59,7 @@ pub fn bounds(alpha: f64, spending: Spending, looks: u32) -> Vec<f64> {
     let spent = |j: u32| spending.spent(alpha, j as f64 / k as f64);
     // Mass of S_j on a grid of the continuation region: (point, density × Simpson weight).
     let c1 = normal::quantile(1.0 - spent(1) / 2.0);
-    let mut mass = grid(c1, 1.0, |x| pdf(x));
+    let mut mass = grid(c1, 1.0, pdf);
     let mut out = vec![c1];
     for j in 2..=k {
         let target = spent(j) - spent(j - 1);
