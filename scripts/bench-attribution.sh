@@ -9,9 +9,10 @@
 # Usage: scripts/bench-attribution.sh [--scenarios 4] [--sizes "8 20 89"] [--ks "2 3"] [--seed 1]
 #        scripts/bench-attribution.sh --tasks 89 [--k 2] [--scenarios 10]   (one size)
 #        ... --tasks 8 --no-floor   (the control: no harm floor, UNJUDGED changes kept)
+#        ... --ahe PATH   (another build of ahe, e.g. an older commit's, for a before/after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scenarios=4 sizes="8 20 89" ks="2 3" seed=1 single=()
+scenarios=4 sizes="8 20 89" ks="2 3" seed=1 single=() ahe=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --scenarios) scenarios=$2; shift 2 ;;
@@ -20,21 +21,24 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --tasks|--k) single+=("$1" "$2"); shift 2 ;;
     --no-floor) single+=("$1"); shift ;;
+    --ahe) ahe=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 cargo build -q -p ahe-cli --bin ahe
 cargo build -q -p ahe-cli --example bench_attribution
-bench="target/debug/examples/bench_attribution"
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+bench="$target/debug/examples/bench_attribution"
+ahe="${ahe:-$target/debug/ahe}"
 if [ ${#single[@]} -gt 0 ]; then
-  exec "$bench" "$PWD/target/debug/ahe" --scenarios "$scenarios" --seed "$seed" "${single[@]}"
+  exec "$bench" "$ahe" --scenarios "$scenarios" --seed "$seed" "${single[@]}"
 fi
 summary=()
 for n in $sizes; do
   for k in $ks; do
     echo "=== $n tasks, k = $k"
-    out=$("$bench" "$PWD/target/debug/ahe" --scenarios "$scenarios" --tasks "$n" --k "$k" --seed "$seed")
+    out=$("$bench" "$ahe" --scenarios "$scenarios" --tasks "$n" --k "$k" --seed "$seed")
     echo "$out"
     summary+=("$(grep '^SUMMARY' <<<"$out")")
   done

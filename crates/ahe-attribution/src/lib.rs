@@ -5,6 +5,7 @@
 //! counterfactual, canary, final) live in `ahe-evolve` and call these.
 
 pub mod attribute;
+pub mod boundary;
 pub mod confirm;
 pub mod normal;
 pub mod sequential;

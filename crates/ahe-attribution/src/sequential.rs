@@ -1,28 +1,31 @@
 //! The sequential final answer (docs/final-answer.md): best − seed on fresh paired trials of
-//! both, run in rounds, with a look after each round. Look r's interval over tasks has level
-//! 1 − α_r with Σ α_r = α (Bonferroni alpha spending: half of α at the first look, the rest
-//! evenly after), so the chance that any look excludes 0 when best and the seed are equal is
-//! at most α; a look stops when its interval
-//! excludes 0, when the cap is reached, or as futile when even the estimate taken as the
-//! truth would leave the cap's interval covering 0 more often than not (non-binding: it can
-//! only remove chances to exclude 0, never add them).
+//! both, run in rounds, with a look after each round. Look r's interval over tasks uses a
+//! group-sequential bound: α is spent over the looks by an O'Brien–Fleming-type function
+//! (almost nothing early, nearly all of it at the cap), and the bounds come from the exact
+//! joint law of the looks (`crate::boundary`: each round's trials are independent fresh
+//! ones), so the chance that any look excludes 0 when best and the seed are equal is α
+//! (up to the normal approximation over tasks) and the last look is nearly as strict as a
+//! fixed test of all the trials. A look stops when its interval excludes 0, when the cap is
+//! reached, or as futile when even the estimate taken as the truth would leave the cap's
+//! interval covering 0 more often than `1 − futility` (non-binding: it can only remove
+//! chances to exclude 0, never add them).
 
 use ahe_rundir::final_eval::{Look, Stopped};
 
+use crate::boundary::{self, Spending};
 use crate::normal;
 
 /// Family-wise error rate of the final answer over all its looks.
 pub const ALPHA: f64 = 0.05;
 
 /// Conditional power under which a look stops as futile.
-pub const FUTILITY: f64 = 0.2;
+pub const FUTILITY: f64 = 0.1;
 
-/// The share of α the first look spends (the rest is split evenly over the later looks):
-/// the first look, one round, is where the final answer should usually decide.
-pub const FIRST_LOOK_SHARE: f64 = 0.5;
+/// How the final answer spends α over its looks.
+pub const SPENDING: Spending = Spending::OBrienFleming;
 
 /// How the final answer spends its trials.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// Family-wise error rate over the looks.
     pub alpha: f64,
@@ -30,38 +33,56 @@ pub struct Plan {
     pub rounds: u32,
     /// Conditional power under which a look stops as futile.
     pub futility: f64,
-    /// The share of α the first look spends.
-    pub first_share: f64,
+    /// How α is spent over the looks.
+    pub spending: Spending,
+    /// Each look's two-sided z bound (from `spending`, exact for the looks' joint law).
+    bounds: Vec<f64>,
 }
 
 impl Plan {
     /// The plan for a cap of `cap` fresh trials per task and harness, `per_round` a round:
-    /// ⌈cap / per_round⌉ looks (at least one), [`ALPHA`], [`FUTILITY`] and
-    /// [`FIRST_LOOK_SHARE`].
+    /// ⌈cap / per_round⌉ looks (at least one), [`ALPHA`], [`SPENDING`] and [`FUTILITY`].
     pub fn new(cap: u32, per_round: u32) -> Plan {
+        Plan::with(cap.div_ceil(per_round.max(1)), SPENDING, FUTILITY)
+    }
+
+    /// A plan of `rounds` looks (at least one) with the spending and futility given.
+    pub fn with(rounds: u32, spending: Spending, futility: f64) -> Plan {
+        let rounds = rounds.max(1);
         Plan {
             alpha: ALPHA,
-            rounds: cap.div_ceil(per_round.max(1)).max(1),
-            futility: FUTILITY,
-            first_share: FIRST_LOOK_SHARE,
+            rounds,
+            futility,
+            spending,
+            bounds: boundary::bounds(ALPHA, spending, rounds),
         }
     }
 
-    /// The α look `round` spends: `first_share` of α at the first, the rest evenly over the
-    /// others (all of it when there is one look); they sum to α.
+    /// The α spent by the end of look `round` (all of it at the last look).
+    pub fn spent(&self, round: u32) -> f64 {
+        let t = round.min(self.rounds) as f64 / self.rounds as f64;
+        self.spending.spent(self.alpha, t)
+    }
+
+    /// The α look `round` spends: what is spent by it less what was spent before.
     pub fn alpha_at(&self, round: u32) -> f64 {
-        match (self.rounds, round) {
-            (1, _) => self.alpha,
-            (_, 1) => self.alpha * self.first_share,
-            (r, _) => self.alpha * (1.0 - self.first_share) / (r - 1) as f64,
-        }
+        self.spent(round) - self.spent(round.saturating_sub(1))
     }
 
-    /// The two-sided interval multiplier of look `round`: Student t over `tasks − 1`
-    /// degrees of freedom at 1 − α_round/2.
+    /// Look `round`'s two-sided bound on the standardised mean (normal scale).
+    pub fn bound(&self, round: u32) -> f64 {
+        let i = round.clamp(1, self.rounds) as usize - 1;
+        self.bounds[i]
+    }
+
+    /// The interval multiplier of look `round` over `tasks` tasks: the Student t quantile
+    /// (tasks − 1 degrees of freedom) with the same tail as the look's normal bound.
     pub fn multiplier(&self, tasks: usize, round: u32) -> f64 {
-        let p = 1.0 - self.alpha_at(round) / 2.0;
-        normal::t_quantile(p, (tasks.max(2) - 1) as f64)
+        let z = self.bound(round);
+        if !z.is_finite() {
+            return f64::INFINITY;
+        }
+        normal::t_quantile(normal::cdf(z), (tasks.max(2) - 1) as f64)
     }
 }
 
@@ -89,14 +110,17 @@ pub fn look(
     let mean = d.iter().sum::<f64>() / n as f64;
     let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
     let se = (var / n as f64).sqrt();
+    // A look that spends no α has an infinite bound: its interval is all of [−1, 1].
     let c = plan.multiplier(n, round);
+    let half = if c.is_finite() { c * se } else { f64::INFINITY };
     out.delta = mean;
-    out.ci = [(mean - c * se).max(-1.0), (mean + c * se).min(1.0)];
+    out.ci = [(mean - half).max(-1.0), (mean + half).min(1.0)];
+    out.alpha_spent = plan.spent(round);
     let last = plan.multiplier(n, plan.rounds);
     out.conditional_power = conditional_power(plan, round, mean, se, last);
-    let stop = if mean - c * se > 0.0 {
+    let stop = if mean - half > 0.0 {
         Some(Stopped::Better)
-    } else if mean + c * se < 0.0 {
+    } else if mean + half < 0.0 {
         Some(Stopped::Worse)
     } else if round >= plan.rounds {
         Some(Stopped::Cap)

@@ -88,6 +88,7 @@ pub async fn final_eval(
     let plan = Plan::new(i.trials_per_task, PER_ROUND);
     let mut seq = Sequential {
         alpha: plan.alpha,
+        spending: plan.spending.describe(),
         per_round: PER_ROUND,
         max_rounds: plan.rounds,
         futility: plan.futility,

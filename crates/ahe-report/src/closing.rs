@@ -115,9 +115,13 @@ fn sequential_lines(f: &FinalEval, q: &Sequential, cost: &str) -> Vec<String> {
     )];
     if let Some(l) = q.looks.last() {
         out.push(format!(
-            "rule: a look after each of at most {} rounds, α = {:.2} spent half at the first look and the rest over the later ones (at most {:.0}% chance of a false \"beyond noise\" over all looks), futile below {:.0}% conditional power; last look: conditional power {:.0}%",
+            "rule: a look after each of at most {} rounds, α = {:.2} spent {} (at most {:.0}% chance of a false \"beyond noise\" over all looks), futile below {:.0}% conditional power; last look: conditional power {:.0}%",
             q.max_rounds,
             q.alpha,
+            match q.spending.as_str() {
+                "" => "half at the first look and the rest over the later ones".to_string(),
+                s => format!("by {s} bounds"),
+            },
             100.0 * q.alpha,
             100.0 * q.futility,
             100.0 * l.conditional_power

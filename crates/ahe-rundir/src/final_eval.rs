@@ -132,8 +132,11 @@ pub struct Look {
     pub trials_per_task: u32,
     /// Mean over visible tasks of best's rate − the seed's rate.
     pub delta: f64,
-    /// The look's interval (Student t over tasks at this look's share of `alpha`).
+    /// The look's interval (Student t over tasks at this look's group-sequential bound).
     pub ci: [f64; 2],
+    /// The α spent by the end of this look (all of `alpha` at the last planned look).
+    #[serde(default)]
+    pub alpha_spent: f64,
     /// The chance that the cap's interval excludes 0 were `delta` the truth.
     pub conditional_power: f64,
     /// Visible tasks paired.
@@ -157,8 +160,12 @@ pub struct Reused {
 /// seed on the visible tasks in rounds, a look after each, stopped by [`Stopped`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sequential {
-    /// Family-wise error rate over all looks (half spent at the first, the rest evenly).
+    /// Family-wise error rate over all looks.
     pub alpha: f64,
+    /// How `alpha` is spent over the looks (empty in records written before it was named:
+    /// half at the first look, the rest evenly, by the union bound).
+    #[serde(default)]
+    pub spending: String,
     /// Fresh trials per task and harness each round adds.
     pub per_round: u32,
     /// Planned looks at most (the cap `trials_per_task` / `per_round`).
@@ -277,6 +284,7 @@ mod tests {
         assert_eq!((f.sequential, f.switched), (None, Some([2, 3])));
         let seq = Some(Sequential {
             alpha: 0.05,
+            spending: "O'Brien–Fleming-type (Lan–DeMets)".into(),
             per_round: 1,
             max_rounds: 4,
             futility: 0.2,
@@ -285,6 +293,7 @@ mod tests {
                 trials_per_task: 1,
                 delta: 0.25,
                 ci: [0.05, 0.45],
+                alpha_spent: 0.0001,
                 conditional_power: 0.9,
                 tasks: 20,
             }],
