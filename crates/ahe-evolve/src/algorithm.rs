@@ -8,7 +8,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::attribute_phase::{judge, update_best, BestUpdate};
 use crate::inputs::{attribute_inputs, debug_inputs, evolve_inputs, final_inputs, rollout_inputs};
-use crate::jail::WriteCaps;
 use crate::overlap::DebugOverlap;
 use crate::run::Run;
 use crate::{
@@ -18,6 +17,7 @@ use crate::{
 use ahe_rundir::clean;
 use ahe_rundir::journal::{now, Entry, Phase};
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::repo::caps::WriteCaps;
 
 /// Why the loop stopped.
 enum Stop {

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeSet;
 
-use crate::commit::HarnessRepo;
-use crate::config::AttributionConfig;
 use crate::history;
 use ahe_attribution::attribute;
 use ahe_rundir::run_dir::Contender;
 use ahe_rundir::run_dir::{Best, IterationDir, RunDir};
+use ahe_runner::config::AttributionConfig;
+use ahe_runner::repo::HarnessRepo;
 
 /// What attribution reads besides the iteration itself.
 pub struct AttributeInputs<'a> {

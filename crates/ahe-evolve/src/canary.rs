@@ -12,14 +12,15 @@ use ahe_bench::TaskStatus;
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute_phase::AttributeInputs;
-use crate::commit::HarnessRepo;
 use crate::counterfactual::{find_culprits, harnesses, plan, Budget, Wave};
-use crate::trials::{SetCost, SetResults, Tally, Trials};
+use crate::trials::{SetResults, Trials};
 use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
 use ahe_rundir::evidence::{CanaryRecord, CfTest};
+use ahe_rundir::evidence::{SetCost, Tally};
 use ahe_rundir::journal::Entry;
 use ahe_rundir::manifest::Manifest;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::repo::HarnessRepo;
 
 /// The name of the canary trial set.
 pub const SET: &str = "canary";
@@ -241,7 +242,7 @@ fn revert_culprits(
         let r = repo.revert_or_restore(&onto, commit)?;
         let msg = format!(
             "{}: canary rollback of {}",
-            crate::commit::iter_tag(it.number() - 1),
+            ahe_runner::repo::iter_tag(it.number() - 1),
             c.id
         );
         onto = repo.commit_tree(&r.tree, &onto, &msg)?;
@@ -269,7 +270,7 @@ fn reuse(trials: &Trials, it: &IterationDir, results: &SetResults) -> anyhow::Re
         let dst = it.trial(&r.task, r.attempt);
         if !dst.result_path().is_file() {
             let _ = std::fs::remove_dir_all(dst.path());
-            crate::commit::copy_tree(src.path(), dst.path())?;
+            ahe_runner::repo::copy_tree(src.path(), dst.path())?;
         }
         journal.append(Entry::TrialDone {
             iter: t,

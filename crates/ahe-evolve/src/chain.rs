@@ -10,9 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::commit::{iter_tag, HarnessRepo};
 use ahe_rundir::manifest::Manifest;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::repo::{iter_tag, HarnessRepo};
 
 pub use ahe_rundir::snapshots::{ChangeSnapshot, ChangeSnapshots};
 

@@ -2,11 +2,11 @@
 //! per change, the last tagged `iter-NNN`; the manifest with each change's commit, the diff
 //! and the summary.
 
-use crate::commit::{iter_tag, HarnessRepo};
-use crate::jail::WriteCaps;
 use crate::{chain, history};
 use ahe_rundir::journal::Journal;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::repo::caps::WriteCaps;
+use ahe_runner::repo::{iter_tag, HarnessRepo};
 
 /// Commits iteration `it`'s edits on top of `evaluated`, recording each note as it comes.
 pub fn commit(

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute_phase::AttributeInputs;
-use crate::trials::{Tally, Trials};
+use crate::trials::Trials;
 use ahe_attribution::attribute::TaskMove;
+use ahe_rundir::evidence::Tally;
 use ahe_rundir::run_dir::IterationDir;
 
 /// The name of the confirmation trial set.

@@ -10,13 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute_phase::AttributeInputs;
-use crate::commit::HarnessRepo;
 use crate::history::Exercised;
-use crate::trials::{SetCost, Tally, Trials};
+use crate::trials::Trials;
 use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
 use ahe_rundir::evidence::{CfKind, CfSkip, CfTest};
+use ahe_rundir::evidence::{SetCost, Tally};
 use ahe_rundir::manifest::Manifest;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::repo::HarnessRepo;
 
 /// One (task, change) pair to test.
 #[derive(Debug, Clone, PartialEq)]

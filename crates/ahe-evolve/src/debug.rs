@@ -16,13 +16,13 @@ use crate::agent::{run_host_agent, HostLimits, HostTool};
 use crate::text;
 use ahe_rundir::clean::{read_clean, CleanTrace};
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::turns::{clip, render_turns};
 
 const SYSTEM: &str = include_str!("../templates/debugger_system.md");
 const USER: &str = include_str!("../templates/debugger_user.md");
 const LAST_TURN: &str = include_str!("../templates/debugger_last_turn.md");
 const PRE_ANALYSIS: &str = include_str!("../templates/pre_analysis.md");
 const TASK_LIST: &str = include_str!("../templates/task_list.md");
-const TURNS: &str = include_str!("../templates/turns.txt");
 
 /// Settings of the debug phase.
 pub struct DebugSettings {
@@ -105,15 +105,6 @@ fn facts(t: &CleanTrace) -> TrialFacts {
     }
 }
 
-fn clip(s: &str, n: usize) -> String {
-    let one = s.replace('\n', " ⏎ ");
-    if one.chars().count() <= n {
-        one
-    } else {
-        format!("{}…", one.chars().take(n).collect::<String>())
-    }
-}
-
 /// Where a passing and a failing trial first differ (by the commands they ran).
 fn divergence(traces: &[CleanTrace]) -> Option<String> {
     let pass = traces.iter().find(|t| t.status == "pass")?;
@@ -176,42 +167,13 @@ pub fn pre_analysis(task: &str, traces: &[CleanTrace]) -> String {
     )
 }
 
-/// Renders a cleaned trace's turns `from..=to` as compact text for the debugger
-/// (`templates/turns.txt`; long texts clipped).
-pub fn render_turns(t: &CleanTrace, from: u32, to: u32) -> String {
-    let turns: Vec<minijinja::Value> = (t.turns.iter())
-        .filter(|x| x.turn >= from && x.turn <= to)
-        .map(|x| {
-            let calls: Vec<minijinja::Value> = (x.tool_calls.iter())
-                .map(|c| {
-                    context! {
-                        name => c.name, args => clip(&c.args.to_string(), 2000), ok => c.ok.to_string(),
-                        exit => c.exit_code.map(|e| e.to_string()).unwrap_or("-".into()),
-                        output => clip(c.output.as_deref().unwrap_or(""), 3000),
-                    }
-                })
-                .collect();
-            let middleware: Vec<minijinja::Value> = (x.middleware.iter())
-                .map(|m| context! { name => m.name, hook => m.hook, decision => clip(&m.decision.to_string(), 300) })
-                .collect();
-            let content = x.content.as_deref().filter(|c| !c.trim().is_empty());
-            context! {
-                turn => x.turn, agent => x.agent, content => content.map(|c| clip(c, 2000)),
-                calls, middleware,
-                feedback => x.feedback.iter().map(|f| clip(f, 1000)).collect::<Vec<_>>(),
-            }
-        })
-        .collect();
-    render(TURNS, context! { turns })
-}
-
 #[cfg(test)]
 mod md_tests;
 mod tools;
 use tools::{ListTrials, ReadTrace, ReadVerifier, Search, TaskTraces};
 
 fn render(tpl: &str, ctx: minijinja::Value) -> String {
-    text::render(tpl, ctx)
+    ahe_harness::text::render(tpl, ctx)
 }
 
 /// Analyses one task; returns (markdown report, one-line cause, LLM outcome).

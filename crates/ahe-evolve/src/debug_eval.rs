@@ -7,22 +7,13 @@
 use std::path::{Path, PathBuf};
 
 use ahe_bench::EvalDir;
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::debug_phase::{overview_chars_for, settings_for};
-use crate::RunConfig;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::config::RunConfig;
 
-/// `configs/base.toml`, the config `ahe debug` uses when given none.
-const BASE_CONFIG: &str = include_str!("../../../configs/base.toml");
-
-/// The shipped defaults (`configs/base.toml`) as a config.
-pub fn base_config() -> anyhow::Result<RunConfig> {
-    let cfg: RunConfig = toml::from_str(BASE_CONFIG).context("configs/base.toml (built in)")?;
-    cfg.validate().context("configs/base.toml (built in)")?;
-    Ok(cfg)
-}
+pub use ahe_runner::config::base_config;
 
 /// What `ahe debug` did, as written to `analysis/debug.json`.
 #[derive(Debug, Clone, Serialize)]

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent::stop_on_permanent;
-use crate::config::EvolveConfig;
 use crate::debug::DebugSettings;
 use crate::ledger::Ledger;
 use crate::overlap::DebugOverlap;
 use crate::overview;
 use ahe_rundir::journal::Phase;
 use ahe_rundir::run_dir::{IterationDir, RunDir};
+use ahe_runner::config::EvolveConfig;
 
 /// What the debug phase of one iteration reads.
 pub struct DebugInputs<'a> {

@@ -17,15 +17,16 @@ use minijinja::context;
 use serde_json::Value;
 
 use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
-use crate::chain::{ChangeSnapshot, ChangeSnapshots};
-use crate::commit::HarnessRepo;
-use crate::jail::{any, Jail, WriteCaps};
+use crate::jail::{any, Jail};
 use crate::leak::Guard;
 use crate::rollback::Rollback;
 use crate::text;
 use ahe_rundir::manifest::{is_editable, Manifest};
 use ahe_rundir::run_dir::analysis::Proposed;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_rundir::snapshots::{ChangeSnapshot, ChangeSnapshots};
+use ahe_runner::repo::caps::WriteCaps;
+use ahe_runner::repo::HarnessRepo;
 
 const SYSTEM: &str = include_str!("../templates/evolve_system.md");
 const USER: &str = include_str!("../templates/evolve_user.md");
@@ -341,7 +342,7 @@ async fn run_agent(
         Box::new(changes::CommitChange(tools.clone())),
         Box::new(changes::Submit(tools.clone())),
     ];
-    let env = text::env();
+    let env = ahe_harness::text::env();
     let guide = env.render_str(
         GUIDE,
         context! { max_file_bytes => inp.caps.max_file_bytes, max_harness_bytes => inp.caps.max_total_bytes },

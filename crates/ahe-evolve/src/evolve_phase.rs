@@ -7,13 +7,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::stop_on_permanent;
-use crate::commit::iter_tag;
-use crate::config::{AttributionConfig, EvolveConfig};
-use crate::jail::WriteCaps;
 use crate::run::Split;
 use crate::trials::Trials;
 use crate::{evolve, history, lineage, preflight, rollback, variants};
 use ahe_rundir::run_dir::{IterationDir, RunDir};
+use ahe_runner::config::{AttributionConfig, EvolveConfig};
+use ahe_runner::repo::caps::WriteCaps;
+use ahe_runner::repo::iter_tag;
 
 /// What the evolve phase of one iteration reads besides the trials interface (which also
 /// holds the harness repository, notes and budget).

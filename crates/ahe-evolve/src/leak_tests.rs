@@ -1,6 +1,7 @@
 //! Unit tests of the leak guard's matcher, diff and guard.
 
 use super::*;
+use ahe_rundir::leak::{LeakPolicy, LeakRecord};
 use serde::Deserialize;
 
 fn task(name: &str, held_out: bool, texts: &[&str]) -> TaskText {
@@ -219,7 +220,7 @@ fn the_guard_checks_only_what_the_working_tree_adds_and_reverts_to_the_baseline(
     std::fs::write(seed.join("memory/rolled.md"), "kept\n").unwrap();
     std::fs::write(seed.join("notes.txt"), "not a component\n").unwrap();
     let dir = d.path().join("harness");
-    let repo = crate::commit::HarnessRepo::init(&dir, &seed).unwrap();
+    let repo = ahe_runner::repo::HarnessRepo::init(&dir, &seed).unwrap();
     let evaluated = repo.head().unwrap();
     // An automatic rollback had rewritten rolled.md before the agent started.
     std::fs::write(dir.join("memory/rolled.md"), "restored by rollback\n").unwrap();

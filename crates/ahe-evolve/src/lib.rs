@@ -6,9 +6,7 @@ pub mod attribute_phase;
 pub mod baseline;
 pub mod canary;
 pub mod chain;
-pub mod commit;
 pub mod commit_phase;
-pub mod config;
 pub mod confirm;
 pub mod counterfactual;
 pub mod debug;
@@ -28,17 +26,21 @@ pub mod overlap;
 pub mod overview;
 pub mod preflight;
 pub mod rollback;
-pub mod rollout;
 pub mod rollout_phase;
 pub mod run;
 pub mod screen;
 pub mod spend;
 pub mod start;
 pub mod text;
-pub mod trial_judge;
 pub mod trials;
 pub mod variants;
 
-pub use config::RunConfig;
-pub use rollout::{rollout, rollout_with, select_backend, HarnessAgent, RolloutSpec};
 pub use run::Run;
+
+// Transitional: the runner's items at their old paths, until ahe-cli imports ahe-runner.
+pub use ahe_runner::config::{self, RunConfig};
+pub use ahe_runner::repo as commit;
+pub use ahe_runner::rollout::{
+    self, rollout, rollout_with, select_backend, HarnessAgent, RolloutSpec,
+};
+pub use ahe_runner::trial_judge;

@@ -171,7 +171,7 @@ pub fn past_changes(run: &RunDir, t: u32, applied: &[Change]) -> Vec<PastChange>
                 .and_then(|e| e.changes.iter().find(|v| v.id == c.id));
             out.push(PastChange {
                 iteration: i,
-                reference: format!("{}/{}", crate::commit::iter_tag(i), c.id),
+                reference: format!("{}/{}", ahe_runner::repo::iter_tag(i), c.id),
                 verdict: v.map(|v| verdict_name(v.verdict).to_string()),
                 actually_fixed: v.map(|v| v.actually_fixed.clone()).unwrap_or_default(),
                 still_failed: v.map(|v| v.still_failed.clone()).unwrap_or_default(),
@@ -246,7 +246,7 @@ pub fn history_md(run: &RunDir, past: &[PastChange], t: u32, full: u32) -> Strin
         })
         .collect();
     let older: Vec<&PastChange> = past.iter().filter(|c| c.iteration < first_full).collect();
-    let mut env = crate::text::env();
+    let mut env = ahe_harness::text::env();
     let rendered = env
         .add_template("fate", FATE)
         .and_then(|_| env.render_str(HISTORY, context! { iteration => t, iterations, older }));
@@ -259,7 +259,7 @@ pub fn undone(past: &[PastChange]) -> Vec<&PastChange> {
 }
 
 fn fate_text(f: &Fate) -> String {
-    let mut env = crate::text::env();
+    let mut env = ahe_harness::text::env();
     let _ = env.add_template("fate", FATE);
     let ctx = context! { c => context! { fate => f } };
     env.render_str("{% include \"fate\" %}", ctx)
@@ -288,7 +288,7 @@ pub fn repeat_problem(c: &Change, past: &[PastChange]) -> Option<String> {
             && same_pattern(&p.change, c)
             && !c.why_this_component.contains(&p.reference)
     })?;
-    Some(crate::text::render(
+    Some(ahe_harness::text::render(
         REPEAT,
         context! {
             id => &c.id, past => &p.reference, component => &p.change.component,

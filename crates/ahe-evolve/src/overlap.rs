@@ -165,7 +165,7 @@ pub fn expected_with_debugger(prev: &IterationDir, weight: f64) -> BTreeMap<Stri
     let Ok(scores) = prev.scores() else {
         return BTreeMap::new();
     };
-    let mut out = crate::rollout::expected_durations(&scores.scores);
+    let mut out = ahe_runner::rollout::expected_durations(&scores.scores);
     for (task, secs) in out.iter_mut() {
         *secs += weight * debugger_secs(&prev.debugger_trace(task)).unwrap_or(0.0);
     }

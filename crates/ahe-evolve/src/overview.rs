@@ -17,7 +17,6 @@ use ahe_rundir::run_dir::analysis::{Pattern, Patterns, Trend};
 use minijinja::context;
 use serde::Deserialize;
 
-use crate::text;
 use ahe_rundir::run_dir::IterationDir;
 
 pub use render::{overview_md, trend_of};
@@ -288,11 +287,11 @@ async fn synthesize(
     parts: Vec<Vec<Report>>,
     spend: &mut Spend,
 ) -> Result<(Vec<RawPattern>, Option<String>), String> {
-    let system = text::render(SYSTEM, context! { components => COMPONENTS });
+    let system = ahe_harness::text::render(SYSTEM, context! { components => COMPONENTS });
     let n = parts.len();
     let mut partial: Vec<(String, Vec<RawPattern>)> = Vec::new();
     for (i, reports) in parts.into_iter().enumerate() {
-        let user = text::render(
+        let user = ahe_harness::text::render(
             USER,
             context! { iteration, part => i + 1, parts => n, reports },
         );
@@ -307,9 +306,9 @@ async fn synthesize(
     if n == 1 {
         return Ok((partial.pop().map(|p| p.1).unwrap_or_default(), None));
     }
-    let rsys = text::render(REDUCE_SYSTEM, context! { components => COMPONENTS });
+    let rsys = ahe_harness::text::render(REDUCE_SYSTEM, context! { components => COMPONENTS });
     let texts: Vec<&str> = partial.iter().map(|p| p.0.as_str()).collect();
-    let ruser = text::render(
+    let ruser = ahe_harness::text::render(
         REDUCE_USER,
         context! { iteration, parts => n, partials => texts },
     );

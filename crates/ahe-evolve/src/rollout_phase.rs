@@ -1,4 +1,4 @@
-//! The Rollout phase of one iteration of a run (the trials themselves are [`crate::rollout`]).
+//! The Rollout phase of one iteration of a run (the trials themselves are [`ahe_runner::rollout`]).
 
 use std::collections::BTreeSet;
 

@@ -13,9 +13,9 @@ use ahe_rundir::evidence::SetCost;
 use ahe_rundir::variants::{Screened, VariantResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{AttributionConfig, EvolveConfig};
 use crate::trials::Trials;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::config::{AttributionConfig, EvolveConfig};
 
 /// What the variants and their screen read: the policies, the rollout's size (the share of
 /// extra trials is a share of it) and the trials interface.

@@ -16,13 +16,13 @@
 use minijinja::context;
 use tokio_util::sync::CancellationToken;
 
-use crate::commit::HarnessRepo;
-use crate::config::EvolveConfig;
 use crate::evolve::{EvolveInputs, EvolveOutcome};
 use crate::screen::Screen;
 use crate::spend::trace_spend;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_rundir::{read_json, write_json};
+use ahe_runner::config::EvolveConfig;
+use ahe_runner::repo::HarnessRepo;
 
 const FOCUS: &str = include_str!("../templates/variant_focus.md");
 
@@ -31,7 +31,7 @@ pub use ahe_rundir::variants::{Screened, VariantResult, VariantsRecord};
 
 /// The steering text of variant `v` of `n` (`focus` cycled over the variants).
 fn focus_text(v: u32, n: u32, focus: &str) -> String {
-    crate::text::render(FOCUS, context! { variant => v, variants => n, focus })
+    ahe_harness::text::render(FOCUS, context! { variant => v, variants => n, focus })
 }
 
 /// Copies variant `from`'s files (trace, log, manifest, snapshots, proposals) into the
@@ -60,7 +60,7 @@ async fn variant(
     v: u32,
 ) -> anyhow::Result<VariantResult> {
     let dir = it.variant_dir(v);
-    let tag = format!("{}-v{v}", crate::commit::iter_tag(it.number()));
+    let tag = format!("{}-v{v}", ahe_runner::repo::iter_tag(it.number()));
     let tree_dir = it.variant_harness(v);
     let done = it.variant_result(v);
     if let Ok(r) = read_json::<VariantResult>(&done) {

@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::{say, spec, Tools};
 use crate::agent::{HostTool, ToolReply};
-use crate::commit::HarnessRepo;
-use crate::leak::LeakPolicy;
+use ahe_rundir::leak::LeakPolicy;
 use ahe_rundir::manifest::{Change, Manifest};
+use ahe_runner::repo::HarnessRepo;
 
 /// One `commit_change` call.
 #[derive(Debug, Clone)]

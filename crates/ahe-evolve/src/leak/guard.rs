@@ -6,7 +6,8 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::{added_lines, describe, LeakHit, LeakIndex, LeakPolicy, LeakRecord, TaskText, SPAN};
+use super::{added_lines, LeakIndex, TaskText};
+use ahe_rundir::leak::{describe, LeakHit, LeakPolicy, LeakRecord, SPAN};
 
 const REFUSED: &str = include_str!("../../templates/leak_refused.md");
 
@@ -89,7 +90,8 @@ impl Guard {
 
     /// Hits in what the working tree adds to the baseline (editable files only).
     pub fn check(&self) -> anyhow::Result<Vec<LeakHit>> {
-        let files = crate::commit::HarnessRepo::open(&self.dir)?.changed_files(&self.evaluated)?;
+        let files =
+            ahe_runner::repo::HarnessRepo::open(&self.dir)?.changed_files(&self.evaluated)?;
         let repo = git2::Repository::open(&self.dir)?;
         let mut hits = Vec::new();
         for f in files

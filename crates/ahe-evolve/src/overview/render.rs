@@ -98,7 +98,7 @@ pub fn overview_md(
         })
         .collect();
     let list = list_body(list);
-    crate::text::render(
+    ahe_harness::text::render(
         OVERVIEW,
         minijinja::context! {
             iteration, failing => failing.len(), fallback => p.fallback, how,

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ahe_model::ModelConfig;
-use anyhow::{anyhow, bail};
+use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 
 mod load;
@@ -526,6 +526,16 @@ impl RunConfig {
             .cloned()
             .unwrap_or_default()
     }
+}
+
+/// `configs/base.toml`, built in: the config `ahe debug` uses when given none.
+const BASE_CONFIG: &str = include_str!("../../../configs/base.toml");
+
+/// The shipped defaults (`configs/base.toml`) as a config.
+pub fn base_config() -> anyhow::Result<RunConfig> {
+    let cfg: RunConfig = toml::from_str(BASE_CONFIG).context("configs/base.toml (built in)")?;
+    cfg.validate().context("configs/base.toml (built in)")?;
+    Ok(cfg)
 }
 
 #[cfg(test)]

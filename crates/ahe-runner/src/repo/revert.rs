@@ -5,7 +5,7 @@
 use anyhow::Context;
 use git2::{IndexAddOption, Oid};
 
-use crate::commit::HarnessRepo;
+use crate::repo::HarnessRepo;
 
 /// What reverting one commit onto a harness gave.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use ahe_evolve::commit::{iter_tag, HarnessRepo};
-use ahe_evolve::jail::WriteCaps;
+use ahe_runner::repo::caps::WriteCaps;
+use ahe_runner::repo::{iter_tag, HarnessRepo};
 
 const CAPS: WriteCaps = WriteCaps {
     max_file_bytes: 1000,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::commit::HarnessRepo;
+use crate::repo::HarnessRepo;
 
 impl HarnessRepo {
     /// Opens the linked working tree `id` at `dir` (created when missing; `.git` there is a

@@ -1,5 +1,6 @@
-//! Commit: the run's harness git repository (git2) — commits, tags, diffs, rollback, replay.
+//! The run's harness git repository (git2) — commits, tags, diffs, rollback, replay.
 
+pub mod caps;
 pub mod revert;
 pub mod worktree;
 
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use git2::{IndexAddOption, ObjectType, Oid, Repository, Signature};
 
-use crate::jail::{is_git_meta, WriteCaps};
+use caps::{is_git_meta, WriteCaps};
 
 /// The git repository of a run's harness (`runs/<run>/harness/`).
 pub struct HarnessRepo {
@@ -154,7 +155,7 @@ impl HarnessRepo {
 
     /// Moves HEAD's branch to `commit` when HEAD is behind it (an ancestor of it), as the
     /// last step of an iteration's commit; the index follows. Nothing when HEAD is there.
-    pub(crate) fn advance_head(&self, commit: &str) -> anyhow::Result<()> {
+    pub fn advance_head(&self, commit: &str) -> anyhow::Result<()> {
         let c = self.repo.find_commit(Oid::from_str(commit)?)?;
         match self.repo.head().ok().and_then(|h| h.target()) {
             Some(h) if h == c.id() => Ok(()),
@@ -166,11 +167,7 @@ impl HarnessRepo {
 
     /// HEAD, when an older binary moved it to iteration `tag`'s commit and was killed before
     /// tagging it: HEAD is not `evaluated` and its message starts with `<tag>:`.
-    pub(crate) fn untagged_head(
-        &self,
-        tag: &str,
-        evaluated: &str,
-    ) -> anyhow::Result<Option<String>> {
+    pub fn untagged_head(&self, tag: &str, evaluated: &str) -> anyhow::Result<Option<String>> {
         let Some(h) = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok()) else {
             return Ok(None);
         };

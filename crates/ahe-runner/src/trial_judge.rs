@@ -14,7 +14,8 @@ use ahe_model::{ChatRequest, Message, ModelClient, ModelError, Role, ToolChoice,
 use minijinja::context;
 use serde::{Deserialize, Serialize};
 
-use crate::text::render;
+use crate::turns::render_turns;
+use ahe_harness::text::render;
 use ahe_rundir::clean::{clean_trial, CleanTrace};
 use ahe_rundir::run_dir::RoleCost;
 
@@ -79,7 +80,7 @@ pub fn parse_answer(text: &str, turns: u32) -> Result<Answer, String> {
 /// The trace as the judge reads it, cut in the middle to `cap` characters (with a note) when
 /// longer; also whether it was cut.
 pub fn bounded_trace(t: &CleanTrace, cap: usize) -> (String, bool) {
-    let full = crate::debug::render_turns(t, 0, u32::MAX);
+    let full = render_turns(t, 0, u32::MAX);
     let n = full.chars().count();
     if n <= cap {
         return (full, false);

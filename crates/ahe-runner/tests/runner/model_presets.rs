@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ahe_evolve::config::{RunConfig, ROLES};
+use ahe_runner::config::{RunConfig, ROLES};
 
 fn configs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs")

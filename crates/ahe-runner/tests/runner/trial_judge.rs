@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use ahe_bench::judge::{JudgeOutcome, REASON_PREFIX};
 use ahe_bench::{EvalDir, Scores, TrialDir, TrialJudge, TrialResult, TrialStatus};
-use ahe_evolve::trial_judge::{bounded_trace, parse_answer, ModelJudge, Verdict};
-use ahe_evolve::RolloutSpec;
 use ahe_model::ModelConfig;
 use ahe_rundir::run_dir::IterationScores;
+use ahe_runner::rollout::RolloutSpec;
+use ahe_runner::trial_judge::{bounded_trace, parse_answer, ModelJudge, Verdict};
 use tokio_util::sync::CancellationToken;
 
 fn root() -> PathBuf {
@@ -71,7 +71,7 @@ fn spec(dir: &Path, judge: Option<ModelConfig>, prior: Vec<TrialResult>) -> Roll
 }
 
 async fn roll(spec: RolloutSpec) -> Scores {
-    ahe_evolve::rollout(spec, CancellationToken::new(), Arc::new(|_| {}))
+    ahe_runner::rollout::rollout(spec, CancellationToken::new(), Arc::new(|_| {}))
         .await
         .unwrap()
 }
