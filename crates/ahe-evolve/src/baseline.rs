@@ -4,7 +4,7 @@
 //! the plan's seed trials through the run's [`Trials`].
 
 use ahe_rundir::run_dir::RunDir;
-pub use ahe_runner::baseline::{plan, record, Plan};
+use ahe_runner::baseline::{plan, record};
 use tokio_util::sync::CancellationToken;
 
 use crate::trials::Trials;

@@ -14,7 +14,7 @@ use ahe_rundir::manifest::Manifest;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::repo::{iter_tag, HarnessRepo};
 
-pub use ahe_rundir::snapshots::{ChangeSnapshot, ChangeSnapshots};
+use ahe_rundir::snapshots::ChangeSnapshots;
 
 /// One planned commit of the chain.
 #[derive(Debug, Clone, PartialEq, Eq)]

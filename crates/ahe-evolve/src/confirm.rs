@@ -17,7 +17,7 @@ use ahe_rundir::run_dir::IterationDir;
 /// The name of the confirmation trial set.
 pub const SET: &str = "confirm";
 
-pub use ahe_attribution::confirm::decided;
+use ahe_attribution::confirm::decided;
 
 /// Trials (infra errors included) a set's results hold.
 pub fn trials_in(results: &BTreeMap<String, Vec<ahe_bench::TrialResult>>) -> usize {

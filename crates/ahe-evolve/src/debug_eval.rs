@@ -13,8 +13,6 @@ use crate::debug_phase::{overview_chars_for, settings_for};
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::config::RunConfig;
 
-pub use ahe_runner::config::base_config;
-
 /// What `ahe debug` did, as written to `analysis/debug.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalDebug {

@@ -29,9 +29,7 @@ pub const MIN_DISTINCT: usize = 8;
 /// Text files larger than this are indexed by their first this-many bytes.
 const MAX_FILE_BYTES: usize = 2 << 20;
 
-pub use ahe_rundir::leak::{
-    describe, LeakHit, LeakKind, LeakPolicy, LeakRecord, EXCERPT_MAX, HELD_OUT, SPAN, SPAN_EXCERPT,
-};
+use ahe_rundir::leak::{LeakHit, LeakKind, EXCERPT_MAX, HELD_OUT, SPAN, SPAN_EXCERPT};
 
 /// The texts of one task the guard protects.
 #[derive(Debug, Clone)]

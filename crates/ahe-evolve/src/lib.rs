@@ -36,11 +36,3 @@ pub mod trials;
 pub mod variants;
 
 pub use run::Run;
-
-// Transitional: the runner's items at their old paths, until ahe-cli imports ahe-runner.
-pub use ahe_runner::config::{self, RunConfig};
-pub use ahe_runner::repo as commit;
-pub use ahe_runner::rollout::{
-    self, rollout, rollout_with, select_backend, HarnessAgent, RolloutSpec,
-};
-pub use ahe_runner::trial_judge;

@@ -14,8 +14,6 @@ use ahe_rundir::run_dir::RunDir;
 use ahe_runner::config::RunConfig;
 use ahe_runner::repo::HarnessRepo;
 
-pub use ahe_runner::holdout::split_holdout;
-
 /// A run being executed: config, tasks, journal, harness repository, sandbox backend.
 pub struct Run {
     /// `runs/<name>/`.

@@ -18,7 +18,7 @@ use ahe_runner::config::RunConfig;
 use ahe_runner::repo::HarnessRepo;
 use ahe_runner::rollout::RolloutSpec;
 
-pub use ahe_rundir::evidence::{SetCost, Tally};
+use ahe_rundir::evidence::SetCost;
 
 /// Runs trials of the run's harness commits with the run's model, backend and limits.
 pub struct Trials<'a> {

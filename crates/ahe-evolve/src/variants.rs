@@ -27,7 +27,7 @@ use ahe_runner::repo::HarnessRepo;
 const FOCUS: &str = include_str!("../templates/variant_focus.md");
 
 pub use crate::screen::screen_set;
-pub use ahe_rundir::variants::{Screened, VariantResult, VariantsRecord};
+use ahe_rundir::variants::{Screened, VariantResult, VariantsRecord};
 
 /// The steering text of variant `v` of `n` (`focus` cycled over the variants).
 fn focus_text(v: u32, n: u32, focus: &str) -> String {
