@@ -150,7 +150,10 @@ fn check_lists_the_judge_only_when_it_is_on() {
         .flat_map(|k| doc[k].as_array().unwrap().clone())
         .map(|i| i["subject"].as_str().unwrap_or("").to_string())
         .collect();
-    assert!(!subjects.iter().any(|s| s.contains("judge")), "{subjects:?}");
+    assert!(
+        !subjects.iter().any(|s| s.contains("judge")),
+        "{subjects:?}"
+    );
     assert!(String::from_utf8_lossy(&off.stdout).contains("the judge is off"));
 }
 
