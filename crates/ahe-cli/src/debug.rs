@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use ahe_evolve::debug_eval::debug_eval_dir;
+use ahe_evolve::debug::eval::debug_eval_dir;
 use ahe_model::ModelConfig;
 use ahe_runner::config::base_config;
 use ahe_runner::config::RunConfig;

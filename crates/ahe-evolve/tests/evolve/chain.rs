@@ -6,7 +6,7 @@
 
 use crate::fixture;
 
-use ahe_evolve::chain;
+use ahe_evolve::commit::chain;
 use ahe_runner::repo::iter_tag;
 use ahe_runner::repo::revert::Revert;
 use fixture::{commit_change, leak_guard, write, Fixture, SEED_MEMORY, SUBMIT};

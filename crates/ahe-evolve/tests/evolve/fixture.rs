@@ -1,6 +1,6 @@
-//! A run's harness repository and one iteration directory, and the real evolve phase
-//! (`evolve::evolve`) driven by a scripted mock evolve model (`mock:script=FILE`): what the
-//! change-chain and rollback tests are built on.
+//! A run's harness repository and one iteration directory, and the real evolve agent
+//! (`ahe_evolve::evolve::agent::evolve`) driven by a scripted mock evolve model
+//! (`mock:script=FILE`): what the change-chain and rollback tests are built on.
 
 #![allow(dead_code)]
 
@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ahe_evolve::evolve::{self, EvolveOutcome};
-use ahe_evolve::leak::LeakSettings;
+use ahe_evolve::evolve::agent::{self, EvolveOutcome};
+use ahe_evolve::evolve::leak::LeakSettings;
 use ahe_evolve::rollback::Rollback;
 use ahe_model::ModelConfig;
 use ahe_rundir::IterationDir;
@@ -126,7 +126,7 @@ impl Fixture {
         script: &str,
         rollbacks: &[Rollback],
         leak: Option<LeakSettings>,
-        history: Vec<ahe_evolve::lineage::PastChange>,
+        history: Vec<ahe_evolve::evolve::lineage::PastChange>,
     ) -> EvolveOutcome {
         let path = self
             .dir
@@ -139,7 +139,7 @@ impl Fixture {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        evolve::evolve(evolve::EvolveInputs {
+        agent::evolve(agent::EvolveInputs {
             iteration: it.number(),
             iter_dir: it,
             repo: &self.repo,

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ahe_evolve::leak::{added_lines, LeakIndex, LeakSettings, TaskText};
+use ahe_evolve::evolve::leak::{added_lines, LeakIndex, LeakSettings, TaskText};
 use ahe_rundir::leak::{LeakKind, LeakPolicy};
 
 fn root() -> PathBuf {

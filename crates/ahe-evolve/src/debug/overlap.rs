@@ -4,7 +4,7 @@
 //! these and analyses what is left (after a resume: the tasks without a report).
 //!
 //! Resume needs nothing new: a debugger writes `analysis/detail/<task>.md` atomically when
-//! it ends, and [`crate::debug::debug_task`] skips a task whose report exists; a debugger
+//! it ends, and [`crate::debug::task::debug_task`] skips a task whose report exists; a debugger
 //! cut off by a crash wrote nothing and runs again.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::debug::{DebugSettings, TaskDebug};
+use crate::debug::task::{DebugSettings, TaskDebug};
 use ahe_rundir::run_dir::IterationDir;
 
 /// The work of one task's debugger: given the task and its scores over its k trials.
@@ -71,7 +71,7 @@ impl DebugOverlap {
         }
     }
 
-    /// The real debugger of iteration `it` (see [`crate::debug::debug_task`]).
+    /// The real debugger of iteration `it` (see [`crate::debug::task::debug_task`]).
     pub fn for_iteration(
         it: &IterationDir,
         k: u32,
@@ -83,7 +83,9 @@ impl DebugOverlap {
         let (dir, shared) = (it.clone(), settings.clone());
         let job: DebugJob = Arc::new(move |task, ts| {
             let (dir, settings) = (dir.clone(), shared.clone());
-            Box::pin(async move { crate::debug::debug_task(&dir, &task, &ts, &settings).await })
+            Box::pin(
+                async move { crate::debug::task::debug_task(&dir, &task, &ts, &settings).await },
+            )
         });
         let mut o = DebugOverlap::new(k, visible, concurrency, Some(it.clone()), job);
         o.settings = Some(settings);

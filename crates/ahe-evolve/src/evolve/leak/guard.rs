@@ -9,10 +9,10 @@ use rayon::prelude::*;
 use super::{added_lines, LeakIndex, TaskText};
 use ahe_rundir::leak::{describe, LeakHit, LeakPolicy, LeakRecord, SPAN};
 
-const REFUSED: &str = include_str!("../../templates/leak_refused.md");
+const REFUSED: &str = include_str!("../../../templates/leak_refused.md");
 
 /// The leak guard of a run: the policy and the index of the run's tasks (visible and
-/// held-out). `None` in [`crate::evolve::EvolveInputs`] means the guard is off.
+/// held-out). `None` in [`crate::evolve::agent::EvolveInputs`] means the guard is off.
 #[derive(Clone)]
 pub struct LeakSettings {
     /// Reject or warn (off is `None`).

@@ -93,7 +93,7 @@ impl HostTool for CommitChange {
             leak_guard: None,
         };
         let mut errors = one.validate(&t.visible).err().unwrap_or_default();
-        errors.extend(crate::lineage::repeat_problem(&c, &t.past));
+        errors.extend(crate::evolve::lineage::repeat_problem(&c, &t.past));
         let mut rec = t.recorded.lock().unwrap_or_else(|p| p.into_inner());
         if t.reserved.contains(&c.id) || rec.iter().any(|r| r.change.id == c.id) {
             errors.push(say("commit_change", "id_taken", context! { id => &c.id }));
@@ -172,7 +172,7 @@ impl HostTool for Submit {
         let repeats = m
             .changes
             .iter()
-            .filter_map(|c| crate::lineage::repeat_problem(c, &t.past));
+            .filter_map(|c| crate::evolve::lineage::repeat_problem(c, &t.past));
         let repeats: Vec<String> = repeats.collect();
         match m.validate(&t.visible) {
             Ok(()) if !repeats.is_empty() => ToolReply::Error(say(
@@ -187,7 +187,7 @@ impl HostTool for Submit {
                     let hits = g.check().unwrap_or_default();
                     if g.settings.policy == LeakPolicy::Reject && !hits.is_empty() {
                         t.refused.fetch_add(1, Ordering::Relaxed);
-                        return ToolReply::Error(crate::leak::refusal(&hits));
+                        return ToolReply::Error(crate::evolve::leak::refusal(&hits));
                     }
                 }
                 ToolReply::Stop(say("submit_manifest", "accepted", context! {}))

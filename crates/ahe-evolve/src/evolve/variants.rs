@@ -16,17 +16,17 @@
 use minijinja::context;
 use tokio_util::sync::CancellationToken;
 
-use crate::evolve::{EvolveInputs, EvolveOutcome};
-use crate::screen::Screen;
+use crate::evolve::agent::{EvolveInputs, EvolveOutcome};
+use crate::evolve::screen::Screen;
 use crate::spend::trace_spend;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_rundir::{read_json, write_json};
 use ahe_runner::config::EvolveConfig;
 use ahe_runner::repo::HarnessRepo;
 
-const FOCUS: &str = include_str!("../templates/variant_focus.md");
+const FOCUS: &str = include_str!("../../templates/variant_focus.md");
 
-pub use crate::screen::screen_set;
+pub use crate::evolve::screen::screen_set;
 use ahe_rundir::variants::{Screened, VariantResult, VariantsRecord};
 
 /// The steering text of variant `v` of `n` (`focus` cycled over the variants).
@@ -79,7 +79,7 @@ async fn variant(
     inp.out = Some(dir.clone());
     let text = focus_text(v, ec.variants, &focus);
     inp.prompt = context! { variant_text => text, ..base.prompt.clone() };
-    let out = crate::evolve::evolve(inp).await?;
+    let out = crate::evolve::agent::evolve(inp).await?;
     usage.add(&out.usage);
     cost += out.cost_usd;
     let tree = repo.snapshot_worktree()?;
@@ -133,10 +133,10 @@ pub async fn evolve_variants(
         .await
         .into_iter()
         .collect::<anyhow::Result<Vec<VariantResult>>>()?;
-    let (per_variant, screen_note) = crate::screen::screen_size(s, it, n as usize);
+    let (per_variant, screen_note) = crate::evolve::screen::screen_size(s, it, n as usize);
     let tasks = screen_set(it, base.visible, per_variant);
     let (mut screened, screen_cost) =
-        crate::screen::screen(s.trials, it, results, &tasks, cancel).await?;
+        crate::evolve::screen::screen(s.trials, it, results, &tasks, cancel).await?;
     it.record_role_cost("screen", &screen_cost.usage, screen_cost.cost_usd)?;
     let best = (0..screened.len())
         .min_by_key(|&i| {

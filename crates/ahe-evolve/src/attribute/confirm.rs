@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute_phase::AttributeInputs;
+use crate::attribute::AttributeInputs;
 use crate::trials::Trials;
 use ahe_attribution::attribute::TaskMove;
 use ahe_rundir::evidence::Tally;

@@ -1,4 +1,4 @@
-//! Unit tests of `overlap.rs`: the scheduling key from a previous iteration, and the
+//! Unit tests of `debug/overlap.rs`: the scheduling key from a previous iteration, and the
 //! overlap starting a task's debugger only once its k trials are in, within its slots.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute_phase::AttributeInputs;
+use crate::attribute::AttributeInputs;
 use crate::history::Exercised;
 use crate::trials::Trials;
 use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use ahe_bench::{Progress, Scores};
 use tokio_util::sync::CancellationToken;
 
-use crate::overlap::DebugOverlap;
+use crate::debug::overlap::DebugOverlap;
 use crate::run::Split;
 use crate::trials::Trials;
 use ahe_rundir::journal::Entry;
@@ -70,7 +70,7 @@ pub async fn rollout_iteration(
             None => 0.0,
         };
         let prev = i.dir.iteration(t - 1);
-        spec.expected_sec = crate::overlap::expected_with_debugger(&prev, weight);
+        spec.expected_sec = crate::debug::overlap::expected_with_debugger(&prev, weight);
     }
     let scores = trials.drive(spec, cancel, on_progress).await?;
     it.write_scores(record(scores, t, i.evaluated, &i.split))?;

@@ -2,6 +2,10 @@
 //! verdicts of the previous iteration's changes from the records of both iterations, written
 //! to `change_evaluation.json` (again after each phase that adds evidence).
 
+pub mod canary;
+pub mod confirm;
+pub mod counterfactual;
+
 use std::collections::BTreeSet;
 
 use crate::history;

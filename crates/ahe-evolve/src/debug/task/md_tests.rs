@@ -9,7 +9,7 @@ use ahe_rundir::run_dir::analysis::{Pattern, Patterns, Trend};
 use serde_json::json;
 
 use super::{overview, pre_analysis, render_turns};
-use crate::overview::render::overview_md;
+use crate::debug::overview::render::overview_md;
 
 /// A zero usage record.
 fn usage() -> serde_json::Value {

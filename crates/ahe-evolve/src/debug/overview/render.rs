@@ -6,7 +6,7 @@ use ahe_bench::scores::TaskScore;
 use ahe_bench::{Scores, TrialStatus};
 use ahe_rundir::run_dir::analysis::{Pattern, Patterns, Trend};
 
-const OVERVIEW: &str = include_str!("../../templates/overview.md");
+const OVERVIEW: &str = include_str!("../../../templates/overview.md");
 
 /// One mark per trial: ✓ pass, ✗ not, ⚑ suspect.
 pub(super) fn marks(ts: &TaskScore) -> String {

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use ahe_bench::TaskStatus;
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute_phase::AttributeInputs;
-use crate::counterfactual::{find_culprits, harnesses, plan, Budget, Wave};
+use crate::attribute::counterfactual::{find_culprits, harnesses, plan, Budget, Wave};
+use crate::attribute::AttributeInputs;
 use crate::trials::{SetResults, Trials};
 use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
 use ahe_rundir::evidence::{CanaryRecord, CfTest};

@@ -2,7 +2,9 @@
 //! per change, the last tagged `iter-NNN`; the manifest with each change's commit, the diff
 //! and the summary.
 
-use crate::{chain, history};
+pub mod chain;
+
+use crate::history;
 use ahe_rundir::journal::Journal;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::repo::caps::WriteCaps;

@@ -15,9 +15,9 @@ use serde::Serialize;
 use ahe_rundir::manifest::{Change, ChangeKind};
 use ahe_rundir::run_dir::RunDir;
 
-const HISTORY: &str = include_str!("../templates/history.md");
-const FATE: &str = include_str!("../templates/history_fate.md");
-const REPEAT: &str = include_str!("../templates/repeat_refused.md");
+const HISTORY: &str = include_str!("../../templates/history.md");
+const FATE: &str = include_str!("../../templates/history_fate.md");
+const REPEAT: &str = include_str!("../../templates/repeat_refused.md");
 
 /// What became of a proposed change.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use ahe_bench::EvalDir;
 use serde::Serialize;
 
-use crate::debug_phase::{overview_chars_for, settings_for};
+use crate::debug::{overview_chars_for, settings_for};
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::config::RunConfig;
 
@@ -60,10 +60,11 @@ pub async fn debug_eval_dir(
     let settings = settings_for(&cfg.evolve, model, &opts)?;
     let it = IterationDir::at(dir);
     let tasks: Vec<String> = scores.tasks.keys().cloned().collect();
-    let r = crate::debug::debug(&it, &tasks, &scores, &settings, Vec::new()).await?;
+    let r = crate::debug::task::debug(&it, &tasks, &scores, &settings, Vec::new()).await?;
     let chars = overview_chars_for(&cfg.evolve, model);
     let client = settings.model.as_ref();
-    let o = crate::overview::write_overview(&it, None, &tasks, &scores, client, chars, &r.list);
+    let o =
+        crate::debug::overview::write_overview(&it, None, &tasks, &scores, client, chars, &r.list);
     let o = o.await?;
     let out = EvalDebug {
         model: client.map(|c| c.describe()).unwrap_or_default(),

@@ -21,10 +21,10 @@ use ahe_rundir::run_dir::IterationDir;
 
 pub use render::{overview_md, trend_of};
 
-const SYSTEM: &str = include_str!("../templates/overview_system.md");
-const USER: &str = include_str!("../templates/overview_user.md");
-const REDUCE_SYSTEM: &str = include_str!("../templates/overview_reduce_system.md");
-const REDUCE_USER: &str = include_str!("../templates/overview_reduce_user.md");
+const SYSTEM: &str = include_str!("../../templates/overview_system.md");
+const USER: &str = include_str!("../../templates/overview_user.md");
+const REDUCE_SYSTEM: &str = include_str!("../../templates/overview_reduce_system.md");
+const REDUCE_USER: &str = include_str!("../../templates/overview_reduce_user.md");
 
 /// The component names a pattern may point at (the manifest's, snake_case).
 pub const COMPONENTS: &[&str] = &[
