@@ -1,7 +1,7 @@
 //! How close an iteration's wall time comes to its floor: a simulated Terminal-Bench-2-like
 //! iteration (89 tasks, k trials, agent times with TB2's spread: many short, a long tail,
 //! capped at the task timeouts) run through the real scheduler (`ahe_bench::run_eval`) and
-//! the real debugger overlap (`ahe_evolve::overlap`), with agents and debuggers that sleep
+//! the real debugger overlap (`ahe_evolve::debug::overlap`), with agents and debuggers that sleep
 //! their (scaled) durations in no-op sandboxes. Prints wall time / lower bound, where the
 //! bound is max(total trial work / slots, longest trial + its debugger), for the old order
 //! (attempt waves in task order, debug phase after the rollout) and the new one.
@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use ahe_bench::{
     Agent, AgentContext, AgentEnd, AgentOutcome, EvalOptions, Progress, Schedule, Task, TrialEnv,
 };
-use ahe_evolve::debug::TaskDebug;
-use ahe_evolve::overlap::{DebugJob, DebugOverlap};
+use ahe_evolve::debug::overlap::{DebugJob, DebugOverlap};
+use ahe_evolve::debug::task::TaskDebug;
 use ahe_sandbox::{Backend, ExecOpts, ExecOutput, Sandbox, SandboxSpec};
 
 /// A sandbox that does nothing; its verifier writes reward 1.
@@ -258,7 +258,7 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
         .unwrap_or(rollout_end)
         .max(rollout_end);
     let sim = |d: Duration| d.as_secs_f64() / scale.as_secs_f64();
-    let busy = |s: &ahe_evolve::overlap::Span| sim(s.end - s.start);
+    let busy = |s: &ahe_evolve::debug::overlap::Span| sim(s.end - s.start);
     let hidden: f64 = spans
         .iter()
         .map(|s| sim(s.end.min(rollout_end).saturating_duration_since(s.start)))
@@ -272,7 +272,7 @@ async fn iteration(w: &World, a: &Args, schedule: Schedule, overlap: bool) -> Me
 }
 
 /// The scheduler's key per task, as `ahe evolve` computes it from the previous iteration
-/// (`ahe_evolve::overlap::expected_with_debugger`): mean trial seconds plus the debugger's
+/// (`ahe_evolve::debug::overlap::expected_with_debugger`): mean trial seconds plus the debugger's
 /// seconds weighted by slots / debugger slots.
 fn expected(w: &World, a: &Args) -> BTreeMap<String, f64> {
     let weight = a.slots as f64 / a.debuggers as f64;

@@ -1,12 +1,13 @@
 //! `ahe baseline`: the matched-budget comparison of an evolve run (the logic is
-//! `ahe_evolve::baseline`, which `[evolve] baseline = true` also runs as the run's last
+//! `ahe_runner::baseline`, which `[evolve] baseline = true` also runs as the run's last
 //! phase): N seed trials per task for the run's spend, and the seed's pass@N.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ahe_evolve::{RolloutSpec, RunConfig};
 use ahe_rundir::RunDir;
+use ahe_runner::config::RunConfig;
+use ahe_runner::rollout::RolloutSpec;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
@@ -101,8 +102,8 @@ fn baseline(dir: &std::path::Path, a: &BaselineArgs) -> anyhow::Result<Baseline>
     let rd = RunDir::new(dir);
     let cfg = RunConfig::load(&rd.config_path())
         .with_context(|| format!("{}: not a run directory", dir.display()))?;
-    let repo = ahe_evolve::commit::HarnessRepo::open(&rd.harness_repo())?;
-    let p = ahe_evolve::baseline::plan(&rd, &repo, a.max_trials)?;
+    let repo = ahe_runner::repo::HarnessRepo::open(&rd.harness_repo())?;
+    let p = ahe_runner::baseline::plan(&rd, &repo, a.max_trials)?;
     let out = rd.baseline();
     let checkout = tempfile_dir(&p.seed)?;
     repo.export(&p.seed, &checkout.0)?;
@@ -120,7 +121,7 @@ fn baseline(dir: &std::path::Path, a: &BaselineArgs) -> anyhow::Result<Baseline>
         .into_iter()
         .filter(|t| p.tasks.contains(&t.name))
         .collect();
-    let backend = ahe_evolve::rollout::select_backend_on(
+    let backend = ahe_runner::rollout::select_backend_on(
         &cfg.sandbox.backend,
         cfg.sandbox.pull,
         &cfg.sandbox.hosts,
@@ -151,11 +152,11 @@ fn baseline(dir: &std::path::Path, a: &BaselineArgs) -> anyhow::Result<Baseline>
     let scores = rt.block_on(async {
         let bar = crate::progress::Bar::new(quiet);
         bar.set_cost_shown(crate::progress::CostShown::of([&spec.model_cfg]));
-        let r = ahe_evolve::rollout(spec, cancel, bar.callback()).await;
+        let r = ahe_runner::rollout::rollout(spec, cancel, bar.callback()).await;
         bar.finish();
         r
     })?;
-    ahe_evolve::baseline::record(&rd, &p, &scores)
+    ahe_runner::baseline::record(&rd, &p, &scores)
 }
 
 /// A temporary directory removed on drop.

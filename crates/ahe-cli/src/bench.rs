@@ -151,7 +151,7 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
     let mut sandbox_name = None;
     let mut out_dir = None;
     if !kinds.is_empty() {
-        let backend = ahe_evolve::rollout::select_backend_with(&a.sandbox, a.pull)
+        let backend = ahe_runner::rollout::select_backend_with(&a.sandbox, a.pull)
             .map_err(CliError::usage)?;
         sandbox_name = Some(backend.name());
         // Image pulls (docker) as plain lines: the oracle/nop runs have no progress bar.

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ahe_evolve::RunConfig;
+use ahe_runner::config::RunConfig;
 use ahe_sandbox::PullPolicy;
 use clap::Args;
 use serde::Serialize;
@@ -346,7 +346,7 @@ fn estimate(
     if tasks.is_empty() {
         return None;
     }
-    let (_, holdout) = ahe_evolve::run::split_holdout(cfg, tasks)
+    let (_, holdout) = ahe_runner::holdout::split_holdout(cfg, tasks)
         .map_err(|e| acc.bad("config", "holdout", format!("{e:#}")))
         .ok()?;
     let trials = tasks.len() * cfg.k as usize;

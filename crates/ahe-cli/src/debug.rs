@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
-use ahe_evolve::debug_eval::{base_config, debug_eval_dir};
-use ahe_evolve::RunConfig;
+use ahe_evolve::debug::eval::debug_eval_dir;
 use ahe_model::ModelConfig;
+use ahe_runner::config::base_config;
+use ahe_runner::config::RunConfig;
 use clap::Args;
 
 use crate::CliError;

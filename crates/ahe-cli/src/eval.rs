@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ahe_evolve::{RolloutSpec, RunConfig};
 use ahe_model::ModelConfig;
+use ahe_runner::config::RunConfig;
+use ahe_runner::rollout::RolloutSpec;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
@@ -131,7 +132,7 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         .map(|c| c.sandbox.hosts.clone())
         .unwrap_or_default();
     let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
-    let backend = ahe_evolve::rollout::select_backend_on(&sandbox_name, pull, &hosts, harbor)
+    let backend = ahe_runner::rollout::select_backend_on(&sandbox_name, pull, &hosts, harbor)
         .map_err(CliError::usage)?;
     let k = a.k.or(cfg.as_ref().map(|c| c.k)).unwrap_or(1);
     if k == 0 {
@@ -356,7 +357,7 @@ fn evaluate(
         let target = std::sync::Arc::new(std::sync::OnceLock::new());
         let _ = target.set(ahe_bench::EvalDir::new(out_dir).pulls_path());
         let progress = crate::pulls::recorder(bar.callback(), target);
-        let result = ahe_evolve::rollout(spec, c.cancel.clone(), progress).await;
+        let result = ahe_runner::rollout::rollout(spec, c.cancel.clone(), progress).await;
         bar.finish();
         result
     });
@@ -377,11 +378,10 @@ pub(crate) fn resolve_harness(
     arg: &std::path::Path,
 ) -> anyhow::Result<(PathBuf, Option<(PathBuf, String)>)> {
     let s = arg.to_string_lossy();
-    let Some((run, rev)) = ahe_evolve::commit::split_ref(&s).filter(|_| !arg.is_dir()) else {
+    let Some((run, rev)) = ahe_runner::repo::split_ref(&s).filter(|_| !arg.is_dir()) else {
         return Ok((arg.to_path_buf(), None));
     };
-    let repo =
-        ahe_evolve::commit::HarnessRepo::open(&ahe_rundir::RunDir::new(&run).harness_repo())?;
+    let repo = ahe_runner::repo::HarnessRepo::open(&ahe_rundir::RunDir::new(&run).harness_repo())?;
     let commit = repo.resolve(&rev)?;
     let dest = std::env::temp_dir().join(format!(
         "ahe-replay-{}-{}",

@@ -105,7 +105,7 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
 /// `ahe check` on the config before a new run: every problem listed, exit 2 when any.
 /// A config that does not load is left to `start` (its error names the file and key).
 fn preflight_check(cfg: &Path, pull: Option<ahe_sandbox::PullPolicy>) -> Result<(), CliError> {
-    if ahe_evolve::RunConfig::load(cfg).is_err() {
+    if ahe_runner::config::RunConfig::load(cfg).is_err() {
         return Ok(());
     }
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use ahe_bench::{EvalDir, TrialResult, TrialStatus};
-use ahe_evolve::RunConfig;
 use ahe_rundir::RunDir;
+use ahe_runner::config::RunConfig;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 use serde_json::{json, Map, Value};

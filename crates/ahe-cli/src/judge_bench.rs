@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use ahe_bench::judge::{JudgeOutcome, JudgeRecord};
 use ahe_bench::{OnSuspect, Task, TrialDir, TrialJudge, TrialResult, TrialStatus};
-use ahe_evolve::trial_judge::ModelJudge;
-use ahe_evolve::RunConfig;
 use ahe_model::ModelConfig;
+use ahe_runner::config::RunConfig;
+use ahe_runner::trial_judge::ModelJudge;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 

@@ -185,7 +185,7 @@ fn reap(all: bool, config: Option<&std::path::Path>) -> Result<(), CliError> {
     use ahe_sandbox::docker::{self, DockerBackend};
     let hosts = match config {
         Some(c) => {
-            ahe_evolve::RunConfig::load(c)
+            ahe_runner::config::RunConfig::load(c)
                 .map_err(CliError::usage)?
                 .sandbox
                 .hosts

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ahe_bench::EvalDir;
-use ahe_evolve::{RolloutSpec, RunConfig};
+use ahe_runner::config::RunConfig;
+use ahe_runner::rollout::RolloutSpec;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use plan::{Ablate, BenchEntry, CellKey, HarnessEntry, MatrixFile, ModelEntry};
@@ -149,7 +150,7 @@ pub fn run(a: MatrixArgs) -> Result<(), CliError> {
                 .map(|c| c.sandbox.hosts.clone())
                 .unwrap_or_default();
             let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
-            ahe_evolve::rollout::select_backend_on(&sandbox, pull, &hosts, harbor)
+            ahe_runner::rollout::select_backend_on(&sandbox, pull, &hosts, harbor)
                 .map_err(CliError::usage)?
         },
         concurrency,
@@ -486,7 +487,7 @@ async fn run_cell(plan: &Plan, c: &Cell, env: &Env) -> anyhow::Result<ahe_bench:
         }
     });
     let scores =
-        ahe_evolve::rollout::rollout_with(spec, &opts, env.cancel.clone(), progress).await?;
+        ahe_runner::rollout::rollout_with(spec, &opts, env.cancel.clone(), progress).await?;
     let all_infra = scores.n_tasks > 0
         && scores.statuses.get("infra_error").copied().unwrap_or(0)
             == scores.n_tasks as u64 * plan.k as u64;

@@ -6,18 +6,23 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attribute_phase::{judge, update_best, BestUpdate};
+use crate::attribute::canary;
+use crate::attribute::confirm;
+use crate::attribute::counterfactual;
+use crate::attribute::{judge, update_best, BestUpdate};
+use crate::baseline;
+use crate::commit;
+use crate::debug;
+use crate::debug::overlap::DebugOverlap;
+use crate::evolve;
+use crate::final_eval;
 use crate::inputs::{attribute_inputs, debug_inputs, evolve_inputs, final_inputs, rollout_inputs};
-use crate::jail::WriteCaps;
-use crate::overlap::DebugOverlap;
+use crate::rollout;
 use crate::run::Run;
-use crate::{
-    baseline, canary, commit_phase, confirm, counterfactual, debug_phase, evolve_phase, final_eval,
-    rollout_phase,
-};
 use ahe_rundir::clean;
 use ahe_rundir::journal::{now, Entry, Phase};
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::repo::caps::WriteCaps;
 
 /// Why the loop stopped.
 enum Stop {
@@ -49,17 +54,17 @@ async fn iterate(run: &Run, cancel: &CancellationToken) -> anyhow::Result<Stop> 
     for t in 1..=n {
         let it = run.dir.iteration(t);
         let evaluated = canary_first(run, &it, cancel).await?;
-        // A task's debugger starts as soon as its k trials are done (overlap.rs).
+        // A task's debugger starts as soon as its k trials are done (debug/overlap.rs).
         let debug = debug_inputs(run, &it);
-        let ahead = debug_phase::debugger_ahead(&debug)?;
+        let ahead = debug::debugger_ahead(&debug)?;
         let ahead = ahead.as_ref();
         evaluate(run, &it, &evaluated, ahead, cancel).await?;
         if over_budget(run, t, "", "stopping after this iteration's bookkeeping")? {
-            debug_phase::settle_debuggers(&it, ahead).await?;
+            debug::settle_debuggers(&it, ahead).await?;
             return Ok(Stop::Budget);
         }
         ledger
-            .phase(t, Phase::Debug, || debug_phase::debug_phase(&debug, ahead))
+            .phase(t, Phase::Debug, || debug::debug_phase(&debug, ahead))
             .await?;
         if over_budget(run, t, " during the debug phase", "no evolve step")? {
             return Ok(Stop::Budget);
@@ -67,14 +72,14 @@ async fn iterate(run: &Run, cancel: &CancellationToken) -> anyhow::Result<Stop> 
         let evolve = evolve_inputs(run, &it, &evaluated);
         ledger
             .phase(t, Phase::Evolve, || {
-                evolve_phase::evolve_phase(&evolve, &trials, cancel)
+                evolve::evolve_phase(&evolve, &trials, cancel)
             })
             .await?;
         ledger
             .phase(t, Phase::Commit, || async {
                 let caps = WriteCaps::of(&run.cfg.evolve);
                 let note = |m: String| ledger.note(t, m);
-                commit_phase::commit(&run.repo, &it, &evaluated, &caps, &run.journal, &note)
+                commit::commit(&run.repo, &it, &evaluated, &caps, &run.journal, &note)
             })
             .await?;
         let msg = format!("iteration {t}'s harness is committed but not evaluated");
@@ -154,7 +159,7 @@ async fn evaluate(
     let rollout = rollout_inputs(run, it, evaluated, ahead);
     ledger
         .phase(t, Phase::Rollout, || {
-            rollout_phase::rollout_iteration(&rollout, &trials, cancel.clone())
+            rollout::rollout_iteration(&rollout, &trials, cancel.clone())
         })
         .await?;
     ledger

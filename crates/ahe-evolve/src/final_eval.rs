@@ -18,10 +18,11 @@ use ahe_bench::TrialResult;
 use ahe_rundir::final_eval::{Delta, Figure, FinalEval, Reevaluated, Reused, Sequential, Stopped};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::AttributionConfig;
 use crate::run::Split;
-use crate::trials::{SetCost, Trials};
+use crate::trials::Trials;
+use ahe_rundir::evidence::SetCost;
 use ahe_rundir::run_dir::{IterationDir, RunDir};
+use ahe_runner::config::AttributionConfig;
 
 /// What the final answer reads besides the trials interface.
 pub struct FinalInputs<'a> {
@@ -135,7 +136,7 @@ async fn rounds(
         .filter(|t| i.split.visible.contains(&t.name))
         .map(|t| t.name.clone())
         .collect();
-    let set = |p: &Pick| format!("{SET_PREFIX}{}", crate::commit::iter_tag(p.iteration));
+    let set = |p: &Pick| format!("{SET_PREFIX}{}", ahe_runner::repo::iter_tag(p.iteration));
     let half = (trials.concurrency() / 2).max(1);
     let (mut cost, mut last) = (SetCost::default(), Rates::default());
     seq.stopped = Stopped::Cap;

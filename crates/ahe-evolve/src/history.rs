@@ -104,7 +104,7 @@ pub fn change_summary(ev: &ChangeEvaluation) -> String {
             }
         })
         .collect();
-    crate::text::render(
+    ahe_harness::text::render(
         include_str!("../templates/change_summary.md"),
         context! {
             fixed => moves(&ev.fixed), regressed => moves(&ev.regressed), changes,
@@ -168,7 +168,7 @@ pub fn summary_md(t: u32, m: &Manifest, journal: &Journal, from: &str, to: &str)
             _ => None,
         })
         .collect();
-    crate::text::render(
+    ahe_harness::text::render(
         include_str!("../templates/summary.md"),
         context! { t, changes => &m.changes, from, to, notes },
     )
@@ -183,7 +183,7 @@ pub fn commit_message(t: u32, m: &Manifest) -> String {
         .collect();
     format!(
         "{}: {} change(s)\n\n{}",
-        crate::commit::iter_tag(t),
+        ahe_runner::repo::iter_tag(t),
         m.changes.len(),
         if summary.is_empty() {
             "no changes".to_string()
@@ -197,7 +197,7 @@ pub fn commit_message(t: u32, m: &Manifest) -> String {
 /// `change` (`None`: edits named by no change). The last one starts with `iter-NNN:` and
 /// lists every change; the others start with `iter-NNN <id>:`.
 pub fn step_message(t: u32, m: &Manifest, change: Option<&Change>, i: usize, n: usize) -> String {
-    let tag = crate::commit::iter_tag(t);
+    let tag = ahe_runner::repo::iter_tag(t);
     let what = match change {
         Some(c) => {
             let d = c.description.lines().next().unwrap_or("");

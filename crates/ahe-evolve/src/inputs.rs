@@ -1,12 +1,12 @@
 //! What each phase of the loop gets from the run: typed inputs built from a [`Run`]'s parts
 //! (the phases never see the run itself).
 
-use crate::attribute_phase::AttributeInputs;
-use crate::debug_phase::DebugInputs;
-use crate::evolve_phase::EvolvePhaseInputs;
+use crate::attribute::AttributeInputs;
+use crate::debug::overlap::DebugOverlap;
+use crate::debug::DebugInputs;
+use crate::evolve::EvolvePhaseInputs;
 use crate::final_eval::FinalInputs;
-use crate::overlap::DebugOverlap;
-use crate::rollout_phase::RolloutInputs;
+use crate::rollout::RolloutInputs;
 use crate::run::Run;
 use ahe_rundir::run_dir::IterationDir;
 

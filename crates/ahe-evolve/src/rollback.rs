@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::commit::HarnessRepo;
 use ahe_attribution::attribute::{ChangeEvaluation, Verdict};
 use ahe_rundir::attribution::ChangeVerdict;
 use ahe_rundir::manifest::{Change, ChangeKind, Manifest};
 use ahe_rundir::run_dir::IterationDir;
 use ahe_rundir::snapshots::ChangeSnapshot;
+use ahe_runner::repo::HarnessRepo;
 
 /// Lines per harness-relative file (what `lines_removed` / `lines_added` give).
 type FileLines = Vec<(String, Vec<String>)>;

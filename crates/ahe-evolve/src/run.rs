@@ -6,14 +6,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ahe_bench::{Progress, Task};
-use anyhow::bail;
 
-use crate::commit::HarnessRepo;
 use crate::ledger::Ledger;
 use crate::trials::Trials;
-use crate::RunConfig;
 use ahe_rundir::journal::Journal;
 use ahe_rundir::run_dir::RunDir;
+use ahe_runner::config::RunConfig;
+use ahe_runner::repo::HarnessRepo;
 
 /// A run being executed: config, tasks, journal, harness repository, sandbox backend.
 pub struct Run {
@@ -40,33 +39,6 @@ pub struct Run {
     pub budget: Option<Arc<ahe_model::Budget>>,
     /// The run directory's exclusive lock (`.lock`), held as long as this run is open.
     pub lock: crate::lock::RunLock,
-}
-
-/// Splits tasks into visible and held-out by the config.
-pub fn split_holdout(
-    cfg: &RunConfig,
-    tasks: &[Task],
-) -> anyhow::Result<(BTreeSet<String>, BTreeSet<String>)> {
-    let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
-    let mut hold: BTreeSet<String> = BTreeSet::new();
-    for n in &cfg.holdout.tasks {
-        if !names.contains(n) {
-            bail!("holdout.tasks: unknown task {n:?}");
-        }
-        hold.insert(n.clone());
-    }
-    if let Some(f) = cfg.holdout.fraction {
-        use rand::{seq::SliceRandom, SeedableRng};
-        let mut rest: Vec<&String> = names.iter().filter(|n| !hold.contains(*n)).collect();
-        rest.shuffle(&mut rand::rngs::StdRng::seed_from_u64(cfg.holdout.seed));
-        let n = (names.len() as f64 * f).round() as usize;
-        hold.extend(rest.into_iter().take(n).cloned());
-    }
-    let visible: BTreeSet<String> = names.into_iter().filter(|n| !hold.contains(n)).collect();
-    if visible.is_empty() {
-        bail!("holdout: every task is held out; the evolve agent would see nothing");
-    }
-    Ok((visible, hold))
 }
 
 /// The run's budget: `budget_usd` minus what the iterations on disk already spent.

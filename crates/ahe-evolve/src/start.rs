@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 
-use crate::commit::HarnessRepo;
 use crate::lock::{in_use, RunLock};
-use crate::run::{split_holdout, Run};
-use crate::RunConfig;
+use crate::run::Run;
 use ahe_rundir::journal::Journal;
 use ahe_rundir::run_dir::RunDir;
+use ahe_runner::config::RunConfig;
+use ahe_runner::holdout::split_holdout;
+use ahe_runner::repo::HarnessRepo;
 
 /// Makes config paths absolute (so a run resumes from any directory).
 fn absolutize(cfg: &mut RunConfig, base: &Path) {
@@ -53,7 +54,7 @@ fn prepare(cfg: &RunConfig) -> anyhow::Result<Prepared> {
     }
     let tasks = ahe_bench::select_tasks(tasks, &cfg.benchmark.include, &cfg.benchmark.exclude)?;
     let (visible, holdout) = split_holdout(cfg, &tasks)?;
-    let backend = crate::rollout::select_backend_on(
+    let backend = ahe_runner::rollout::select_backend_on(
         &cfg.sandbox.backend,
         cfg.sandbox.pull,
         &cfg.sandbox.hosts,
@@ -208,11 +209,11 @@ pub fn resume(
         eprintln!("ahe: removed {} (left by the killed run)", stale.display());
     }
     let repo = match HarnessRepo::open(&rd.harness_repo()) {
-        Ok(r) if r.has_tag(&crate::commit::iter_tag(0)) => {
+        Ok(r) if r.has_tag(&ahe_runner::repo::iter_tag(0)) => {
             // Killed after tagging the seed but before its branch was written (seen under
             // load): finishing the idempotent seed commit points the branch at the tag.
             if r.head().is_err() {
-                r.commit_all("iter-000: seed harness", &crate::commit::iter_tag(0))
+                r.commit_all("iter-000: seed harness", &ahe_runner::repo::iter_tag(0))
                     .context("finishing the seed commit of the killed run")?;
             }
             r

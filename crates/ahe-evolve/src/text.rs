@@ -11,7 +11,7 @@ static TOOLS: LazyLock<toml::Table> = LazyLock::new(|| {
     toml::from_str(include_str!("../templates/tools.toml")).expect("templates/tools.toml parses")
 });
 
-pub use ahe_harness::text::{env, names, num, render};
+use ahe_harness::text::render;
 
 /// The template at `section.tool.key` of `tools.toml` (e.g. `evolve`, `edit_file`, `edited`).
 fn entry(path: &[&str]) -> &'static str {

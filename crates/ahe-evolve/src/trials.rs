@@ -11,13 +11,14 @@ use std::sync::Arc;
 use ahe_bench::{Progress, Scores, Task, TrialResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::commit::HarnessRepo;
 use crate::ledger::Ledger;
-use crate::{RolloutSpec, RunConfig};
 use ahe_rundir::journal::Entry;
 use ahe_rundir::run_dir::IterationDir;
+use ahe_runner::config::RunConfig;
+use ahe_runner::repo::HarnessRepo;
+use ahe_runner::rollout::RolloutSpec;
 
-pub use ahe_rundir::evidence::{SetCost, Tally};
+use ahe_rundir::evidence::SetCost;
 
 /// Runs trials of the run's harness commits with the run's model, backend and limits.
 pub struct Trials<'a> {
@@ -121,7 +122,7 @@ impl<'a> Trials<'a> {
         let cb: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
             let _ = tx.send(p);
         });
-        let fut = crate::rollout_with(spec, &self.opts, cancel, cb);
+        let fut = ahe_runner::rollout::rollout_with(spec, &self.opts, cancel, cb);
         tokio::pin!(fut);
         let scores = loop {
             tokio::select! {

@@ -1,6 +1,6 @@
 //! The leak guard's records (docs/loop.md#leak-guard): the policy of `[evolve] leak_guard`, and what a
 //! manifest's `leak_guard` entry says about refused additions. The guard itself (index,
-//! scan, revert) is `ahe_evolve::leak`.
+//! scan, revert) is `ahe_evolve::evolve::leak`.
 
 use serde::{Deserialize, Serialize};
 

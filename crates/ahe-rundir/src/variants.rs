@@ -1,6 +1,6 @@
 //! `evolve/variants.json` and `evolve/variants/v<i>/result.json` as types: the variants of one
 //! iteration's evolve step (`[evolve] variants`), each with its harness, manifest and screen
-//! figures. Run by `ahe_evolve::variants`; read back by the next iteration's history.
+//! figures. Run by `ahe_evolve::evolve::variants`; read back by the next iteration's history.
 
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use ahe_evolve::RunConfig;
+use ahe_runner::config::RunConfig;
 
 use super::Acc;
 

@@ -1,6 +1,6 @@
 //! `ahe check` of `[sandbox] backend = "harbor"`.
 
-use ahe_evolve::RunConfig;
+use ahe_runner::config::RunConfig;
 
 use super::Acc;
 

@@ -1,8 +1,8 @@
 //! `ahe check`'s model probes: each role's model answers a one-token request, transient
 //! errors retried as the run would retry them.
 
-use ahe_evolve::RunConfig;
 use ahe_model::{ChatRequest, Message, ModelConfig};
+use ahe_runner::config::RunConfig;
 
 use super::Acc;
 

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use ahe_evolve::RunConfig;
 use ahe_report::spend::{PhaseSpend, PHASES};
+use ahe_runner::config::RunConfig;
 use serde::Serialize;
 
 /// One phase of the estimate.

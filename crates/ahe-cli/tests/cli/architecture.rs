@@ -1,6 +1,8 @@
 //! The architecture stays as `docs/architecture.md` draws it: no import cycle between the
 //! modules of any crate (edges read from `crate::`/`super::` paths in every `src/**/*.rs`),
-//! and every crate depends only on the `ahe-*` crates its row of the table allows.
+//! every crate depends only on the `ahe-*` crates its row of the table allows, and the runner
+//! layer holds: only the loop's commands in `ahe-cli` name `ahe_evolve`, and `ahe-runner`
+//! names neither the loop nor the CLI.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -445,4 +447,138 @@ fn crate_dependencies_follow_the_architecture_table() {
         bad.push(format!("the table allows a cycle between crates: {c:?}"));
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The `ahe-cli` source files that may name the loop crate (`docs/architecture.md`, "The
+/// runner layer"): `ahe evolve`; the commands that read runs (`show`, `report`, `view`);
+/// `ahe debug`, which runs the loop's debug phase over an evaluation directory. An entry
+/// ending in `/` covers a folder.
+const CLI_LOOP_FILES: &[&str] = &[
+    "evolve.rs",
+    "show.rs",
+    "show/",
+    "report.rs",
+    "view.rs",
+    "view/",
+    "debug.rs",
+];
+
+/// The `src/`-relative paths (with `/`) of a crate's source files whose code — comments and
+/// string literals left out, test modules included — names the crate `name` (`ahe_evolve`).
+fn files_naming(krate: &Path, name: &str) -> Vec<String> {
+    let src = krate.join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let mut out: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = code(&std::fs::read_to_string(f).unwrap());
+            text.match_indices(name).any(|(i, _)| {
+                let before = text[..i].chars().last();
+                let after = text[i + name.len()..].chars().next();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        })
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap();
+            let parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            parts.join("/")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The files of `ahe-cli` at `krate` that name `ahe_evolve` but are not in [`CLI_LOOP_FILES`].
+fn cli_files_using_the_loop(krate: &Path) -> Vec<String> {
+    files_naming(krate, "ahe_evolve")
+        .into_iter()
+        .filter(|f| {
+            !CLI_LOOP_FILES.iter().any(|a| match a.strip_suffix('/') {
+                Some(dir) => f.starts_with(&format!("{dir}/")),
+                None => f == a,
+            })
+        })
+        .collect()
+}
+
+/// Every `ahe-*` crate any dependency table of a crate names (dev and build ones too).
+fn ahe_deps_all(krate: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    ["dependencies", "dev-dependencies", "build-dependencies"]
+        .iter()
+        .filter_map(|t| v.get(t).and_then(|d| d.as_table()))
+        .flat_map(|t| t.keys().filter(|k| k.starts_with("ahe-")).cloned())
+        .collect()
+}
+
+#[test]
+fn only_the_loop_commands_use_the_loop_crate() {
+    let cli = root().join("crates/ahe-cli");
+    let bad = cli_files_using_the_loop(&cli);
+    assert!(
+        bad.is_empty(),
+        "ahe-cli files that name ahe_evolve but are no loop command (use ahe_runner, or add \
+         the file to CLI_LOOP_FILES and docs/architecture.md with the reason): {bad:?}"
+    );
+    // The list is no dead letter: the loop's own command does use the loop.
+    assert!(files_naming(&cli, "ahe_evolve").contains(&"evolve.rs".to_string()));
+    for f in ["eval.rs", "matrix.rs", "bench.rs", "check.rs", "export.rs"] {
+        assert!(
+            cli.join("src").join(f).exists(),
+            "{f} moved: update this test"
+        );
+    }
+}
+
+#[test]
+fn the_runner_does_not_use_the_loop_or_the_cli() {
+    let runner = root().join("crates/ahe-runner");
+    let mut bad = Vec::new();
+    for name in ["ahe_evolve", "ahe_cli"] {
+        for f in files_naming(&runner, name) {
+            bad.push(format!("src/{f} names {name}"));
+        }
+    }
+    for d in ahe_deps_all(&runner) {
+        if d == "ahe-evolve" || d == "ahe-cli" {
+            bad.push(format!("Cargo.toml depends on {d}"));
+        }
+    }
+    assert!(bad.is_empty(), "ahe-runner reaches up: {bad:?}");
+}
+
+#[test]
+fn the_loop_check_sees_a_command_that_uses_the_loop() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    std::fs::create_dir_all(src.join("view")).unwrap();
+    std::fs::create_dir_all(src.join("check")).unwrap();
+    let uses = "use ahe_evolve::start;\n";
+    std::fs::write(src.join("evolve.rs"), uses).unwrap();
+    std::fs::write(src.join("view/pages.rs"), uses).unwrap();
+    std::fs::write(src.join("check/disk.rs"), "fn f() { ahe_evolve::x() }\n").unwrap();
+    std::fs::write(src.join("eval.rs"), "use ahe_evolve::{a, b};\n").unwrap();
+    std::fs::write(
+        src.join("export.rs"),
+        "// ahe_evolve::RunConfig was here\nconst S: &str = \"ahe_evolve::x\";\nuse my_ahe_evolve::y;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("viewer.rs"), uses).unwrap();
+    assert_eq!(
+        cli_files_using_the_loop(d.path()),
+        vec!["check/disk.rs", "eval.rs", "viewer.rs"],
+        "a folder entry covers its files only; comments, strings and longer names do not count"
+    );
+    std::fs::write(
+        d.path().join("Cargo.toml"),
+        "[dev-dependencies]\nahe-evolve = { path = \"x\" }\n",
+    )
+    .unwrap();
+    assert!(ahe_deps_all(d.path()).contains("ahe-evolve"));
 }

@@ -441,17 +441,17 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn tb2_config_is_the_papers_setup_and_check_names_what_is_missing_offline() {
     let cfg_path = root().join("configs/tb2.toml");
-    let cfg = ahe_evolve::RunConfig::load(&cfg_path).unwrap();
+    let cfg = ahe_runner::config::RunConfig::load(&cfg_path).unwrap();
     assert_eq!((cfg.k, cfg.iterations), (2, 10));
     assert_eq!(cfg.benchmark.path.to_str(), Some("terminal-bench@2.0"));
     assert_eq!(cfg.sandbox.backend, "docker");
     assert_eq!(cfg.sandbox.pull, ahe_sandbox::PullPolicy::Missing);
     assert_eq!(
         cfg.sandbox.concurrency,
-        ahe_evolve::config::auto_concurrency()
+        ahe_runner::config::auto_concurrency()
     );
     assert!(cfg.holdout.fraction.unwrap() > 0.0 && cfg.evolve.budget_usd.unwrap() > 0.0);
-    let models: Vec<String> = ahe_evolve::config::ROLES
+    let models: Vec<String> = ahe_runner::config::ROLES
         .iter()
         .map(|r| cfg.model(r).describe())
         .collect();

@@ -6,9 +6,9 @@
 
 use crate::fixture;
 
-use ahe_evolve::chain;
-use ahe_evolve::commit::iter_tag;
-use ahe_evolve::commit::revert::Revert;
+use ahe_evolve::commit::chain;
+use ahe_runner::repo::iter_tag;
+use ahe_runner::repo::revert::Revert;
 use fixture::{commit_change, leak_guard, write, Fixture, SEED_MEMORY, SUBMIT};
 
 const ONE: &str = "- GOOD-ONE: read the log format first.\n\n";

@@ -1,6 +1,6 @@
-//! A run's harness repository and one iteration directory, and the real evolve phase
-//! (`evolve::evolve`) driven by a scripted mock evolve model (`mock:script=FILE`): what the
-//! change-chain and rollback tests are built on.
+//! A run's harness repository and one iteration directory, and the real evolve agent
+//! (`ahe_evolve::evolve::agent::evolve`) driven by a scripted mock evolve model
+//! (`mock:script=FILE`): what the change-chain and rollback tests are built on.
 
 #![allow(dead_code)]
 
@@ -8,13 +8,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ahe_evolve::commit::HarnessRepo;
-use ahe_evolve::evolve::{self, EvolveOutcome};
-use ahe_evolve::jail::WriteCaps;
-use ahe_evolve::leak::LeakSettings;
+use ahe_evolve::evolve::agent::{self, EvolveOutcome};
+use ahe_evolve::evolve::leak::LeakSettings;
 use ahe_evolve::rollback::Rollback;
 use ahe_model::ModelConfig;
 use ahe_rundir::IterationDir;
+use ahe_runner::repo::caps::WriteCaps;
+use ahe_runner::repo::HarnessRepo;
 
 /// The seed's `memory/MEMORY.md`: lines a change can insert above and below.
 pub const SEED_MEMORY: &str = "# Notes\n\n- seed note one\n- seed note two\n";
@@ -38,7 +38,7 @@ impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let seed = dir.path().join("seed");
-        ahe_evolve::commit::copy_tree(&root().join("harness-seed"), &seed).unwrap();
+        ahe_runner::repo::copy_tree(&root().join("harness-seed"), &seed).unwrap();
         std::fs::write(seed.join("memory/MEMORY.md"), SEED_MEMORY).unwrap();
         let repo = HarnessRepo::init(&dir.path().join("harness"), &seed).unwrap();
         Fixture { dir, repo }
@@ -126,7 +126,7 @@ impl Fixture {
         script: &str,
         rollbacks: &[Rollback],
         leak: Option<LeakSettings>,
-        history: Vec<ahe_evolve::lineage::PastChange>,
+        history: Vec<ahe_evolve::evolve::lineage::PastChange>,
     ) -> EvolveOutcome {
         let path = self
             .dir
@@ -139,7 +139,7 @@ impl Fixture {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        evolve::evolve(evolve::EvolveInputs {
+        agent::evolve(agent::EvolveInputs {
             iteration: it.number(),
             iter_dir: it,
             repo: &self.repo,
@@ -173,7 +173,7 @@ impl Fixture {
 pub fn leak_guard() -> LeakSettings {
     let (tasks, _) = ahe_bench::load_benchmark(&root().join("benchmarks/smoke")).unwrap();
     LeakSettings::build(
-        ahe_evolve::leak::LeakPolicy::Reject,
+        ahe_rundir::leak::LeakPolicy::Reject,
         &tasks,
         &BTreeSet::new(),
     )

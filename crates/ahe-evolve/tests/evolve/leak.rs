@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ahe_evolve::leak::{added_lines, LeakIndex, LeakKind, LeakPolicy, LeakSettings, TaskText};
+use ahe_evolve::evolve::leak::{added_lines, LeakIndex, LeakSettings, TaskText};
+use ahe_rundir::leak::{LeakKind, LeakPolicy};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -164,13 +165,14 @@ fn the_policy_is_a_config_key_with_a_clear_error() {
         std::fs::write(&p, format!("[benchmark]\npath = \"x\"\n[evolve]\n{evolve}")).unwrap();
         p
     };
-    let c = ahe_evolve::RunConfig::load(&write("a.toml", "")).unwrap();
+    let c = ahe_runner::config::RunConfig::load(&write("a.toml", "")).unwrap();
     assert_eq!(c.evolve.leak_guard, LeakPolicy::Reject);
     let frozen = toml::to_string(&c).unwrap();
     assert!(frozen.contains("leak_guard = \"reject\""), "{frozen}");
-    let c = ahe_evolve::RunConfig::load(&write("b.toml", "leak_guard = \"warn\"\n")).unwrap();
+    let c =
+        ahe_runner::config::RunConfig::load(&write("b.toml", "leak_guard = \"warn\"\n")).unwrap();
     assert_eq!(c.evolve.leak_guard, LeakPolicy::Warn);
-    let e = ahe_evolve::RunConfig::load(&write("c.toml", "leak_guard = \"block\"\n"))
+    let e = ahe_runner::config::RunConfig::load(&write("c.toml", "leak_guard = \"block\"\n"))
         .unwrap_err()
         .to_string();
     assert!(

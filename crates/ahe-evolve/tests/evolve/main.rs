@@ -6,13 +6,9 @@ mod fixture;
 mod synth_run;
 
 mod chain;
-mod commit_guard;
 mod history;
 mod leak;
-mod model_presets;
 mod overview;
 mod report;
 mod rollback;
-mod rollout;
 mod suspect;
-mod trial_judge;

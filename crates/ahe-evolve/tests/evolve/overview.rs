@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use ahe_bench::{Scores, TrialResult, TrialStatus};
-use ahe_evolve::overview::{trend_of, write_overview};
+use ahe_evolve::debug::overview::{trend_of, write_overview};
 use ahe_model::{Budget, ClientOptions, ModelClient, ModelConfig};
 use ahe_rundir::run_dir::analysis::Trend;
 use ahe_rundir::run_dir::{IterationScores, RunDir};

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ahe_attribution::attribute::{self, ChangeEvaluation, Verdict};
 use ahe_bench::{Scores, TrialResult, TrialStatus};
-use ahe_evolve::chain;
+use ahe_evolve::commit::chain;
 use ahe_evolve::rollback::{auto_rollback, LostLines};
 use ahe_rundir::{IterationDir, Manifest};
 use fixture::{commit_change, write, Fixture, SEED_MEMORY, SUBMIT};

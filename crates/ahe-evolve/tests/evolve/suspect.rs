@@ -2,7 +2,7 @@
 //! named, with its reasons and turns, in the debugger's pre-analysis.
 
 use ahe_bench::{Suspect, SuspectReason, TrialResult, TrialStatus};
-use ahe_evolve::debug::pre_analysis;
+use ahe_evolve::debug::task::pre_analysis;
 use ahe_rundir::clean::clean_trial;
 
 #[test]
