@@ -114,8 +114,11 @@ fi
   row "docker: per-exec overhead (keeper)" docker_exec_ms ms le 15
   row "local (bubblewrap): per-trial overhead" local_trial_ms ms le 50
   row "local (bubblewrap): per-exec overhead" local_exec_ms ms le 5
-  row "docker: verifier hand-over added per trial" docker_handover_ms ms le 20
-  row "local (bubblewrap): hand-over added per trial" local_handover_ms ms le 5
+  row "docker: verifier hand-over, nothing left" docker_handover_ms ms le 20
+  row "local (bubblewrap): hand-over, nothing left" local_handover_ms ms le 5
+  # An idle leftover waits >= 2 s for a service still starting (docs/reward-integrity.md).
+  row "docker: hand-over, idle leftover (2 s by design)" docker_handover_idle_ms ms le 2500
+  row "local: hand-over, idle leftover (2 s by design)" local_handover_idle_ms ms le 2500
   row "docker: reward-integrity checks per trial" integrity_docker_ms ms le 50
   row "docker: reward-integrity checks, slowest trial" integrity_docker_max_ms ms
   row "local: reward-integrity checks per trial" integrity_local_ms ms le 10

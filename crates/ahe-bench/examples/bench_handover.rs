@@ -1,8 +1,11 @@
 //! What the verifier hand-over adds to a trial, per backend: fingerprinting the programs
 //! `tests/test.sh` runs before the agent, and the one-exec hand-over: ending the agent's
-//! leftovers (one background process left, as an agent that started a job would), the reset
-//! of `/tests`, `/solution`, `/logs/verifier` and the second fingerprint. Prints `FIGURE` lines for
-//! `scripts/bench.sh`. Env: TRIALS (default 30).
+//! leftovers, the reset of `/tests`, `/solution`, `/logs/verifier` and the second fingerprint.
+//! Trials alternate between an agent that left nothing and one that left an idle background
+//! process (`sleep 1000`, as an agent that started a job would): the hand-over waits at least
+//! 2 s for such a leftover to bind a port before it kills it (docs/reward-integrity.md,
+//! "Services and leftovers"), so the two are reported apart. Prints `FIGURE` lines for
+//! `scripts/bench.sh`. Env: TRIALS (default 30, per kind).
 
 use std::time::{Duration, Instant};
 
@@ -35,8 +38,10 @@ async fn bench(name: &str, backend: &dyn Backend, trials: usize) -> anyhow::Resu
         ..Default::default()
     };
     let programs = tamper::runner_programs(TEST_SH);
-    let mut phases: [Vec<Duration>; 3] = Default::default();
-    for i in 0..trials + 2 {
+    // Fingerprint; hand-over with nothing left; hand-over with an idle leftover; exec.
+    let mut phases: [Vec<Duration>; 4] = Default::default();
+    for i in 0..2 * trials + 4 {
+        let idle = i % 2 == 1;
         let sb = backend.create(&spec).await?;
         let programs = if sb.path_writable() {
             programs.clone()
@@ -46,33 +51,42 @@ async fn bench(name: &str, backend: &dyn Backend, trials: usize) -> anyhow::Resu
         let t0 = Instant::now();
         let before = verify::fingerprint(sb.as_ref(), &programs).await;
         let t1 = Instant::now();
-        sb.exec("sleep 1000 >/dev/null 2>&1 &", ExecOpts::default())
-            .await?;
+        if idle {
+            sb.exec("sleep 1000 >/dev/null 2>&1 &", ExecOpts::default())
+                .await?;
+        }
         let t2 = Instant::now();
         let (h, after) =
             verify::hand_over(sb.as_ref(), LeftoverPolicy::KeepServers, &programs).await?;
         let t3 = Instant::now();
         let t4 = Instant::now();
         sb.exec("true", ExecOpts::default()).await?;
-        phases[2].push(t4.elapsed());
-        anyhow::ensure!(h.killed >= 1, "nothing killed: {h:?}");
+        phases[3].push(t4.elapsed());
+        anyhow::ensure!(
+            (h.killed >= 1) == idle,
+            "killed {} with idle = {idle}: {h:?}",
+            h.killed
+        );
         anyhow::ensure!(after.changes_since(&before).is_empty(), "false alarm");
         sb.destroy().await?;
-        if i >= 2 {
+        if i >= 4 {
             phases[0].push(t1 - t0);
-            phases[1].push(t3 - t2);
+            phases[if idle { 2 } else { 1 }].push(t3 - t2);
         }
     }
     backend.drain().await;
-    let [fp, hand, exec] = phases.map(|v| mean_ms(&v));
+    let [fp, hand, hand_idle, exec] = phases.map(|v| mean_ms(&v));
     println!(
         "{name}: fingerprint before the agent {fp:.2} ms + hand-over (end leftovers, reset, \
-         fingerprint again) {hand:.2} ms = {:.2} ms per trial ({trials} trials, {} programs; \
-         an exec of `true` takes {exec:.2} ms here)",
+         fingerprint again) {hand:.2} ms with nothing left = {:.2} ms per trial, {:.2} ms with \
+         an idle leftover ({trials} trials each, {} programs; an exec of `true` takes {exec:.2} \
+         ms here)",
         fp + hand,
+        fp + hand_idle,
         programs.len()
     );
     println!("FIGURE {name}_handover_ms {:.2}", fp + hand);
+    println!("FIGURE {name}_handover_idle_ms {:.2}", fp + hand_idle);
     Ok(())
 }
 

@@ -114,7 +114,8 @@ impl WriteWatch {
             let mut asked = Instant::now() - Duration::from_secs(1);
             while !s.load(Ordering::SeqCst) {
                 if let Some(run) = &docker_run {
-                    if asked.elapsed() > Duration::from_millis(200) {
+                    // Asked at once until the first container is seen (it lives ~1 s).
+                    if uppers.is_empty() || asked.elapsed() > Duration::from_millis(200) {
                         asked = Instant::now();
                         for u in upper_dirs(run) {
                             if !uppers.contains(&u) {
