@@ -77,6 +77,9 @@ async fn root_inside_is_nobody_on_the_host() {
     assert_ne!(uid, 0);
     let sb = b.create_local(&spec("rootprobe")).await.unwrap();
     let probe = format!("/var/cache/ahe-probe-{}", std::process::id());
+    // A duration no other process on the host uses (a fresh-machine run failed on another
+    // process's `sleep 300` owned by root; issue 42).
+    let nap = format!("300.{}", std::process::id());
     let out = sh(
         &sb,
         &format!(
@@ -85,7 +88,7 @@ async fn root_inside_is_nobody_on_the_host() {
              echo x > {probe} 2>/dev/null && echo wrote; \
              cat /etc/shadow >/dev/null 2>&1 && echo shadow; \
              echo ok > /app/mine && cat /app/mine; \
-             sleep 300 & echo bg"
+             sleep {nap} & echo bg"
         ),
     )
     .await;
@@ -104,7 +107,10 @@ async fn root_inside_is_nobody_on_the_host() {
     let owners: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00300\x00"))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c == format!("sleep\x00{nap}\x00").as_bytes())
+        })
         .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
         .filter_map(|s| s.lines().find(|l| l.starts_with("Uid:")).map(String::from))
         .collect();
