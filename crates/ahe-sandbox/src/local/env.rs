@@ -34,3 +34,18 @@ pub(super) fn limit_file_size(cmd: &mut Command, bytes: Option<u64>) {
         });
     }
 }
+
+/// Gives the command default dispositions for SIGINT, SIGQUIT, SIGTERM and SIGHUP: an `ahe`
+/// started in the background of a script (or under `nohup`) ignores some of them, a shell
+/// cannot undo an ignore it inherited, and the sandbox's commands would keep it.
+pub(super) fn default_signals(cmd: &mut Command) {
+    // SAFETY: signal(2) is async-signal-safe; nothing is allocated in the closure.
+    unsafe {
+        cmd.pre_exec(|| {
+            for s in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(s, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+}

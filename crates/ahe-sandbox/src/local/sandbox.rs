@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use super::cgroup::Cgroup;
-use super::env::{base_env, limit_file_size};
+use super::env::{base_env, default_signals, limit_file_size};
 use super::fsmap::{FsMap, Location, RoEntry};
 use super::server::ExecServer;
 use super::transfer::{get_blocking, put_blocking};
@@ -139,6 +139,7 @@ impl LocalSandbox {
             cg.attach(&mut c);
         }
         limit_file_size(&mut c, self.fsize);
+        default_signals(&mut c);
         if let Some(o) = &self.layout.owner {
             o.drop_to(&mut c);
         }
@@ -183,6 +184,7 @@ impl LocalSandbox {
             cg.attach(&mut c);
         }
         limit_file_size(&mut c, self.fsize);
+        default_signals(&mut c);
         if let Some(o) = &self.layout.owner {
             o.drop_to(&mut c);
         }
