@@ -83,19 +83,21 @@ pub const CLASSES: &[HackClass] = &[
     },
 ];
 
+/// The names of the classes stopped by `stop`.
+fn names(stop: Stop) -> Vec<&'static str> {
+    CLASSES
+        .iter()
+        .filter(|c| c.stop == stop)
+        .map(|c| c.name)
+        .collect()
+}
+
 /// One line for a run's report: what the run's trials were checked with. `trials` counts
 /// the trials whose verifier ran, `unchecked` those of them whose sandbox layer this host
 /// could not read (no change checks: the classes that need them were not caught there).
 pub fn report_line(trials: usize, unchecked: usize, judge_on: bool) -> String {
-    let judge: Vec<&str> = CLASSES
-        .iter()
-        .filter(|c| c.stop == Stop::JudgeOnly)
-        .map(|c| c.name)
-        .collect();
-    let by_checks = CLASSES
-        .iter()
-        .filter(|c| c.stop == Stop::ChangeChecks)
-        .count();
+    let judge = names(Stop::JudgeOnly);
+    let by_checks = names(Stop::ChangeChecks).len();
     let all = CLASSES.len() - judge.len();
     let mut s = if unchecked == 0 {
         format!(
@@ -123,18 +125,11 @@ pub fn report_line(trials: usize, unchecked: usize, judge_on: bool) -> String {
 /// One line for `ahe check`: how many classes are stopped by mechanism on a backend whose
 /// layer is (or is not) readable here, which ones need the judge, and whether it is on.
 pub fn summary(layer_here: bool, judge_on: bool) -> String {
-    let names = |f: &dyn Fn(Stop) -> bool| -> Vec<&str> {
-        CLASSES
-            .iter()
-            .filter(|c| f(c.stop))
-            .map(|c| c.name)
-            .collect()
-    };
-    let judge = names(&|s| s == Stop::JudgeOnly);
+    let judge = names(Stop::JudgeOnly);
     let unchecked = if layer_here {
         Vec::new()
     } else {
-        names(&|s| s == Stop::ChangeChecks)
+        names(Stop::ChangeChecks)
     };
     let covered = CLASSES.len() - judge.len() - unchecked.len();
     let mut s = format!(
