@@ -3,7 +3,7 @@
 # binary (cargo profile `quickstart`: unoptimised Rust, llama.cpp at -O3; see Cargo.toml),
 # runs the scripted demo (configs/smoke-mock.toml: mock models following a script, labelled
 # as such), then the evolve loop with configs/quickstart.toml (the local SmolLM2-135M model
-# for every role, smoke benchmark, k = 2, 1 iteration), and writes both reports. Needs no API key and no internet beyond the package registries.
+# for every role, smoke benchmark, k = 1, 1 iteration), and writes both reports. Needs no API key and no internet beyond the package registries.
 #
 # The Docker engine and its base image (debootstrap: mostly download and unpacking), the
 # packages only the tests need, and the model download run in the background while cargo

@@ -39,7 +39,7 @@ fn extends_and_env_substitution() {
 fn quickstart_config_loads_and_caps_turns() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
     let c = RunConfig::load(&root.join("quickstart.toml")).unwrap();
-    assert_eq!((c.k, c.iterations), (2, 1));
+    assert_eq!((c.k, c.iterations), (1, 1));
     assert_eq!(c.sandbox.backend, "auto");
     for r in ROLES {
         assert_eq!(c.model(r).provider, "local", "{r}");
