@@ -307,6 +307,11 @@ impl ModelError {
             ModelError::Budget(_) => "budget",
         }
     }
+    /// Whether the request never reached a server (refused connection, DNS or TLS failure):
+    /// waiting does not change that answer the way it can for a 429 or a 5xx.
+    pub fn is_cannot_connect(&self) -> bool {
+        matches!(self, ModelError::Transient { message, .. } if message.starts_with(crate::CANNOT_CONNECT))
+    }
     /// Whether the client should retry the call.
     pub fn is_retryable(&self) -> bool {
         matches!(

@@ -104,7 +104,7 @@ async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, Strin
     let mut retried = 0;
     let result = match once.chat(&req).await {
         // Nothing listens there (or DNS/TLS fails): waiting would not change the answer.
-        Err(e) if e.is_retryable() && !e.to_string().starts_with(ahe_model::CANNOT_CONNECT) => {
+        Err(e) if e.is_retryable() && !e.is_cannot_connect() => {
             let malformed = matches!(e, ahe_model::ModelError::Malformed(_));
             (m.max_retries, m.max_malformed_retries) = retries;
             let left = if malformed {

@@ -486,6 +486,7 @@ fn tb2_config_is_the_papers_setup_and_check_names_what_is_missing_offline() {
         .local_addr()
         .unwrap()
         .port();
+    let t0 = std::time::Instant::now();
     let (code, doc, out) = check_json(
         cfg_path.to_str().unwrap(),
         &[
@@ -512,6 +513,13 @@ fn tb2_config_is_the_papers_setup_and_check_names_what_is_missing_offline() {
         .contains(&format!("127.0.0.1:{port}")));
     // Only those two: no follow-on problem of the tasks that could not be loaded.
     assert_eq!(doc["problems"].as_array().unwrap().len(), 2, "{doc}");
+    // A refused port is said at once, not after the run's retries and their backoff (~10 s
+    // when the check matched the error's text instead of its kind).
+    let took = t0.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(5) && !out.contains("retries"),
+        "{took:?}: {out}"
+    );
 }
 
 /// The integrity line: the classes stopped by mechanism with the judge off, what only the
