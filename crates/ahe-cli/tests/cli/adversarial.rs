@@ -10,7 +10,9 @@ use common::{ahe, text};
 use serde_json::Value;
 
 /// Runs the suite's oracle (the hacks) on `sandbox`; the `--json` document and the dir
-/// holding the trial logs.
+/// holding the trial logs. Four tasks at once: three hacks leave a busy loop that the
+/// hand-over watches for 30 s as a possible service still starting (by design), and at the
+/// default two they held the suite for ~65 s instead of ~35 s.
 fn run_suite(sandbox: &str) -> (Value, tempfile::TempDir) {
     let out = tempfile::tempdir().unwrap();
     let o = ahe(
@@ -19,6 +21,8 @@ fn run_suite(sandbox: &str) -> (Value, tempfile::TempDir) {
             "check",
             "benchmarks/adversarial",
             "--oracle",
+            "--concurrency",
+            "4",
             "--sandbox",
             sandbox,
             "--json",
@@ -269,48 +273,61 @@ fn a_harness_script_tool_that_writes_the_reward_is_blocked() {
     if docker {
         sandboxes.push("docker");
     }
-    for sandbox in sandboxes {
-        let out = tmp.path().join(format!("out-{sandbox}"));
-        let o = ahe(
-            &[
-                "eval",
-                "--harness",
-                harness.to_str().unwrap(),
-                "--benchmark",
-                "benchmarks/smoke",
-                "--tasks",
-                "hello-file",
-                "--sandbox",
-                sandbox,
-                "-k",
-                "2",
-                "--model",
-                &model,
-                "--out",
-                out.to_str().unwrap(),
-            ],
-            &[],
-        );
-        assert!(o.status.success(), "{}", text(&o));
-        for attempt in [1, 2] {
-            let r: Value = serde_json::from_str(
-                &std::fs::read_to_string(
-                    out.join(format!("trials/hello-file/{attempt}/result.json")),
-                )
-                .unwrap(),
-            )
-            .unwrap();
-            assert_eq!(r["status"], "fail", "{sandbox}: {r}");
-            assert!(
-                r["handover"]["killed"].as_u64().unwrap() >= 1,
-                "{sandbox}: {r}"
-            );
-            // The tool did run (it is the reward write that did not count).
-            let trace = std::fs::read_to_string(
-                out.join(format!("trials/hello-file/{attempt}/trace.jsonl")),
-            )
-            .unwrap();
-            assert!(trace.contains("boosted"), "{sandbox}");
+    // Both backends at once: each trial's hand-over watches the tool's busy loop for 30 s (a
+    // possible service still starting), so one after the other took ~62 s.
+    std::thread::scope(|s| {
+        for sandbox in sandboxes {
+            let (tmp, harness, model) = (tmp.path(), &harness, &model);
+            s.spawn(move || script_tool_run_is_blocked(tmp, harness, model, sandbox));
         }
+    });
+}
+
+/// One `ahe eval` of the boosting harness on `sandbox` (k = 2): both trials fail, the hand-over
+/// killed the tool's loop, and the tool did run.
+fn script_tool_run_is_blocked(
+    tmp: &std::path::Path,
+    harness: &std::path::Path,
+    model: &str,
+    sandbox: &str,
+) {
+    let out = tmp.join(format!("out-{sandbox}"));
+    let o = ahe(
+        &[
+            "eval",
+            "--harness",
+            harness.to_str().unwrap(),
+            "--benchmark",
+            "benchmarks/smoke",
+            "--tasks",
+            "hello-file",
+            "--sandbox",
+            sandbox,
+            "-k",
+            "2",
+            "--model",
+            model,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    for attempt in [1, 2] {
+        let r: Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(format!("trials/hello-file/{attempt}/result.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r["status"], "fail", "{sandbox}: {r}");
+        assert!(
+            r["handover"]["killed"].as_u64().unwrap() >= 1,
+            "{sandbox}: {r}"
+        );
+        // The tool did run (it is the reward write that did not count).
+        let trace =
+            std::fs::read_to_string(out.join(format!("trials/hello-file/{attempt}/trace.jsonl")))
+                .unwrap();
+        assert!(trace.contains("boosted"), "{sandbox}");
     }
 }

@@ -149,12 +149,16 @@ impl Registry {
             })
     }
 
+    /// The reference `ADDR/ahe-test/NAME:TAG` of a test image in this registry (pushed or not).
+    pub fn reference(&self, name: &str) -> String {
+        format!("{}/ahe-test/{name}:t{}", self.addr, std::process::id())
+    }
+
     /// Builds `FROM ahe-base:bookworm` + `/source` = "registry", tags it
     /// `ADDR/ahe-test/NAME:TAG`, pushes it through the Engine API, removes it locally, and
     /// returns the reference.
     pub fn push_test_image(&self, name: &str) -> String {
-        let tag = format!("t{}", std::process::id());
-        let reference = format!("{}/ahe-test/{name}:{tag}", self.addr);
+        let reference = self.reference(name);
         let df = format!(
             "FROM ahe-base:bookworm\nRUN echo registry > /source && echo {reference} > /pushed-as\nWORKDIR /app\n"
         );
