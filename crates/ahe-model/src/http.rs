@@ -105,16 +105,12 @@ pub(crate) fn is_context_length(body: &str) -> bool {
     .any(|p| b.contains(p))
 }
 
-/// How a transient error that never reached the server (nothing listens, DNS, TLS set-up)
-/// begins: `ahe check` does not wait out retries for it.
-pub const CANNOT_CONNECT: &str = "cannot connect to";
-
 pub(crate) fn map_send_error(e: reqwest::Error, url: &str) -> ModelError {
     if e.is_builder() {
         ModelError::Permanent(format!("invalid request to {url}: {e}"))
     } else if e.is_connect() {
         ModelError::Transient {
-            message: format!("{CANNOT_CONNECT} {url}: {e}"),
+            message: format!("{} {url}: {e}", crate::types::CANNOT_CONNECT),
             retry_after_sec: None,
         }
     } else {

@@ -31,7 +31,6 @@ pub use budget::Budget;
 pub use cache::CachedProvider;
 pub use client::{ModelClient, ModelStats, Prices, RoleUsage};
 pub use config::{CacheMode, ModelConfig};
-pub use http::CANNOT_CONNECT;
 pub use mock::{MockMode, MockProvider, MockScript};
 pub use openai::OpenAiProvider;
 pub use types::*;

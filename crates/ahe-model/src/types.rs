@@ -310,7 +310,7 @@ impl ModelError {
     /// Whether the request never reached a server (refused connection, DNS or TLS failure):
     /// waiting does not change that answer the way it can for a 429 or a 5xx.
     pub fn is_cannot_connect(&self) -> bool {
-        matches!(self, ModelError::Transient { message, .. } if message.starts_with(crate::CANNOT_CONNECT))
+        matches!(self, ModelError::Transient { message, .. } if message.starts_with(CANNOT_CONNECT))
     }
     /// Whether the client should retry the call.
     pub fn is_retryable(&self) -> bool {
@@ -320,6 +320,10 @@ impl ModelError {
         )
     }
 }
+
+/// How a transient error that never reached the server (nothing listens, DNS, TLS set-up)
+/// begins: `ahe check` does not wait out retries for it.
+pub const CANNOT_CONNECT: &str = "cannot connect to";
 
 /// A chat model backend (one HTTP API, the embedded model, or the mock).
 #[async_trait::async_trait]
