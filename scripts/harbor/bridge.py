@@ -208,6 +208,7 @@ class Bridge:
     def __init__(self) -> None:
         self.envs: dict = {}
         self.stopping: dict = {}
+        self.starting: dict = {}
         self.records: dict = {}
         self.tasks: dict = {}
         self.write_lock = asyncio.Lock()
@@ -314,6 +315,7 @@ class Bridge:
             self.records[session] = req["record"]
         timeout = float(cfg.build_timeout_sec) + 300.0
         start = asyncio.ensure_future(env.start(force_build=False))
+        self.starting[session] = start
         try:
             await asyncio.wait_for(asyncio.shield(start), timeout)
         except asyncio.TimeoutError:
@@ -321,10 +323,8 @@ class Bridge:
             await self.stop(session, True)
             raise Failure("setup", f"harbor {name}: start did not finish within {timeout:.0f} s")
         except asyncio.CancelledError:
-            # Nobody waits for this environment any more. Harbor does not end the compose
-            # commands of a cancelled start, so what they make could come up after a delete:
-            # the start finishes first, then the environment is deleted.
-            await settle(start, cancel=False, within=SETTLE_SEC)
+            # Nobody waits for this environment any more: deleted (once its start is over,
+            # see _stop; a second cancel does not stop that).
             await self.stop(session, True)
             raise
         except Exception as e:
@@ -362,10 +362,11 @@ class Bridge:
         try:
             r = await asyncio.wait_for(asyncio.shield(run), float(timeout) if timeout else None)
         except asyncio.TimeoutError:
-            await self.end_exec(env, marker, run)
+            await asyncio.shield(self.end_exec(env, marker, run))
             return {"exit_code": None, "output": "", "timed_out": True}
         except asyncio.CancelledError:
-            await self.end_exec(env, marker, run)
+            # Shielded: a second cancel (ahe's, then the shutdown's) does not cut it short.
+            await asyncio.shield(self.end_exec(env, marker, run))
             raise
         except Exception as e:
             raise Failure("backend", f"exec: {type(e).__name__}: {e}")
@@ -476,6 +477,11 @@ class Bridge:
         await asyncio.shield(fut)
 
     async def _stop(self, session: str, env, delete: bool) -> None:
+        start = self.starting.pop(session, None)
+        if start is not None and not start.done():
+            # Harbor does not end the compose commands of a start cancelled under it: what
+            # they make would come up after the delete. The start finishes first.
+            await settle(start, cancel=False, within=SETTLE_SEC)
         try:
             await env.stop(delete=delete)
         except Exception as e:
