@@ -17,7 +17,8 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
   {"op": "start", "session": S, "environment": "docker",
    "options": {...}, "environment_dir": DIR|null, "docker_image": IMG|null,
    "cpus": N|null, "memory_mb": N|null, "storage_mb": N|null, "allow_internet": bool,
-   "env": {...}, "build_timeout_sec": N|null, "trial_dir": DIR, "record": FILE|null}
+   "env": {...}, "build_timeout_sec": N|null, "trial_dir": DIR, "record": FILE|null,
+   "workdir": DIR|null (the image's, when ahe knows it)}
                                                         {"workdir": "/app", "notes": [...]}
   {"op": "exec", "session": S, "command": "...", "cwd": DIR|null, "env": {...},
    "timeout_sec": N|null, "stdin_b64": B64|null}      {"exit_code": N|null, "output": "...",
@@ -35,7 +36,8 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
 environment is deleted. A failure answers {"ok": false, "kind": "setup"|"backend"|"protocol", "error": MESSAGE}, the
 message being Harbor's or the provider's. Every exec carries AHE_EXEC_ID=<uuid> in its
 environment; a timed-out or cancelled exec kills every process of the environment that
-carries its id. On end of input or SIGTERM the bridge stops (and deletes) every environment
+carries its id. With AHE_HARBOR_PROFILE set, each request's wall time goes to stderr
+(`profile OP SESSION MS`). On end of input or SIGTERM the bridge stops (and deletes) every environment
 it started, then exits; SIGINT is ignored (Ctrl-C is ahe's to handle).
 """
 
@@ -44,13 +46,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
+import io
 import json
 import logging
 import os
 import shlex
 import signal
 import sys
+import tarfile
 import tempfile
+import time
 import traceback
 import uuid
 from pathlib import Path
@@ -73,6 +79,122 @@ KILL_MARKED = (
 )
 
 
+# AHE_HARBOR_PROFILE=1: one `profile OP SESSION MS` line per request on stderr (the log).
+PROFILE = bool(os.environ.get("AHE_HARBOR_PROFILE"))
+
+
+# Commands up to this size carry their stdin (base64) inline: one argument of the exec must
+# stay under Linux's 128 KiB per-argument limit.
+INLINE_MAX = 96 * 1024
+# Archives up to this size come back from `get` in the exec's output (base64).
+GET_INLINE_MAX = 8 * 1024 * 1024
+# The line before that base64.
+TAR_MARK = "AHE-TAR-BASE64"
+# The exit code of an inline command that found no base64 in the image.
+NO_BASE64 = 125
+
+
+def stdin_inline(command: str, b64: str, path: str) -> str:
+    """`command` run with the bytes of `b64` as its stdin, in one exec: they are decoded to
+    `path`, which is opened as stdin and removed before the command starts."""
+    return (
+        f"command -v base64 >/dev/null 2>&1 || {{ echo AHE-NO-BASE64; exit {NO_BASE64}; }}; "
+        f"printf %s {b64} | base64 -d > {path} && "
+        f"{{ rm -f {path}; exec bash -c {shlex.quote(command)}; }} < {path}"
+    )
+
+
+# Files and directories whose archive is at most this big go up inline (see INLINE_MAX).
+PUT_INLINE_MAX = 64 * 1024
+
+
+def small_tar(src: Path) -> bytes | None:
+    """The archive `put` sends for `src` (a directory: its contents; a file: the file),
+    owners reset to root as Harbor's own tar upload does; None when it is too big."""
+    total = 0
+    members = [src] if not src.is_dir() else sorted(src.rglob("*"))
+    for p in members:
+        total += p.lstat().st_size if p.is_file() and not p.is_symlink() else 0
+        if total > PUT_INLINE_MAX:
+            return None
+
+    def root(info):
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for p in members:
+            arcname = src.name if p == src else p.relative_to(src).as_posix()
+            tar.add(p, arcname=arcname, recursive=False, filter=root)
+    data = buf.getvalue()
+    return data if len(data) <= PUT_INLINE_MAX else None
+
+
+def put_inline(src: Path, dest: str, tar: bytes) -> str:
+    """One command that unpacks `tar` (from `small_tar(src)`) as `put` of `src` to `dest`
+    would copy it: a directory's contents into `dest`; a file into `dest` when that is a
+    directory (or ends in /), else as `dest`."""
+    b64 = base64.b64encode(tar).decode()
+    q = shlex.quote
+    check = f"command -v base64 >/dev/null 2>&1 || {{ echo AHE-NO-BASE64; exit {NO_BASE64}; }}; "
+    unpack = f"printf %s {b64} | base64 -d | tar -xf - -C"
+    if src.is_dir():
+        return f"{check}mkdir -p {q(dest)} && {unpack} {q(dest)}"
+    return (
+        f"{check}d={q(dest)}; n={q(src.name)}; "
+        'if [ -d "$d" ] || [ "${d%/}" != "$d" ]; then '
+        f'mkdir -p "$d" && {unpack} "$d"; '
+        'else p=$(dirname "$d"); mkdir -p "$p" && t=$(mktemp -d "$p/.ahe-put-XXXXXX") && '
+        f'{unpack} "$t" && mv -f "$t/$n" "$d" && rmdir "$t"; fi'
+    )
+
+
+# Harbor's `main` service runs `sh -c "sleep infinity"` as PID 1, which ignores SIGTERM, so
+# every `docker compose down` waited out the 10 s grace period before its SIGKILL. This
+# overlay (through Harbor's own extra_docker_compose) sends SIGKILL at once: the same end.
+FAST_STOP = "services:\n  main:\n    stop_signal: SIGKILL\n"
+
+
+@functools.cache
+def fast_stop_overlay() -> str:
+    """The path of the FAST_STOP compose overlay, next to this script (ahe's state dir)."""
+    path = Path(__file__).resolve().parent / "docker-compose-ahe-fast-stop.yaml"
+    if not path.is_file() or path.read_text() != FAST_STOP:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(FAST_STOP)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def ask_daemon_os_once() -> None:
+    """Harbor's docker environment asks `docker info` for the daemon's OS in every start,
+    with a blocking call that stalls every other environment of this bridge meanwhile; the
+    answer cannot change while the bridge runs, so it is asked once."""
+    try:
+        from harbor.environments.docker.docker import DockerEnvironment
+    except ImportError:
+        return
+    ask = getattr(DockerEnvironment, "_detect_daemon_os", None)
+    if ask is not None and hasattr(ask, "__func__"):
+        DockerEnvironment._detect_daemon_os = classmethod(functools.cache(ask.__func__))
+
+
+# How long a cancelled start may take to finish before its environment is deleted anyway.
+SETTLE_SEC = 120.0
+
+
+async def settle(task: asyncio.Future, cancel: bool, within: float) -> None:
+    """Waits (at most `within` seconds) for `task` to end, cancelled first when `cancel`;
+    its outcome is dropped."""
+    if cancel:
+        task.cancel()
+    await asyncio.wait({task}, timeout=within)
+    if task.done() and not task.cancelled():
+        task.exception()
+
+
 class Failure(Exception):
     """A request that failed: `kind` says whose fault (setup: the environment definition or
     the provider refused it; backend: the provider failed while running)."""
@@ -86,6 +208,7 @@ class Bridge:
     def __init__(self) -> None:
         self.envs: dict = {}
         self.stopping: dict = {}
+        self.starting: dict = {}
         self.records: dict = {}
         self.tasks: dict = {}
         self.write_lock = asyncio.Lock()
@@ -154,6 +277,8 @@ class Bridge:
         kwargs = dict(req.get("options") or {})
         extra = list(kwargs.pop("extra_docker_compose", []) or [])
         policy = NetworkPolicy(network_mode=NetworkMode.PUBLIC)
+        if etype == EnvironmentType.DOCKER:
+            extra.append(fast_stop_overlay())
         if not cfg.allow_internet:
             if etype == EnvironmentType.DOCKER:
                 # Harbor's own no-network compose overlay: the main service has
@@ -189,25 +314,39 @@ class Bridge:
         if req.get("record"):
             self.records[session] = req["record"]
         timeout = float(cfg.build_timeout_sec) + 300.0
+        start = asyncio.ensure_future(env.start(force_build=False))
+        self.starting[session] = start
         try:
-            await asyncio.wait_for(env.start(force_build=False), timeout)
+            await asyncio.wait_for(asyncio.shield(start), timeout)
         except asyncio.TimeoutError:
+            await settle(start, cancel=True, within=10)
             await self.stop(session, True)
             raise Failure("setup", f"harbor {name}: start did not finish within {timeout:.0f} s")
+        except asyncio.CancelledError:
+            # Nobody waits for this environment any more: deleted (once its start is over,
+            # see _stop; a second cancel does not stop that).
+            await self.stop(session, True)
+            raise
         except Exception as e:
             await self.stop(session, True)
             raise Failure("setup", f"harbor {name}: start failed: {type(e).__name__}: {e}")
+        if req.get("workdir"):
+            # ahe read it from the image it built: no exec needed.
+            return {"workdir": req["workdir"], "notes": notes}
         r = await env.exec("pwd", timeout_sec=60)
         workdir = (r.stdout or "").strip().splitlines()
         return {"workdir": workdir[-1] if workdir else "/", "notes": notes}
 
-    async def op_exec(self, req: dict) -> dict:
+    async def op_exec(self, req: dict, inline: bool = True) -> dict:
         env = self.env(req["session"])
         marker = uuid.uuid4().hex
         command = req["command"]
         stdin = req.get("stdin_b64")
         staged = None
-        if stdin is not None:
+        if inline and stdin is not None and len(stdin) + len(command) <= INLINE_MAX:
+            # Small input rides in the command itself: one exec instead of three.
+            command = stdin_inline(command, stdin, f"/tmp/.ahe-stdin-{marker}")
+        elif stdin is not None:
             with tempfile.NamedTemporaryFile(delete=False, prefix="ahe-stdin-") as f:
                 f.write(base64.b64decode(stdin))
             staged = f"/tmp/.ahe-stdin-{marker}"
@@ -219,17 +358,15 @@ class Bridge:
         exec_env = dict(req.get("env") or {})
         exec_env["AHE_EXEC_ID"] = marker
         timeout = req.get("timeout_sec")
-        run = env.exec(command, cwd=req.get("cwd"), env=exec_env)
+        run = asyncio.ensure_future(env.exec(command, cwd=req.get("cwd"), env=exec_env))
         try:
-            if timeout:
-                r = await asyncio.wait_for(run, float(timeout))
-            else:
-                r = await run
+            r = await asyncio.wait_for(asyncio.shield(run), float(timeout) if timeout else None)
         except asyncio.TimeoutError:
-            await self.kill_marked(env, marker)
+            await asyncio.shield(self.end_exec(env, marker, run))
             return {"exit_code": None, "output": "", "timed_out": True}
         except asyncio.CancelledError:
-            await self.kill_marked(env, marker)
+            # Shielded: a second cancel (ahe's, then the shutdown's) does not cut it short.
+            await asyncio.shield(self.end_exec(env, marker, run))
             raise
         except Exception as e:
             raise Failure("backend", f"exec: {type(e).__name__}: {e}")
@@ -237,7 +374,24 @@ class Bridge:
             if staged:
                 asyncio.ensure_future(env.exec(f"rm -f {staged}", timeout_sec=30))
         out = (r.stdout or "") + (r.stderr or "")
+        if inline and r.return_code == NO_BASE64 and out.strip() == "AHE-NO-BASE64":
+            # No base64 in the image: the input goes up as a file instead.
+            return await self.op_exec(req, inline=False)
         return {"exit_code": r.return_code, "output": out, "timed_out": False}
+
+    async def end_exec(self, env, marker: str, run: asyncio.Future) -> None:
+        """Kills the exec's processes until the exec itself has returned: a process the
+        exec started only after a kill (its `docker compose exec` was still on its way in)
+        is caught by the next kill, so nothing of a timed-out or cancelled exec runs on."""
+        for _ in range(4):
+            await self.kill_marked(env, marker)
+            done, _ = await asyncio.wait({run}, timeout=2.5)
+            if done:
+                if not run.cancelled():
+                    run.exception()  # retrieved: an exec that failed is not logged again
+                return
+        print(f"bridge: exec {marker} did not return after its kill; dropped", file=sys.stderr)
+        run.cancel()
 
     async def kill_marked(self, env, marker: str) -> None:
         try:
@@ -249,6 +403,16 @@ class Bridge:
         env = self.env(req["session"])
         src, dest = Path(req["src"]), req["dest"]
         try:
+            tar = None if src.is_dir() else small_tar(src)
+            if tar is not None:
+                # A small file rides in one exec (else: a test, a mkdir and a copy; a
+                # directory is one copy either way).
+                r = await env.exec(put_inline(src, dest, tar), timeout_sec=600)
+                out = (r.stdout or "") + (r.stderr or "")
+                if r.return_code == 0:
+                    return {}
+                if not (r.return_code == NO_BASE64 and out.strip() == "AHE-NO-BASE64"):
+                    raise Failure("backend", f"put {src} -> {dest}: {out.strip()}")
             if src.is_dir():
                 await env.upload_dir(src, dest)
             else:
@@ -269,15 +433,29 @@ class Bridge:
         parent, base = os.path.split(src)
         inside = f"/tmp/.ahe-get-{uuid.uuid4().hex}.tar"
         q = shlex.quote
+        # One exec: the tar comes back in the output (base64, after a marker line) when it is
+        # small and the image has base64; else it is left for a download.
         r = await env.exec(
             f"test -e {q(src)} || test -L {q(src)} || {{ echo missing; exit 3; }}; "
-            f"tar -C {q(parent or '/')} -cf {inside} {q(base)}",
+            f"tar -C {q(parent or '/')} -cf {inside} {q(base)} || exit 4; "
+            f"if [ $(wc -c < {inside}) -le {GET_INLINE_MAX} ] && "
+            f"command -v base64 >/dev/null 2>&1; then "
+            f"echo {TAR_MARK}; base64 {inside}; rm -f {inside}; fi",
             timeout_sec=600,
         )
-        if r.return_code == 3 and "missing" in (r.stdout or ""):
+        out = r.stdout or ""
+        if r.return_code == 3 and "missing" in out:
             raise Failure("backend", f"get: {src}: no such file or directory in the sandbox")
         if r.return_code != 0:
-            raise Failure("backend", f"get: {src}: tar failed: {(r.stdout or '') + (r.stderr or '')}")
+            raise Failure("backend", f"get: {src}: tar failed: {out + (r.stderr or '')}")
+        if TAR_MARK in out:
+            encoded = out.split(TAR_MARK, 1)[1]
+            try:
+                data = base64.b64decode("".join(encoded.split()), validate=True)
+            except ValueError as e:
+                raise Failure("backend", f"get: {src}: the archive came back garbled: {e}")
+            Path(req["tar"]).write_bytes(data)
+            return {}
         try:
             await env.download_file(inside, req["tar"])
         except Exception as e:
@@ -299,6 +477,11 @@ class Bridge:
         await asyncio.shield(fut)
 
     async def _stop(self, session: str, env, delete: bool) -> None:
+        start = self.starting.pop(session, None)
+        if start is not None and not start.done():
+            # Harbor does not end the compose commands of a start cancelled under it: what
+            # they make would come up after the delete. The start finishes first.
+            await settle(start, cancel=False, within=SETTLE_SEC)
         try:
             await env.stop(delete=delete)
         except Exception as e:
@@ -326,6 +509,7 @@ class Bridge:
         return {}
 
     async def handle(self, req: dict) -> None:
+        t0 = time.monotonic()
         rid = req.get("id")
         op = req.get("op")
         fn = getattr(self, f"op_{op}", None)
@@ -344,6 +528,9 @@ class Bridge:
             msg = {"id": rid, "ok": False, "kind": "backend", "error": f"{type(e).__name__}: {e}"}
         finally:
             self.tasks.pop(rid, None)
+        if PROFILE:
+            ms = 1000 * (time.monotonic() - t0)
+            print(f"profile {op} {req.get('session', '-')} {ms:.0f}", file=sys.stderr)
         await self.answer(msg)
 
     async def shutdown(self) -> None:
@@ -389,6 +576,7 @@ class Bridge:
 
 
 def main() -> None:
+    ask_daemon_os_once()
     asyncio.run(Bridge().serve())
 
 

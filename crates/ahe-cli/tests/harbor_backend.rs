@@ -6,6 +6,8 @@
 //! makes both): skipped with a note when either is missing, a failure under CI=true.
 
 mod common;
+#[path = "harbor_backend/library.rs"]
+mod library;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -419,9 +421,11 @@ fn ctrl_c_deletes_every_environment() {
     let d = tempfile::tempdir().unwrap();
     let (out, state) = (d.path().join("out"), d.path().join("state"));
     let script = d.path().join("sleep.toml");
+    // A duration no other process uses: the agent's sleeps are found on the host by it.
+    let nap = format!("300.{}", std::process::id());
     std::fs::write(
         &script,
-        "[[code_agent]]\ntool = \"$shell\"\nargs = { command = \"sleep 300\" }\n",
+        format!("[[code_agent]]\ntool = \"$shell\"\nargs = {{ command = \"sleep {nap}\" }}\n"),
     )
     .unwrap();
     let model = format!("mock:script={}", script.display());
@@ -431,7 +435,15 @@ fn ctrl_c_deletes_every_environment() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    wait_for_container(&child);
+    // Ctrl-C once an agent sleeps in its container (the others start or sleep too).
+    let end = Instant::now() + Duration::from_secs(180);
+    while sleeping(&nap).is_empty() {
+        assert!(
+            Instant::now() < end,
+            "no agent of ahe {pid} started sleeping"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let s = Command::new("kill")
         .args(["-INT", &pid.to_string()])
         .status()
@@ -450,6 +462,28 @@ fn ctrl_c_deletes_every_environment() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Nothing the agents started outlives their environments (a container's processes
+    // show on the host as root's).
+    let end = Instant::now() + Duration::from_secs(30);
+    while !sleeping(&nap).is_empty() {
+        assert!(
+            Instant::now() < end,
+            "agent processes left on the host: {:?}",
+            sleeping(&nap)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Host processes (a container's too) whose command line is `sleep NAP`.
+fn sleeping(nap: &str) -> Vec<u32> {
+    let want = format!("sleep\0{nap}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes()))
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect()
 }
 
 #[test]

@@ -125,7 +125,7 @@ pub fn select_backend_on(
     match name {
         "harbor" => {
             let cfg = harbor.cloned().unwrap_or_default();
-            let b = ahe_sandbox::harbor::HarborBackend::connect(cfg.clone())?;
+            let b = ahe_sandbox::harbor::HarborBackend::connect(cfg.clone())?.with_pull(pull);
             eprintln!(
                 "ahe: sandbox: Harbor {} environment {:?}",
                 b.harbor_version(),

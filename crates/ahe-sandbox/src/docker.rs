@@ -40,7 +40,7 @@ pub mod auth;
 mod context;
 mod exec;
 pub(crate) mod files;
-mod image;
+pub(crate) mod image;
 mod keeper;
 pub(crate) mod layer;
 mod lifecycle;

@@ -10,15 +10,18 @@
 //! environments it left are deleted through a new bridge. Each environment is recorded under
 //! the state dir while it lives, so `ahe sandbox reap` deletes what a killed `ahe` left.
 //!
-//! On `docker` the compose project's `main` container is found on the local engine by its
-//! labels, and its overlay2 layer read as the docker backend does (so the change checks and
-//! storage metering work when this host can read the engine's data root). What other Harbor
+//! On `docker` a task's image is built once by ahe and every trial's environment starts from
+//! it as a prebuilt image (`image.rs`). The compose project's `main` container is found on
+//! the local engine by its labels, and its overlay2 layer read as the docker backend does (so
+//! the change checks and storage metering work when this host can read the engine's data
+//! root). What other Harbor
 //! environments cannot give: the writable layer ([`Sandbox::layer`] is `None`: no layer-based
 //! change checks or storage metering, as on a remote engine) and the hand-over (processes the
 //! agent left running are not ended before the verifier). On every environment stderr comes
 //! merged into stdout (Harbor's exec returns one stream).
 
 mod bridge;
+mod image;
 mod records;
 mod start;
 
@@ -105,6 +108,8 @@ struct Inner {
     bridge: tokio::sync::Mutex<Option<Arc<Bridge>>>,
     stops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     seq: AtomicU64,
+    /// On `docker`: the task images ahe builds once (see `image.rs`).
+    images: Option<image::Images>,
 }
 
 impl Inner {
@@ -207,6 +212,7 @@ impl HarborBackend {
                 cfg.environment
             );
         }
+        let environment = cfg.environment.clone();
         Ok(HarborBackend {
             inner: Arc::new(Inner {
                 cfg,
@@ -217,8 +223,26 @@ impl HarborBackend {
                 bridge: tokio::sync::Mutex::new(None),
                 stops: Mutex::new(Vec::new()),
                 seq: AtomicU64::new(0),
+                images: (environment == "docker")
+                    .then(|| image::Images::new(crate::PullPolicy::default())),
             }),
         })
+    }
+
+    /// Sets when the `FROM` bases of the task images built for `docker` are pulled (before
+    /// the first sandbox).
+    pub fn with_pull(mut self, policy: crate::PullPolicy) -> HarborBackend {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            if inner.images.is_some() {
+                inner.images = Some(image::Images::new(policy));
+            }
+        }
+        self
+    }
+
+    /// Task images built so far (on `docker`: at most one per task environment).
+    pub fn builds(&self) -> u64 {
+        self.inner.images.as_ref().map_or(0, image::Images::builds)
     }
 
     /// The installed Harbor's version.
@@ -297,6 +321,10 @@ impl Backend for HarborBackend {
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>> {
         let inner = &self.inner;
+        let prebuilt = match &inner.images {
+            Some(images) => images.prebuilt(spec).await?,
+            None => None,
+        };
         // A start lost with its bridge says nothing about the environment: it is made again
         // on a new bridge (a few times) rather than spending one of the trial's infra retries.
         let mut lost: Vec<String> = Vec::new();
@@ -304,7 +332,7 @@ impl Backend for HarborBackend {
             let trial_dir = tempfile::Builder::new()
                 .prefix("ahe-harbor-trial-")
                 .tempdir()?;
-            match start_once(inner, spec, trial_dir.path()).await {
+            match start_once(inner, spec, prebuilt.as_ref(), trial_dir.path()).await {
                 Ok(x) => break (trial_dir, x),
                 Err(StartError::Lost(why)) if lost.len() < MAX_START_LOSSES => {
                     tracing::warn!("harbor: {why}; starting the environment again");
@@ -324,6 +352,7 @@ impl Backend for HarborBackend {
             "sandbox: Harbor {} environment {:?} (session {session})",
             inner.version, inner.cfg.environment
         )];
+        notes.extend(prebuilt.into_iter().flat_map(|p| p.notes));
         notes.extend(lost.iter().map(|why| {
             format!("an earlier start of this environment was lost and made again (not an infra retry): {why}")
         }));
@@ -360,6 +389,12 @@ impl Backend for HarborBackend {
             layer: tokio::sync::OnceCell::new(),
             _trial_dir: trial_dir,
         }))
+    }
+
+    fn set_pull_sink(&self, sink: Option<crate::PullSink>) {
+        if let Some(images) = &self.inner.images {
+            images.set_sink(sink);
+        }
     }
 
     async fn drain(&self) {

@@ -39,6 +39,8 @@ pub(crate) struct ImageInfo {
     /// The tag a stand-in base image stands for (label `ahe.standin.of`, inherited by the
     /// images built on it), when the image is built on one.
     pub standin: Option<String>,
+    /// The image's tags (`ahe-task:<hash>` for a built one).
+    pub tags: Vec<String>,
 }
 
 type Cell<T> = Arc<OnceCell<T>>;
@@ -75,6 +77,7 @@ fn info_of(img: bollard::models::ImageInspect) -> ImageInfo {
         .then(|| labels.get("ahe.standin.of").cloned().unwrap_or_default());
     ImageInfo {
         standin,
+        tags: img.repo_tags.unwrap_or_default(),
         id: img.id.unwrap_or_default(),
         root_user: matches!(user, "" | "root" | "0"),
         has_workdir: wd.is_some(),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::bridge::{Bridge, Refusal};
+use super::image::Prebuilt;
 use super::{records, Inner};
 use crate::{SandboxError, SandboxSpec};
 
@@ -45,11 +46,12 @@ type Started = (Arc<Bridge>, String, Value, PathBuf, Value);
 pub(super) async fn start_once(
     inner: &Arc<Inner>,
     spec: &SandboxSpec,
+    prebuilt: Option<&Prebuilt>,
     trial_dir: &Path,
 ) -> std::result::Result<Started, StartError> {
     let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
     let session = session_name(spec, seq);
-    let start = json!({
+    let mut start = json!({
         "op": "start",
         "session": session,
         "task": spec.task,
@@ -65,6 +67,11 @@ pub(super) async fn start_once(
         "build_timeout_sec": spec.build_timeout_sec,
         "trial_dir": trial_dir,
     });
+    if let Some(p) = prebuilt {
+        // Harbor starts the environment from the image ahe built (no build per trial).
+        start["docker_image"] = json!(p.image);
+        start["workdir"] = json!(p.workdir);
+    }
     let bridge = inner.bridge().await.map_err(StartError::Failed)?;
     let mut rec = records::Record {
         pid: std::process::id(),

@@ -1,0 +1,143 @@
+//! The Harbor backend through the library, on Harbor's docker environment: the trials of a
+//! task share one image build however many start at once (and the image is kept, as on the
+//! docker backend); execs with small (inline) and large (uploaded) stdin, `put` of a file
+//! into a directory and under a new name, `get` back; a timed-out exec leaves nothing of
+//! itself running.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use std::time::Duration;
+
+use ahe_sandbox::harbor::{HarborBackend, HarborConfig};
+use ahe_sandbox::{Backend, ExecOpts, Sandbox, SandboxSpec};
+
+fn spec(ctx: &Path, trial: &str) -> SandboxSpec {
+    SandboxSpec {
+        task: "harbor-once".into(),
+        trial_id: trial.into(),
+        run: "harbor-library-test".into(),
+        context_dir: Some(ctx.to_path_buf()),
+        cpus: Some(1.0),
+        memory_mb: Some(512),
+        ..Default::default()
+    }
+}
+
+async fn sh(sb: &dyn Sandbox, command: &str, stdin: Option<Vec<u8>>) -> String {
+    let opts = ExecOpts {
+        stdin,
+        timeout: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let out = sb.exec(command, opts).await.unwrap();
+    assert_eq!(out.exit_code, Some(0), "{command}: {out:?}");
+    out.stdout.trim().to_string()
+}
+
+/// Whether image `tag` exists on the engine.
+fn image_exists(tag: &str) -> bool {
+    std::process::Command::new("docker")
+        .args(["image", "inspect", tag])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn trials_of_a_task_share_one_build_and_files_round_trip() {
+    if !super::harbor_ready() {
+        return;
+    }
+    let _serial = super::EVALS.lock().unwrap_or_else(|p| p.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    // The records of this test's environments stay in its own state dir.
+    std::env::set_var("AHE_HARBOR_STATE", d.path().join("state"));
+    let ctx = d.path().join("environment");
+    std::fs::create_dir_all(&ctx).unwrap();
+    // Content no other test or run has built: the build happens here.
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!("FROM ahe-base:bookworm\nRUN echo {unique} > /unique\nWORKDIR /work\n"),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tag = rt.block_on(async {
+        let b = HarborBackend::connect(HarborConfig::default()).unwrap();
+        // Two trials of the task start at once: one build.
+        let (s1, s2) = (spec(&ctx, "t1"), spec(&ctx, "t2"));
+        let (one, two) = tokio::join!(b.create(&s1), b.create(&s2));
+        let (one, two) = (one.unwrap(), two.unwrap());
+        assert_eq!(b.builds(), 1, "one build for both trials");
+        let image = |sb: &dyn Sandbox| {
+            let notes = sb.notes().join("\n");
+            let at = notes.find("image ahe-task:").expect(&notes);
+            notes[at + 6..].split(':').take(2).collect::<Vec<_>>().join(":")
+        };
+        let tag = image(one.as_ref());
+        assert_eq!(tag, image(two.as_ref()));
+        for sb in [&one, &two] {
+            assert_eq!(sh(sb.as_ref(), "cat /unique", None).await, unique);
+            assert_eq!(sb.workdir(), "/work");
+            assert_eq!(sh(sb.as_ref(), "pwd", None).await, "/work");
+        }
+        // A third trial later: no build at all.
+        let three = b.create(&spec(&ctx, "t3")).await.unwrap();
+        assert_eq!(b.builds(), 1);
+        three.destroy().await.unwrap();
+
+        // stdin: small (inline in the command) and large (uploaded), bytes intact.
+        let small = b"line one\n\0two".to_vec();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&small);
+        assert_eq!(sh(one.as_ref(), "base64 -w0", Some(small)).await, b64);
+        let big = vec![b'x'; 300_000];
+        assert_eq!(sh(one.as_ref(), "wc -c", Some(big)).await, "300000");
+
+        // put: a file into an existing directory, and under a new name in a new one.
+        let src = d.path().join("note.txt");
+        std::fs::write(&src, "hello\n").unwrap();
+        one.put(&src, "/tmp").await.unwrap();
+        one.put(&src, "/opt/new/dir/renamed.txt").await.unwrap();
+        assert_eq!(sh(one.as_ref(), "cat /tmp/note.txt /opt/new/dir/renamed.txt", None).await, "hello\nhello");
+        // get: a directory back.
+        let back = d.path().join("back");
+        one.get("/opt/new", &back).await.unwrap();
+        assert_eq!(std::fs::read_to_string(back.join("dir/renamed.txt")).unwrap(), "hello\n");
+
+        // A timed-out exec: nothing of it keeps running.
+        let nap = format!("sleep 30.{}", std::process::id());
+        let opts = ExecOpts {
+            timeout: Some(Duration::from_secs(2)),
+            ..Default::default()
+        };
+        let out = one.exec(&format!("{nap} & {nap}"), opts).await.unwrap();
+        assert!(out.timed_out, "{out:?}");
+        let left = sh(
+            one.as_ref(),
+            &format!("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^{nap} $' || true"),
+            None,
+        )
+        .await;
+        assert_eq!(left, "0", "processes of the timed-out exec still run");
+
+        one.destroy().await.unwrap();
+        two.destroy().await.unwrap();
+        b.drain().await;
+        tag
+    });
+    // Kept for later runs (the docker backend's policy); this test's own image goes now.
+    assert!(
+        image_exists(&tag),
+        "{tag} was removed with the environments"
+    );
+    let _ = std::process::Command::new("docker")
+        .args(["rmi", &tag])
+        .output();
+}
