@@ -67,6 +67,14 @@ impl Sandbox for PoolSandbox {
         self.guarded(self.inner.exec(command, opts)).await
     }
 
+    async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
+        self.guarded(self.inner.exec_argv(argv, opts)).await
+    }
+
+    fn exec_direct(&self) -> bool {
+        self.inner.exec_direct()
+    }
+
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {
         self.guarded(self.inner.put(src, dest)).await
     }
@@ -88,7 +96,20 @@ impl Sandbox for PoolSandbox {
     }
 
     async fn layer(&self) -> Option<crate::Layer> {
+        if self.host.remote() {
+            return None;
+        }
         self.inner.layer().await
+    }
+
+    /// A copy on this sandbox's engine (a counterfactual run's copy starts on whichever host
+    /// the pool places it: one lacking the image fails to start it, and the flag stays).
+    async fn image_of_now(&self) -> Result<Option<String>> {
+        self.guarded(self.inner.image_of_now()).await
+    }
+
+    async fn forget_image(&self, image: &str) {
+        self.inner.forget_image(image).await
     }
 
     /// A lost sandbox is left alone: its container goes when the host answers again.
