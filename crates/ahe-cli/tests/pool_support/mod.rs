@@ -285,6 +285,22 @@ fn unable() -> Option<String> {
     None
 }
 
+/// Engine `n` alone, started when needed, with the base image; `None` (after a loud note)
+/// when this machine cannot run it. Under `CI=true` that is a failure.
+pub fn engine(n: u32) -> Option<Engine> {
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    if let Some(why) = unable() {
+        assert!(!ci, "engine {n} cannot run: {why} (required when CI=true)");
+        eprintln!("NOTE: SKIPPING the extra-engine part of this test: {why}");
+        return None;
+    }
+    let e = Engine(n);
+    if let Err(why) = e.start() {
+        panic!("starting {}: {why}", e.name());
+    }
+    Some(e)
+}
+
 /// Engines 1–3, started (in parallel) when needed, with the base image; `None` (after a
 /// loud note) when this machine cannot run them. Under `CI=true` that is a failure.
 pub fn engines() -> Option<[Engine; 3]> {
