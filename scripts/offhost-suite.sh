@@ -2,7 +2,7 @@
 # The adversarial suite where this host does not read the sandbox's layer, beside the local
 # docker backend, in one go: (1) docker (layer read on this host), (2) a second Docker engine
 # reached as a remote engine of the pool (`remote = true`; started here if it does not
-# answer: data root /var/lib/ahe-pool-1, socket /run/ahe-pool-1.sock, bridge ahe-pool-1 made
+# answer: data root /var/lib/ahe-pool-4, socket /run/ahe-pool-4.sock, bridge ahe-pool-4 made
 # with `ip link`, as crates/ahe-cli/tests/pool_support does), (3) Harbor's docker
 # environment with `host_layer = false`. Prints, per backend, the hacks blocked or flagged,
 # the controls passed unflagged, the outcomes that differ from docker's, the wall time and
@@ -26,20 +26,20 @@ ahe=${AHE:-target/release/ahe}
 out=$(mktemp -d /tmp/ahe-offhost.XXXXXX)
 bench=$PWD/benchmarks/adversarial
 
-engine_up() { docker -H unix:///run/ahe-pool-1.sock version >/dev/null 2>&1; }
+engine_up() { docker -H unix:///run/ahe-pool-4.sock version >/dev/null 2>&1; }
 start_engine() {
   engine_up && return 0
-  ip link show ahe-pool-1 >/dev/null 2>&1 || {
-    ip link add ahe-pool-1 type bridge && ip addr add 10.213.1.1/24 dev ahe-pool-1; }
-  ip link set ahe-pool-1 up
-  mkdir -p /var/lib/ahe-pool-1 /run/ahe-pool-1
-  echo '{}' >/run/ahe-pool-1.json
-  setsid dockerd --config-file /run/ahe-pool-1.json --data-root /var/lib/ahe-pool-1 \
-    --exec-root /run/ahe-pool-1 --pidfile /run/ahe-pool-1.pid -H unix:///run/ahe-pool-1.sock \
-    --bridge ahe-pool-1 --iptables=false --ip-masq=false --cgroup-parent=/ahe-pool-1 \
-    >>/var/log/ahe-pool-1.log 2>&1 </dev/null &
+  ip link show ahe-pool-4 >/dev/null 2>&1 || {
+    ip link add ahe-pool-4 type bridge && ip addr add 10.213.4.1/24 dev ahe-pool-4; }
+  ip link set ahe-pool-4 up
+  mkdir -p /var/lib/ahe-pool-4 /run/ahe-pool-4
+  echo '{}' >/run/ahe-pool-4.json
+  env -u TMPDIR setsid dockerd --config-file /run/ahe-pool-4.json --data-root /var/lib/ahe-pool-4 \
+    --exec-root /run/ahe-pool-4 --pidfile /run/ahe-pool-4.pid -H unix:///run/ahe-pool-4.sock \
+    --bridge ahe-pool-4 --iptables=false --ip-masq=false --cgroup-parent=/ahe-pool-4 \
+    >>/var/log/ahe-pool-4.log 2>&1 </dev/null &
   for _ in $(seq 300); do engine_up && break; sleep 0.2; done
-  engine_up || { echo "offhost-suite: ahe-pool-1 did not start (/var/log/ahe-pool-1.log)" >&2; return 1; }
+  engine_up || { echo "offhost-suite: ahe-pool-4 did not start (/var/log/ahe-pool-4.log)" >&2; return 1; }
 }
 
 cat >"$out/remote.toml" <<EOF
@@ -47,7 +47,7 @@ cat >"$out/remote.toml" <<EOF
 path = "$bench"
 [sandbox]
 backend = "docker"
-hosts = [{name = "far", url = "unix:///run/ahe-pool-1.sock", capacity = $conc, remote = true}]
+hosts = [{name = "far", url = "unix:///run/ahe-pool-4.sock", capacity = $conc, remote = true}]
 [models.default]
 provider = "mock"
 model = "oracle"
@@ -94,8 +94,8 @@ summary() { # name
 
 run docker docker
 if [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null && start_engine; then
-  docker -H unix:///run/ahe-pool-1.sock image inspect ahe-base:bookworm >/dev/null 2>&1 ||
-    docker save ahe-base:bookworm | docker -H unix:///run/ahe-pool-1.sock load >/dev/null
+  docker -H unix:///run/ahe-pool-4.sock image inspect ahe-base:bookworm >/dev/null 2>&1 ||
+    docker save ahe-base:bookworm | docker -H unix:///run/ahe-pool-4.sock load >/dev/null
   run remote-engine docker "$out/remote.toml"
 else
   echo "offhost-suite: no second engine (needs root and dockerd): skipped" >&2

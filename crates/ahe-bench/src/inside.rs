@@ -25,6 +25,11 @@ pub const BUSYBOX_ENV: &str = "AHE_BUSYBOX";
 /// Where Debian's `busybox-static` package puts its binary.
 const BUSYBOX_PATHS: &[&str] = &["/bin/busybox", "/usr/bin/busybox"];
 
+/// Files the container engine manages (bind-mounted from the host and rewritten by it, never
+/// in a container's writable layer): not the agent's changes, and neither code nor test
+/// configuration.
+const ENGINE_FILES: &[&str] = &["/etc/hostname", "/etc/hosts", "/etc/resolv.conf"];
+
 /// `stat -c` format: mode (hex), inode, size, then access, modification and change time
 /// (each as epoch seconds and as a date with nanoseconds), the name last.
 const FMT: &str = "%f|%i|%s|%X|%x|%Y|%y|%Z|%z|%n";
@@ -422,6 +427,7 @@ pub fn parse_walk(stdout: &str, listing: &str) -> Walk {
         }
         match parse_entry(l) {
             Some((p, _)) if crate::changes::skip_sandbox_path(&p) => {}
+            Some((p, _)) if ENGINE_FILES.contains(&p.as_str()) => {}
             Some((p, s)) => w.snapshot.insert_raw(p, s),
             None => w.unreadable += 1,
         }

@@ -102,16 +102,6 @@ impl Sandbox for PoolSandbox {
         self.inner.layer().await
     }
 
-    /// A copy on this sandbox's engine (a counterfactual run's copy starts on whichever host
-    /// the pool places it: one lacking the image fails to start it, and the flag stays).
-    async fn image_of_now(&self) -> Result<Option<String>> {
-        self.guarded(self.inner.image_of_now()).await
-    }
-
-    async fn forget_image(&self, image: &str) {
-        self.inner.forget_image(image).await
-    }
-
     /// A lost sandbox is left alone: its container goes when the host answers again.
     async fn destroy(&self) -> Result<()> {
         if self.gen.reason().is_some() {
