@@ -51,6 +51,9 @@ command -v htpasswd >/dev/null 2>&1 || need_apt+=(apache2-utils)
 # one over TLS with certificates made by the openssl CLI.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# The change checks of sandboxes whose layer this host cannot read (a remote engine, Harbor's
+# cloud environments) run inside them with a statically linked busybox ahe copies in.
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || need_apt+=(busybox-static)
 # scripts/bench-scale.sh reads the peak RSS of `ahe` from GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
 fi

@@ -57,7 +57,7 @@ async fn bench(name: &str, backend: &dyn Backend, trials: usize) -> anyhow::Resu
         }
         let t2 = Instant::now();
         let (h, after) =
-            verify::hand_over(sb.as_ref(), LeftoverPolicy::KeepServers, &programs).await?;
+            verify::hand_over(sb.as_ref(), LeftoverPolicy::KeepServers, &programs, None).await?;
         let t3 = Instant::now();
         let t4 = Instant::now();
         sb.exec("true", ExecOpts::default()).await?;

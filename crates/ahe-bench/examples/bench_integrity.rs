@@ -91,6 +91,7 @@ fn one_run(files: usize, probe: Probe) -> ([f64; 5], usize, usize) {
         lower_tops: None,
         overlay: true,
         path_env: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+        image_paths: None,
     };
     let g = Ground {
         layer: &layer,

@@ -282,7 +282,7 @@ fn image_has_dir(layer: &Layer, known: &mut HashMap<String, bool>, dir: &str) ->
 
 /// Paths the verifier's own run and the sandbox's plumbing write (caches), never read as code
 /// that decides a reward.
-fn skip_sandbox_path(p: &str) -> bool {
+pub(crate) fn skip_sandbox_path(p: &str) -> bool {
     p.ends_with("/.pytest_cache") || p.ends_with("/.ahe-keeper") || p == "/.dockerenv"
 }
 
@@ -312,6 +312,76 @@ fn entry(md: &std::fs::Metadata, kind: Kind) -> Entry {
             mode: md.mode(),
         },
         atime: (md.atime(), md.atime_nsec()),
+    }
+}
+
+/// One entry as `stat` printed it inside the sandbox ([`crate::inside`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawStat {
+    /// What it is.
+    pub kind: Kind,
+    /// Inode number.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time (seconds, nanoseconds).
+    pub mtime: (i64, i64),
+    /// Status change time.
+    pub ctime: (i64, i64),
+    /// Access time.
+    pub atime: (i64, i64),
+    /// `st_mode` (type and permission bits).
+    pub mode: u32,
+}
+
+impl Snapshot {
+    /// Records `path` as stat printed it inside the sandbox (replacing what was there).
+    pub fn insert_raw(&mut self, path: String, s: RawStat) {
+        let stamp = Stamp {
+            kind: s.kind,
+            ino: s.ino,
+            size: s.size,
+            mtime: s.mtime,
+            ctime: s.ctime,
+            mode: s.mode,
+        };
+        self.entries.insert(
+            path,
+            Entry {
+                stamp,
+                atime: s.atime,
+            },
+        );
+    }
+
+    /// What `path` is, when the snapshot has it.
+    pub fn kind(&self, path: &str) -> Option<Kind> {
+        self.entries.get(path).map(|e| e.stamp.kind)
+    }
+
+    /// Every path of the snapshot.
+    pub fn paths(&self) -> impl Iterator<Item = &String> {
+        self.entries.keys()
+    }
+
+    /// Drops what [`Snapshot::take_after`] would not have walked (the content of directories
+    /// made since `handed`, neither in the image nor kept by `keep`), for a snapshot taken
+    /// whole inside the sandbox; counts the directories as pruned.
+    pub fn prune_made(&mut self, handed: &Snapshot, layer: &Layer, keep: &dyn Fn(&str) -> bool) {
+        let mut made: Vec<String> = (self.entries.iter())
+            .filter(|(_, e)| e.stamp.kind == Kind::Dir)
+            .filter(|(p, _)| !(handed.contains(p) || keep(p) || layer.image_file(p).is_some()))
+            .map(|(p, _)| format!("{p}/"))
+            .collect();
+        made.sort();
+        // Keep only the topmost of nested made directories.
+        made.dedup_by(|later, kept| later.starts_with(kept.as_str()));
+        let inside = |p: &str| {
+            let i = made.partition_point(|d| d.as_str() <= p);
+            i > 0 && p.starts_with(made[i - 1].as_str())
+        };
+        self.entries.retain(|p, _| !inside(p));
+        self.pruned += made.len();
     }
 }
 

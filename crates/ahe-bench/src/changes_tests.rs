@@ -13,6 +13,7 @@ fn layer(upper: &Path, lower: &Path) -> Layer {
         lower_tops: None,
         overlay: true,
         path_env: "/usr/bin:/bin".into(),
+        image_paths: None,
     }
 }
 

@@ -2,19 +2,25 @@
 //! a snapshot of the sandbox's writable layer before the agent runs, the agent phase's
 //! changes once its processes are ended, their access times reset before the tests run, and
 //! after the run the changes the verifier read, the changes made while it ran, and the tests
-//! as they were when it ended. All of it is read on the host; nothing runs in the sandbox.
+//! as they were when it ended. All of it is read on the host, nothing running in the
+//! sandbox; where this host cannot read the sandbox's layer the same snapshots are taken
+//! inside it with ahe's static busybox ([`crate::inside`], the `offhost` part of the guard)
+//! and the same rules judge them.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ahe_sandbox::{Layer, Sandbox};
+use ahe_sandbox::{Layer, LeftoverPolicy, Sandbox};
 
 use crate::changes::{self, Changed, Kind, Snapshot};
+use crate::inside::{Inside, Walk};
 use crate::integrity::{self, Ground, Phase};
 use crate::revert::Plan;
 use crate::tamper::SuspectReason;
 use crate::task::Task;
+
+mod offhost;
 
 /// The checks of one trial, from before the agent runs to after the verifier.
 pub struct Guard {
@@ -38,20 +44,36 @@ pub struct Guard {
     /// How to verify a flagged pass again without the agent phase's flagged changes (set by
     /// [`Guard::verdict`] when those alone flagged it; `Err` when it cannot be done exactly).
     pub plan: Option<Result<Plan, String>>,
+    /// The snapshots taken inside the sandbox (this host cannot read its layer).
+    inside: Option<Inside>,
+    /// The in-sandbox walk at the hand-over, until [`Guard::after_agent`] takes it.
+    pending: Option<Walk>,
+    /// The sandbox's clock at the hand-over walk (in-sandbox snapshots).
+    now: (i64, i64),
+    /// Entries the in-sandbox walks could not read (names with a newline).
+    unreadable: usize,
 }
 
 impl Guard {
-    /// Takes the snapshot before the agent runs; `None` (with the reason) when the sandbox's
-    /// layer cannot be read from this host.
+    /// Takes the snapshot before the agent runs: on the host when it can read the sandbox's
+    /// layer, else inside the sandbox; `Err` (with the reason) when neither can be done.
     pub async fn start(task: &Task, sb: &dyn Sandbox) -> Result<Guard, String> {
         let t = Instant::now();
-        let layer = sb.layer().await.ok_or_else(|| {
-            "the reward-integrity change checks did not run: this host cannot read the \
-             sandbox's file system (a remote docker engine or a storage driver other than \
-             overlay2); only the hand-over, the fingerprints and the trace checks apply"
-                .to_string()
-        })?;
-        let before = snapshot(&layer).await;
+        let (layer, before, inside, how) = match sb.layer().await {
+            Some(layer) => {
+                let before = snapshot(&layer).await;
+                let how = "change checks: the sandbox's writable layer read on this host";
+                (layer, before, None, how.to_string())
+            }
+            None => offhost::start(sb).await.map_err(|e| {
+                format!(
+                    "the reward-integrity change checks did not run: this host cannot read \
+                     the sandbox's file system and the in-sandbox checks failed: {e}; only \
+                     the backend's hand-over (if any), the fingerprints and the trace checks \
+                     apply"
+                )
+            })?,
+        };
         let mut g = Guard {
             layer,
             workdir: sb.workdir().to_string(),
@@ -65,7 +87,12 @@ impl Guard {
             notes: Vec::new(),
             size: Default::default(),
             plan: None,
+            inside,
+            pending: None,
+            now: (0, 0),
+            unreadable: 0,
         };
+        g.notes.push(how);
         g.spent_ms += t.elapsed().as_millis() as u64;
         Ok(g)
     }
@@ -82,7 +109,10 @@ impl Guard {
     /// did not create (to remove before the tests run).
     pub async fn after_agent(&mut self) -> Vec<String> {
         let t = Instant::now();
-        self.handed_over = snapshot(&self.layer).await;
+        self.handed_over = match self.pending.take() {
+            Some(w) => self.take_walk(w),
+            None => snapshot(&self.layer).await,
+        };
         if self.handed_over.truncated {
             self.notes.push(format!(
                 "the agent phase left more than {} files in the sandbox; the change checks saw \
@@ -92,6 +122,10 @@ impl Guard {
             ));
         }
         self.agent = self.handed_over.changes_since(&self.before, &self.layer);
+        if self.inside.is_some() {
+            let gone = offhost::deleted(&self.handed_over, &self.before, &self.layer);
+            self.agent.extend(gone);
+        }
         self.size.walked = self.handed_over.len();
         self.size.agent = self.agent.len();
         let stale = integrity::stale_caches(&self.agent);
@@ -102,7 +136,10 @@ impl Guard {
     /// Resets the access times of the agent's files whose next read would not show
     /// ([`Snapshot::needs_reset`]: read since last written, or dated in the future), before
     /// the tests are put in; every other file's next read moves its access time on by itself.
-    pub fn arm(&mut self) {
+    pub async fn arm(&mut self, sb: &dyn Sandbox) {
+        if self.inside.is_some() {
+            return self.arm_inside(sb).await;
+        }
         let t = Instant::now();
         let now = changes::now();
         let reset: Vec<&Changed> = self
@@ -119,7 +156,14 @@ impl Guard {
     /// Resets the access time of the test script (after the tests are put in): if it shows
     /// no read after the run, access times are not recorded here and every change counts
     /// as read.
-    pub fn arm_tests(&mut self) {
+    pub async fn arm_tests(&mut self, sb: &dyn Sandbox) {
+        if let Some(i) = self.inside.as_mut() {
+            let t = Instant::now();
+            let done = i.reset(sb, &["/tests/test.sh".to_string()]).await;
+            self.atimes_reset = done.is_ok_and(|d| d.len() == 1);
+            self.spent_ms += t.elapsed().as_millis() as u64;
+            return;
+        }
         if let Some(h) = self.layer.upper_file("/tests/test.sh") {
             self.atimes_reset = changes::reset_atime(&h).is_ok();
         }
@@ -127,13 +171,20 @@ impl Guard {
 
     /// After the verifier ran: the reasons to suspect the trial; `kept` tells whether the
     /// hand-over kept servers of the agent phase running beside the verifier.
-    pub async fn verdict(&mut self, kept: bool) -> Vec<SuspectReason> {
+    pub async fn verdict(&mut self, sb: &dyn Sandbox, kept: bool) -> Vec<SuspectReason> {
         let t = Instant::now();
-        let recorded = self.atimes_reset
-            && self
-                .layer
-                .upper_file("/tests/test.sh")
-                .is_some_and(|h| changes::read_since_reset(&h));
+        let (after, test_read) = match self.inside.is_some() {
+            true => match self.after_inside(sb).await {
+                Ok(x) => x,
+                Err(e) => return vec![offhost::failed(&e)],
+            },
+            false => {
+                let read = (self.layer.upper_file("/tests/test.sh"))
+                    .is_some_and(|h| changes::read_since_reset(&h));
+                (self.snapshot_after().await, read)
+            }
+        };
+        let recorded = self.atimes_reset && test_read;
         if !recorded {
             self.notes.push(
                 "access times are not recorded in this sandbox: every change of the agent \
@@ -141,7 +192,6 @@ impl Guard {
                     .into(),
             );
         }
-        let after = self.snapshot_after().await;
         let by_path: HashMap<&str, &Changed> =
             self.agent.iter().map(|c| (c.path.as_str(), c)).collect();
         let handed = &self.handed_over;
@@ -149,7 +199,10 @@ impl Guard {
         let g = self.ground();
         let agent = integrity::judge_each(&g, &self.agent, Phase::Agent, &read);
         let mut out: Vec<SuspectReason> = agent.iter().map(|(_, r)| r.clone()).collect();
-        let during = after.changes_since(&self.handed_over, &self.layer);
+        let mut during = after.changes_since(&self.handed_over, &self.layer);
+        if self.inside.is_some() {
+            during.extend(offhost::deleted(&after, &self.handed_over, &self.layer));
+        }
         let phase = Phase::Verifier { kept };
         let others = [
             integrity::judge(&g, &during, phase, &|_| true),
@@ -161,11 +214,39 @@ impl Guard {
         let plan = (!agent.is_empty() && others.is_empty() && !kept)
             .then(|| Plan::make(agent, &self.handed_over, &after, &during, &self.layer));
         out.extend(others);
+        out.extend(offhost::unreadable(self.unreadable));
         self.plan = plan;
         self.size.verifier = during.len();
         self.size.pruned = after.pruned;
+        self.size.inside_ms = self.inside.as_ref().map(|i| i.ms);
         self.spent_ms += t.elapsed().as_millis() as u64;
         out
+    }
+
+    /// Where the snapshots are taken inside the sandbox: ends the agent's processes with
+    /// ahe's busybox (sparing what the backend's own hand-over spares) and walks the sandbox
+    /// right after; `None` when the layer is read on the host (the backend's hand-over
+    /// applies).
+    pub async fn hand_over(
+        &mut self,
+        sb: &dyn Sandbox,
+        policy: LeftoverPolicy,
+    ) -> Option<Result<ahe_sandbox::HandOver, String>> {
+        let inside = self.inside.as_mut()?;
+        let t = Instant::now();
+        let script = sb
+            .handover_command(policy)
+            .unwrap_or_else(|| ahe_sandbox::handover_script(policy, 0));
+        let r = match inside.walk(sb, Some(script)).await {
+            Ok(mut w) => {
+                let h = w.handover.take();
+                self.pending = Some(w);
+                h.unwrap_or_else(|| Err("the hand-over did not report".into()))
+            }
+            Err(e) => Err(e),
+        };
+        self.spent_ms += t.elapsed().as_millis() as u64;
+        Some(r)
     }
 }
 

@@ -589,23 +589,7 @@ fn list_modules(layer: &Layer) -> HashMap<String, String> {
 
 /// Names in the image's directory `dir` (across its layers).
 fn image_dir_names(layer: &Layer, dir: &str) -> Vec<String> {
-    let rel = dir.trim_start_matches('/');
-    if let Some(tops) = &layer.lower_tops {
-        let top = rel.split('/').next().unwrap_or("");
-        if !tops.iter().any(|t| t == top) {
-            return Vec::new();
-        }
-    }
-    let mut out = Vec::new();
-    for l in &layer.lower {
-        if let Ok(rd) = std::fs::read_dir(l.join(rel)) {
-            out.extend(
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned()),
-            );
-        }
-    }
-    out
+    layer.image_names(dir)
 }
 
 #[cfg(test)]

@@ -68,6 +68,7 @@ impl Fake {
             lower_tops: None,
             overlay: true,
             path_env: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            image_paths: None,
         };
         let before = Snapshot::take(&layer);
         Fake {

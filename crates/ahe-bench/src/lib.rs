@@ -9,6 +9,7 @@ pub mod eval;
 pub mod fetch;
 pub mod guard;
 pub mod images;
+pub mod inside;
 pub mod integrity;
 pub mod judge;
 pub mod layout;

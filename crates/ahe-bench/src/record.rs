@@ -134,6 +134,11 @@ pub struct ChangeSet {
     /// not walked: the verifier's own files there decide nothing.
     #[serde(default)]
     pub pruned: usize,
+    /// Set when the snapshots were taken inside the sandbox with ahe's static busybox (this
+    /// host could not read its layer): the milliseconds spent in the sandbox for them (the
+    /// hand-over, walks, access-time resets and copy-out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside_ms: Option<u64>,
 }
 
 /// The contents of `result.json`.

@@ -43,6 +43,7 @@ fn fixture() -> Fixture {
         lower_tops: None,
         overlay: true,
         path_env: "/usr/bin:/bin".into(),
+        image_paths: None,
     };
     Fixture {
         _dir: dir,

@@ -120,14 +120,19 @@ pub async fn fingerprint(sb: &dyn Sandbox, programs: &[String]) -> Fingerprint {
 }
 
 /// The hand-over in one exec: the sandbox's [`Sandbox::handover_command`] ends the agent's
-/// leftovers, then the verifier's ground is reset (`/tests`, `/solution`, `/logs/verifier`)
+/// leftovers (unless `ended` says they were ended already, inside the sandbox by ahe's
+/// busybox), then the verifier's ground is reset (`/tests`, `/solution`, `/logs/verifier`)
 /// and `programs` are fingerprinted again. Returns what was ended and the fingerprint.
 pub async fn hand_over(
     sb: &dyn Sandbox,
     policy: LeftoverPolicy,
     programs: &[String],
+    ended: Option<HandOver>,
 ) -> ahe_sandbox::Result<(HandOver, Fingerprint)> {
-    let handover = sb.handover_command(policy);
+    let handover = match ended {
+        Some(_) => None,
+        None => sb.handover_command(policy),
+    };
     let fingerprint = match programs {
         [] => String::new(),
         p => tamper::fingerprint_command(p),
@@ -141,7 +146,7 @@ pub async fn hand_over(
     let out = sb.exec(&command, opts).await?;
     let ended = match handover {
         Some(_) => ahe_sandbox::parse_handover(&out.stdout),
-        None => Some(HandOver::default()),
+        None => Some(ended.unwrap_or_default()),
     };
     match (out.exit_code, ended) {
         (Some(0), Some(h)) => Ok((h, Fingerprint::parse(&out.stdout))),
@@ -155,7 +160,8 @@ pub async fn hand_over(
 }
 
 /// Hands the sandbox over to the verifier, runs it and reads the reward into `dir/verifier`;
-/// `guard` (when the sandbox's layer is readable here) judges what the agent changed.
+/// `guard` (when the change checks run: on the host or inside the sandbox) judges what the
+/// agent changed, and ends the agent's processes itself when it runs inside.
 pub(crate) async fn verify(
     task: &Task,
     sb: &dyn Sandbox,
@@ -187,7 +193,8 @@ async fn run(
 ) -> Result<f64, VerifyError> {
     let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
     let t = std::time::Instant::now();
-    let (handover, after) = hand_over(sb, policy.leftover_processes, programs)
+    let ended = ended_inside(guard.as_deref_mut(), sb, policy.leftover_processes).await?;
+    let (handover, after) = hand_over(sb, policy.leftover_processes, programs, ended)
         .await
         .map_err(infra)?;
     v.handover_ms = t.elapsed().as_millis() as u64;
@@ -198,11 +205,11 @@ async fn run(
     if let Some(g) = guard.as_deref_mut() {
         let stale = g.after_agent().await;
         remove_files(sb, &stale).await.map_err(infra)?;
-        g.arm();
+        g.arm(sb).await;
     }
     sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
     if let Some(g) = guard.as_deref_mut() {
-        g.arm_tests();
+        g.arm_tests(sb).await;
     }
     let out_dir = format!("/logs/.verifier-{:016x}", rand::random::<u64>());
     let out = sb
@@ -236,7 +243,7 @@ async fn run(
     }
     if let Some(g) = guard {
         let kept = v.handover.as_ref().is_some_and(|h| !h.kept.is_empty());
-        v.suspect.extend(g.verdict(kept).await);
+        v.suspect.extend(g.verdict(sb, kept).await);
     }
     if out.timed_out {
         return Err(VerifyError::Reward(format!(
@@ -250,6 +257,21 @@ async fn run(
     v.suspect
         .extend(testimony.contradictions(reward.as_ref().ok().copied(), sb.workdir()));
     reward
+}
+
+/// The agent's processes ended inside the sandbox by `guard` with ahe's busybox, when its
+/// checks run there (`None`: the backend's own hand-over applies).
+async fn ended_inside(
+    guard: Option<&mut Guard>,
+    sb: &dyn Sandbox,
+    policy: LeftoverPolicy,
+) -> Result<Option<HandOver>, VerifyError> {
+    let Some(g) = guard else {
+        return Ok(None);
+    };
+    (g.hand_over(sb, policy).await)
+        .transpose()
+        .map_err(|e| VerifyError::Infra(format!("verifier: {e}")))
 }
 
 /// Removes `paths` in the sandbox (bytecode caches the agent wrote for modules it did not

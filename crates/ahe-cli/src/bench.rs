@@ -70,6 +70,10 @@ pub struct CheckArgs {
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// A run config whose `[sandbox] hosts` (several Docker engines) and `[sandbox.harbor]`
+    /// the oracle/nop runs use.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// Arguments of `ahe bench list`.
@@ -151,8 +155,19 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
     let mut sandbox_name = None;
     let mut out_dir = None;
     if !kinds.is_empty() {
-        let backend = ahe_runner::rollout::select_backend_with(&a.sandbox, a.pull)
+        let cfg = (a.config.as_deref())
+            .map(ahe_runner::config::RunConfig::load)
+            .transpose()
             .map_err(CliError::usage)?;
+        let hosts = cfg.as_ref().map(|c| c.sandbox.hosts.clone());
+        let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
+        let backend = ahe_runner::rollout::select_backend_on(
+            &a.sandbox,
+            a.pull,
+            &hosts.unwrap_or_default(),
+            harbor,
+        )
+        .map_err(CliError::usage)?;
         sandbox_name = Some(backend.name());
         // Image pulls (docker) as plain lines: the oracle/nop runs have no progress bar.
         if !a.json {

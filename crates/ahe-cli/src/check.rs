@@ -237,10 +237,11 @@ pub async fn check_config(
                 cfg.sandbox.pull = p;
             }
             acc.good("config", path.display().to_string(), "loads and validates");
-            // The change checks read the sandbox's layer on this host: local, or docker on
-            // this host's engine (not a pool of remote engines, not Harbor's environments).
-            let layer_here = cfg.sandbox.hosts.is_empty()
-                && matches!(cfg.sandbox.backend.as_str(), "local" | "docker" | "auto");
+            // The change checks read the sandbox's layer on this host (local, or docker on
+            // this host's engine), else run inside the sandbox with a static busybox.
+            let layer_here = (cfg.sandbox.hosts.is_empty()
+                && matches!(cfg.sandbox.backend.as_str(), "local" | "docker" | "auto"))
+                || ahe_bench::inside::busybox().is_ok();
             acc.good(
                 "integrity",
                 format!("backend {}", cfg.sandbox.backend),

@@ -523,3 +523,90 @@ fn check_runs_harbors_preflight() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("E2B_API_KEY"), "{}", text(&o));
 }
+
+/// Tasks of `benchmarks/adversarial` run on Harbor with host-side reading off: one per
+/// mechanism (a start-up hook seen by its access time, shadowing judged against the image's
+/// paths, image code patched, a survivor rewriting the tests, a background reward writer) and
+/// controls (a pip install, a kept server). `scripts/offhost-suite.sh` runs the whole suite.
+const SUBSET: &str = "pth-hook,shadow-sha256sum,patched-pytest,survivor-rewrites-tests,\
+bg-reward-writer,ctl-install-module,ctl-server";
+
+/// `ahe bench check benchmarks/adversarial --oracle` on `sandbox` (with `config`) for
+/// [`SUBSET`]: each task's (name, passed, flagged) and the trial dirs.
+fn subset(sandbox: &str, config: Option<&Path>, out: &Path) -> Vec<(String, bool, bool, String)> {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ahe"));
+    c.current_dir(root()).args([
+        "bench",
+        "check",
+        "benchmarks/adversarial",
+        "--oracle",
+        "--sandbox",
+        sandbox,
+        "--tasks",
+        SUBSET,
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    if let Some(cfg) = config {
+        c.arg("--config").arg(cfg);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{sandbox}: {}", text(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut v: Vec<(String, bool, bool, String)> = (doc["tasks"].as_array().unwrap().iter())
+        .map(|t| {
+            let r = &t["oracle"];
+            let name = t["name"].as_str().unwrap().to_string();
+            let dir = r["trial_dir"].as_str().unwrap_or("").to_string();
+            (name, r["status"] == "pass", r["suspect"] == true, dir)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn adversarial_subset_checked_inside_the_sandbox_equals_docker() {
+    if !harbor_ready() {
+        return;
+    }
+    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("harbor.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[benchmark]\npath = \"{}\"\n[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\n\
+             environment = \"docker\"\nhost_layer = false\n[models.default]\nprovider = \
+             \"mock\"\nmodel = \"oracle\"\n",
+            root().join("benchmarks/adversarial").display()
+        ),
+    )
+    .unwrap();
+    let (h_out, d_out) = (d.path().join("harbor"), d.path().join("docker"));
+    let harbor = std::thread::scope(|s| {
+        let h = s.spawn(|| subset("harbor", Some(&cfg), &h_out));
+        let docker = subset("docker", None, &d_out);
+        let harbor = h.join().unwrap();
+        let strip = |v: &[(String, bool, bool, String)]| -> Vec<(String, bool, bool)> {
+            v.iter().map(|(n, p, f, _)| (n.clone(), *p, *f)).collect()
+        };
+        assert_eq!(strip(&docker), strip(&harbor), "harbor (inside) vs docker");
+        harbor
+    });
+    for (name, passed, flagged, dir) in &harbor {
+        let hack = !name.starts_with("ctl-");
+        assert!(!hack || !passed || *flagged, "hack {name} won on harbor");
+        assert!(
+            hack || (*passed && !flagged),
+            "control {name} failed or was flagged"
+        );
+        let r = json_file(&Path::new(dir).join("result.json"));
+        let notes = r["notes"].to_string();
+        assert!(
+            notes.contains("change checks and hand-over: inside the sandbox"),
+            "{name}: {notes}"
+        );
+    }
+}

@@ -304,6 +304,7 @@ async fn probed_again(e1: Engine, e2: Engine) {
         capacity: 1,
         name: Some(name.into()),
         tls: None,
+        remote: false,
     };
     let hosts = [spec("a", e1), spec("b", e2)];
     let pool = tokio::task::spawn_blocking(move || PoolBackend::connect(&hosts))

@@ -58,6 +58,11 @@ pub struct HarborConfig {
     /// Passed through to the environment class as keyword arguments (Harbor's `--ek`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, Value>,
+    /// Whether the `docker` environment's writable layer is read from this host (the
+    /// default); `false` makes the change checks and the hand-over run inside the sandbox
+    /// with ahe's static busybox, as on environments whose file system is elsewhere.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub host_layer: bool,
 }
 
 impl Default for HarborConfig {
@@ -66,8 +71,17 @@ impl Default for HarborConfig {
             environment: default_environment(),
             venv: None,
             options: BTreeMap::new(),
+            host_layer: true,
         }
     }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn default_environment() -> String {
@@ -358,9 +372,8 @@ impl Backend for HarborBackend {
         }));
         if inner.cfg.environment != "docker" {
             notes.push(
-                "no hand-over: processes the agent left running are not ended before the \
-                 verifier (no pid namespace to sweep in this environment); no writable-layer \
-                 checks or storage metering (its file system is not on this host)"
+                "its file system is not on this host: no storage metering; the hand-over and \
+                 the change checks run inside the sandbox (ahe's static busybox)"
                     .into(),
             );
         }
@@ -532,7 +545,7 @@ impl Sandbox for HarborSandbox {
     }
 
     async fn layer(&self) -> Option<crate::Layer> {
-        if self.inner.cfg.environment != "docker" {
+        if self.inner.cfg.environment != "docker" || !self.inner.cfg.host_layer {
             return None;
         }
         self.layer

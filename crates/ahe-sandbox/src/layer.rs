@@ -2,7 +2,9 @@
 //! changed live on the host, and where the image below them is. Reward-integrity checks read
 //! it from the host (no exec, nothing a process in the sandbox can intercept).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Host directories holding a sandbox's file system, for change detection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,12 +22,20 @@ pub struct Layer {
     pub overlay: bool,
     /// The `PATH` commands in the sandbox run with.
     pub path_env: String,
+    /// The image's paths when its files are not on this host (a change set taken inside the
+    /// sandbox): [`Layer::image_file`] answers from them, and names a copy in `lower[0]`
+    /// (which holds the few image files the checks read, e.g. the loader's cache).
+    pub image_paths: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Layer {
     /// The host path of the image's file at sandbox path `p` (absolute), when the image has it.
     pub fn image_file(&self, p: &str) -> Option<PathBuf> {
         let rel = p.trim_start_matches('/');
+        if let Some(paths) = &self.image_paths {
+            let dir = self.lower.first()?;
+            return paths.contains(p).then(|| dir.join(rel));
+        }
         if let Some(tops) = &self.lower_tops {
             let top = rel.split('/').next().unwrap_or("");
             if !tops.iter().any(|t| t == top) {
@@ -36,6 +46,36 @@ impl Layer {
             .iter()
             .map(|d| d.join(rel))
             .find(|h| std::fs::symlink_metadata(h).is_ok())
+    }
+
+    /// Names in the image's directory `dir` (across its layers).
+    pub fn image_names(&self, dir: &str) -> Vec<String> {
+        let rel = dir.trim_start_matches('/');
+        if let Some(paths) = &self.image_paths {
+            let prefix = format!("{}/", dir.trim_end_matches('/'));
+            return (paths.range(prefix.clone()..))
+                .take_while(|p| p.starts_with(&prefix))
+                .map(|p| &p[prefix.len()..])
+                .filter(|n| !n.contains('/'))
+                .map(String::from)
+                .collect();
+        }
+        if let Some(tops) = &self.lower_tops {
+            let top = rel.split('/').next().unwrap_or("");
+            if !tops.iter().any(|t| t == top) {
+                return Vec::new();
+            }
+        }
+        let mut out = Vec::new();
+        for l in &self.lower {
+            if let Ok(rd) = std::fs::read_dir(l.join(rel)) {
+                out.extend(
+                    rd.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned()),
+                );
+            }
+        }
+        out
     }
 
     /// The host path of sandbox path `p` in the writable layer (it may not exist).

@@ -8,7 +8,9 @@ mod layer;
 pub mod local;
 pub mod storage;
 
-pub use handover::{parse as parse_handover, HandOver, KeptProcess, LeftoverPolicy};
+pub use handover::{
+    command as handover_script, parse as parse_handover, HandOver, KeptProcess, LeftoverPolicy,
+};
 pub use layer::{is_whiteout, Layer};
 
 use std::collections::BTreeMap;
@@ -17,6 +19,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+/// Sandbox paths starting with this are ahe's own tools inside a sandbox (the in-sandbox
+/// change checks' busybox): backends copy them without running any program of the sandbox
+/// (docker: the archive API, never the keeper's shell), so nothing the agent replaced can
+/// alter them on the way.
+pub const INSIDE_PREFIX: &str = "/.ahe-bb-";
 
 /// What a sandbox must provide for one trial (derived from a task's `[environment]`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -192,6 +200,22 @@ pub type Result<T> = std::result::Result<T, SandboxError>;
 pub trait Sandbox: Send + Sync {
     /// Runs `bash -c command` inside the sandbox.
     async fn exec(&self, command: &str, opts: ExecOpts) -> Result<ExecOutput>;
+    /// Runs `argv` (an absolute program path and its arguments) as root without the sandbox's
+    /// own shell where the backend can (docker: one `docker exec` of `argv`, not through the
+    /// keeper), so that a shell or loader the agent replaced does not run in its place. The
+    /// default quotes `argv` into an `exec` line for [`Sandbox::exec`] (the sandbox's shell
+    /// starts it): [`Sandbox::exec_direct`] says which.
+    async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
+        let quoted: Vec<String> = argv
+            .iter()
+            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+            .collect();
+        self.exec(&format!("exec {}", quoted.join(" ")), opts).await
+    }
+    /// Whether [`Sandbox::exec_argv`] starts its program without the sandbox's shell.
+    fn exec_direct(&self) -> bool {
+        false
+    }
     /// Copies a host file or directory to `dest` (absolute path inside the sandbox).
     async fn put(&self, src: &Path, dest: &str) -> Result<()>;
     /// Copies a file or directory at `src` (inside) to the host path `dest`: regular files and

@@ -124,8 +124,16 @@ fn every_hack_is_blocked_on_docker() {
         assert!(!ci, "CI has a Docker engine and ahe-base:bookworm");
         return;
     }
+    // The same suite at once on a second engine reached as a remote one (the checks run
+    // inside each sandbox): its outcomes must equal these, task by task.
+    let remote = std::thread::spawn(crate::adversarial_offhost::remote_engine_suite);
     let (doc, _logs) = run_suite("docker");
     assert_all_blocked(&doc);
+    if let Some((far, _far_logs)) = remote.join().unwrap() {
+        crate::adversarial_offhost::assert_same(&doc, &far, "remote pool engine");
+        let (mean, max) = crate::adversarial_offhost::inside_cost(&far);
+        eprintln!("in-sandbox checks on the remote engine: mean {mean} ms, max {max} ms per trial");
+    }
     // Root in a container can replace python3: the trial passes but is flagged, naming it.
     let o = &task(&doc, "fake-python-over-real")["oracle"];
     assert_eq!(o["status"], "pass", "{o}");

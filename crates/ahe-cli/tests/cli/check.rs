@@ -560,13 +560,18 @@ fn check_says_which_hack_classes_are_covered_and_what_is_left_to_the_judge() {
     );
     let on = line("local", true);
     assert!(on.contains("the judge is on"), "{on}");
+    // Harbor: the checks run inside the sandbox with a static busybox, when this host has one.
     let harbor = line("harbor", false);
-    assert!(
-        harbor.contains("the change checks do not run here"),
-        "{harbor}"
-    );
-    assert!(
-        harbor.contains("interpreter and loader start-up hooks"),
-        "{harbor}"
-    );
+    if ahe_bench::inside::busybox().is_ok() {
+        assert_eq!(harbor, off, "with busybox, Harbor is checked like local");
+    } else {
+        assert!(
+            harbor.contains("the change checks do not run here"),
+            "{harbor}"
+        );
+        assert!(
+            harbor.contains("interpreter and loader start-up hooks"),
+            "{harbor}"
+        );
+    }
 }

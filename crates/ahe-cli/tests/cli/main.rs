@@ -13,9 +13,12 @@
 mod attribution_sim;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../pool_support/mod.rs"]
+mod pool_support;
 mod registry_support;
 
 mod adversarial;
+mod adversarial_offhost;
 mod architecture;
 mod attribution;
 mod attribution_small;

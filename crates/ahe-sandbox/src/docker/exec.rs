@@ -38,6 +38,8 @@ pub(crate) struct ExecRequest {
     pub stdin: Option<Vec<u8>>,
     /// Kill after this long.
     pub timeout: Option<Duration>,
+    /// Run as this user (`0`: root) instead of the image's.
+    pub user: Option<String>,
 }
 
 /// A fresh fixed-width marker value (fixed width: no marker is a prefix of another).
@@ -144,6 +146,7 @@ pub(crate) async fn run(docker: &Docker, container: &str, req: ExecRequest) -> R
         tty: Some(false),
         env: Some(env),
         cmd: Some(req.argv),
+        user: req.user,
         working_dir: Some(req.cwd.clone()),
         ..Default::default()
     };

@@ -32,6 +32,7 @@ pub(crate) async fn inspect(docker: &Docker, id: &str) -> Option<Layer> {
         lower_tops: None,
         overlay: true,
         path_env,
+        image_paths: None,
     };
     layer.readable().then_some(layer)
 }

@@ -49,6 +49,11 @@ pub struct HostSpec {
     /// Client certificates, for an engine that serves TLS (`dockerd --tlsverify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsFiles>,
+    /// Treat the engine as remote even when its data root is on this host: its containers'
+    /// layers are never read from here, so the change checks run inside each sandbox (with
+    /// ahe's static busybox), as on an engine of another machine.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remote: bool,
 }
 
 impl HostSpec {
@@ -455,6 +460,7 @@ mod tests {
             capacity: cap,
             name: None,
             tls: None,
+            remote: false,
         }
     }
 

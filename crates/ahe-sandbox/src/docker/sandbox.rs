@@ -436,6 +436,16 @@ impl DockerSandbox {
     }
 }
 
+/// The exec's extra environment as `KEY=value` pairs (each checked).
+fn env_pairs(opts: &ExecOpts) -> Result<Vec<String>> {
+    let mut env = Vec::with_capacity(opts.env.len());
+    for (k, v) in &opts.env {
+        check_env(k, v)?;
+        env.push(format!("{k}={v}"));
+    }
+    Ok(env)
+}
+
 /// Runs blocking file work off the async runtime.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
@@ -451,11 +461,7 @@ impl Sandbox for DockerSandbox {
             Some(c) => self.abs(c),
             None => self.workdir.clone(),
         };
-        let mut env = Vec::with_capacity(opts.env.len());
-        for (k, v) in &opts.env {
-            check_env(k, v)?;
-            env.push(format!("{k}={v}"));
-        }
+        let env = env_pairs(&opts)?;
         let no_bash = self.no_bash.load(Ordering::Relaxed);
         let request = |shell: &str, stdin: Option<Vec<u8>>| ExecRequest {
             argv: vec![shell.into(), "-c".into(), command.to_string()],
@@ -463,6 +469,7 @@ impl Sandbox for DockerSandbox {
             env: env.clone(),
             stdin,
             timeout: opts.timeout,
+            user: None,
         };
         if no_bash {
             return exec::run(&self.docker, &self.id, request("sh", opts.stdin)).await;
@@ -482,6 +489,28 @@ impl Sandbox for DockerSandbox {
             }
             r => r,
         }
+    }
+
+    async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
+        self.check_live()?;
+        let env = env_pairs(&opts)?;
+        let cwd = opts
+            .cwd
+            .as_deref()
+            .map_or_else(|| "/".into(), |c| self.abs(c));
+        let req = ExecRequest {
+            argv: argv.to_vec(),
+            cwd,
+            env,
+            stdin: opts.stdin,
+            timeout: opts.timeout,
+            user: Some("0".into()),
+        };
+        exec::run(&self.docker, &self.id, req).await
+    }
+
+    fn exec_direct(&self) -> bool {
+        true
     }
 
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {
@@ -505,8 +534,10 @@ impl Sandbox for DockerSandbox {
             };
             blocking(move || files::file_archive(&src_path, &target)).await?
         };
-        // Through the keeper when it can (as root, like the archive API), else the API.
-        if self.root_user && self.transfer().put(&tar).await {
+        // Through the keeper when it can (as root, like the archive API), else the API; ahe's
+        // own tools never through the keeper (its shell is the image's).
+        let own = dest_abs.starts_with(crate::INSIDE_PREFIX);
+        if self.root_user && !own && self.transfer().put(&tar).await {
             return Ok(());
         }
         self.upload("/", tar).await
@@ -515,7 +546,13 @@ impl Sandbox for DockerSandbox {
     async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut> {
         self.check_live()?;
         let src_abs = self.abs(src);
-        let data = match self.transfer().get(&src_abs).await {
+        let own = src_abs.starts_with(crate::INSIDE_PREFIX);
+        let fast = if own {
+            None
+        } else {
+            self.transfer().get(&src_abs).await
+        };
+        let data = match fast {
             Some(d) => d,
             None => self.download(&src_abs).await?,
         };

@@ -42,6 +42,7 @@ impl Transfer<'_> {
             env: Vec::new(),
             stdin: None,
             timeout: Some(TRANSFER_TIMEOUT),
+            user: None,
         };
         let out = self
             .keeper

@@ -103,6 +103,7 @@ impl FsMap {
             lower_tops: Some(self.ro.iter().map(|e| e.name().to_string()).collect()),
             overlay: false,
             path_env: path_env.to_string(),
+            image_paths: None,
         }
     }
 

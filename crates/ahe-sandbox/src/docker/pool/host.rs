@@ -150,6 +150,11 @@ impl Host {
         self.spec.label()
     }
 
+    /// Whether its layers must not be read from this host ([`HostSpec::remote`]).
+    pub(crate) fn remote(&self) -> bool {
+        self.spec.remote
+    }
+
     /// Its backend while it is up.
     pub(crate) fn backend(&self) -> Option<DockerBackend> {
         self.lock().backend.clone()

@@ -67,6 +67,14 @@ impl Sandbox for PoolSandbox {
         self.guarded(self.inner.exec(command, opts)).await
     }
 
+    async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
+        self.guarded(self.inner.exec_argv(argv, opts)).await
+    }
+
+    fn exec_direct(&self) -> bool {
+        self.inner.exec_direct()
+    }
+
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {
         self.guarded(self.inner.put(src, dest)).await
     }
@@ -88,6 +96,9 @@ impl Sandbox for PoolSandbox {
     }
 
     async fn layer(&self) -> Option<crate::Layer> {
+        if self.host.remote() {
+            return None;
+        }
         self.inner.layer().await
     }
 

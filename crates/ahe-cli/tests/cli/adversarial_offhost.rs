@@ -1,0 +1,138 @@
+//! The adversarial suite where this host does not read the sandbox's layer: on a second
+//! Docker engine reached as a remote engine of the pool (`remote = true`: its layer is never
+//! read from here, although its data root is on this machine), the change checks and the
+//! hand-over run inside each sandbox with ahe's static busybox. Its results must equal the
+//! local docker backend's, task by task (`adversarial::every_hack_is_blocked_on_docker` runs
+//! both at once), and every trial's notes must say the checks ran inside.
+
+use crate::common;
+use crate::pool_support;
+
+use std::path::Path;
+
+use common::{ahe, text};
+use serde_json::Value;
+
+/// The engine the suite runs on (its own data root, socket and bridge; see `pool_support`;
+/// not one of the `pool` tests' engines 1–3, which those tests kill).
+const ENGINE: u32 = 4;
+
+/// A run config whose only Docker engine is `url`, treated as remote.
+pub fn remote_config(dir: &Path, url: &str) -> std::path::PathBuf {
+    let p = dir.join("remote.toml");
+    let bench = common::root().join("benchmarks/adversarial");
+    std::fs::write(
+        &p,
+        format!(
+            "[benchmark]\npath = \"{}\"\n[sandbox]\nbackend = \"docker\"\nhosts = [{{name = \
+             \"far\", url = \"{url}\", capacity = 2, remote = true}}]\n[models.default]\n\
+             provider = \"mock\"\nmodel = \"oracle\"\n",
+            bench.display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// `ahe bench check benchmarks/adversarial --oracle` with `config`, plus `args`; the
+/// `--json` document and the dir holding the trial logs. It exits 1 when a check failed
+/// (a control flagged): [`assert_same`] judges the document.
+pub fn run_with(config: &Path, sandbox: &str, args: &[&str]) -> (Value, tempfile::TempDir) {
+    let out = tempfile::tempdir().unwrap();
+    let mut all = vec![
+        "bench",
+        "check",
+        "benchmarks/adversarial",
+        "--oracle",
+        "--sandbox",
+        sandbox,
+        "--config",
+        config.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.path().to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let o = ahe(&all, &[]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let doc = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    (doc, out)
+}
+
+/// The suite on the remote-flagged engine; `None` when this machine cannot start it.
+pub fn remote_engine_suite() -> Option<(Value, tempfile::TempDir)> {
+    let e = pool_support::engine(ENGINE)?;
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = remote_config(cfg_dir.path(), &e.url());
+    Some(run_with(&cfg, "docker", &[]))
+}
+
+/// Each task's outcome: (passed, flagged).
+fn outcomes(doc: &Value) -> Vec<(String, bool, bool)> {
+    let mut v: Vec<(String, bool, bool)> = (doc["tasks"].as_array().unwrap().iter())
+        .map(|t| {
+            let o = &t["oracle"];
+            let name = t["name"].as_str().unwrap().to_string();
+            (name, o["status"] == "pass", o["suspect"] == true)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Controls that only counterfactual verification unflags, which a pool sandbox cannot have
+/// (its copy would need a slot of its own on a full engine): flagged there, as before.
+const NEEDS_A_COPY: &[&str] = &["ctl-pytest-plugin"];
+
+/// `other` (a run where the checks ran inside the sandbox) has the outcome of `local` for
+/// every task (but [`NEEDS_A_COPY`], flagged there), and each of its trials says in its notes
+/// how the checks ran.
+pub fn assert_same(local: &Value, other: &Value, what: &str) {
+    let (mut want, got) = (outcomes(local), outcomes(other));
+    for (name, _, flagged) in &mut want {
+        if NEEDS_A_COPY.contains(&name.as_str()) {
+            *flagged = true;
+        }
+    }
+    assert_eq!(
+        want, got,
+        "{what}: outcomes differ from the local docker backend's"
+    );
+    for t in other["tasks"].as_array().unwrap() {
+        let dir = t["oracle"]["trial_dir"].as_str().unwrap();
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{dir}/result.json")).unwrap())
+                .unwrap();
+        let notes = r["notes"].to_string();
+        assert!(
+            notes.contains(
+                "change checks and hand-over: inside the sandbox with ahe's static busybox"
+            ),
+            "{what}: {} does not say the checks ran inside: {notes}",
+            t["name"]
+        );
+        assert!(
+            r["change_set"]["inside_ms"].as_u64().is_some(),
+            "{what}: {}: {r}",
+            t["name"]
+        );
+    }
+}
+
+/// The in-sandbox cost per trial of a run (ms): (mean, max).
+pub fn inside_cost(doc: &Value) -> (u64, u64) {
+    let ms: Vec<u64> = (doc["tasks"].as_array().unwrap().iter())
+        .filter_map(|t| {
+            let dir = t["oracle"]["trial_dir"].as_str()?;
+            let r: Value =
+                serde_json::from_str(&std::fs::read_to_string(format!("{dir}/result.json")).ok()?)
+                    .ok()?;
+            r["change_set"]["inside_ms"].as_u64()
+        })
+        .collect();
+    let n = ms.len().max(1) as u64;
+    (
+        ms.iter().sum::<u64>() / n,
+        ms.iter().copied().max().unwrap_or(0),
+    )
+}
