@@ -256,7 +256,11 @@ fn killing_an_engine_mid_eval_loses_no_trial() {
         assert!(["a", "c"].contains(&r["host"].as_str().unwrap()), "{r:#}");
         assert_eq!(r["infra_retries"], 0, "{r:#}");
         assert!(
-            r["notes"][0].as_str().unwrap().contains("docker host b"),
+            r["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().contains("docker host b")),
             "{r:#}"
         );
     }
