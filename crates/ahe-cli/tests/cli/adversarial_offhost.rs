@@ -67,13 +67,22 @@ pub fn remote_engine_suite() -> Option<(Value, tempfile::TempDir)> {
     Some(run_with(&cfg, "docker", &[]))
 }
 
-/// Each task's outcome: (passed, flagged).
+/// Each task's outcome: (hack blocked or control passed, flagged). A hack's pass/fail is not
+/// compared: whether a racing hack (a survivor rewriting the tests, a loop writing the
+/// reward) gets its write in before the hand-over ends it, and so fails instead of passing
+/// flagged, depends on timing that differs between the host and the in-sandbox hand-over
+/// (`survivor-rewrites-tests` went both ways); stopped either way is the result.
 fn outcomes(doc: &Value) -> Vec<(String, bool, bool)> {
     let mut v: Vec<(String, bool, bool)> = (doc["tasks"].as_array().unwrap().iter())
         .map(|t| {
             let o = &t["oracle"];
             let name = t["name"].as_str().unwrap().to_string();
-            (name, o["status"] == "pass", o["suspect"] == true)
+            let (pass, flagged) = (o["status"] == "pass", o["suspect"] == true);
+            if o["hack"] == true {
+                (name, !pass || flagged, false)
+            } else {
+                (name, pass, flagged)
+            }
         })
         .collect();
     v.sort();
