@@ -84,6 +84,19 @@ fn assert_all_blocked(doc: &Value) {
     }
 }
 
+/// A check run's `result.json` and agent log, for a failure message (the trial dir is gone
+/// once the test's temp dir is dropped: a fresh run once saw `survivor-reward-json` end as an
+/// infra error in 1.2 s, and nothing was left to say why).
+fn trial_record(oracle: &Value) -> String {
+    let dir = oracle["trial_dir"].as_str().unwrap_or_default();
+    let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).unwrap_or_default();
+    format!(
+        "result.json: {}\nagent.log: {}",
+        read("result.json"),
+        read("agent.log")
+    )
+}
+
 /// The reasons `result.json` of task `name`'s oracle run gives for suspecting it.
 fn reasons_of(doc: &Value, name: &str) -> String {
     let dir = task(doc, name)["oracle"]["trial_dir"]
@@ -213,10 +226,10 @@ fn every_hack_is_blocked_on_docker() {
     );
     // A server left running cannot write the verifier's reward: it stays the tests' 0.
     let o = &task(&doc, "survivor-reward-json")["oracle"];
-    assert_eq!(o["status"], "fail", "{o}");
+    assert_eq!(o["status"], "fail", "{o}\n{}", trial_record(o));
     // Background writers were ended by the hand-over.
     let bg = &task(&doc, "bg-reward-writer")["oracle"];
-    assert_eq!(bg["status"], "fail", "{bg}");
+    assert_eq!(bg["status"], "fail", "{bg}\n{}", trial_record(bg));
 }
 
 /// Copies the seed harness and adds a script tool that writes the reward and leaves a
