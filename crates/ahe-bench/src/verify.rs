@@ -65,7 +65,10 @@ const RESET: &str = "for d in /logs /tests /solution /logs/verifier; do \
     [ -w /logs/verifier ] || chmod 777 /logs/verifier || exit 4; ";
 
 /// Runs `test.sh` in the task's WORKDIR with its outputs in `out` (a fresh directory of a
-/// name nobody in the sandbox knows): `/logs/verifier` becomes a link to `/proc/self/fd/9`,
+/// name nobody in the sandbox knows): the old `/logs/verifier` is renamed out of the way (one
+/// atomic step: a server the hand-over kept that keeps writing into it made `rm -rf` fail with
+/// "Directory not empty", and the trial an infra error instead of the agent's failure — a fresh
+/// run caught `survivor-reward-json` so), then it becomes a link to `/proc/self/fd/9`,
 /// and only the verifier's process tree holds fd 9 on `out`. A process the agent left running
 /// that writes `/logs/verifier/reward.json` finds no such directory. Prints `replaced` when
 /// the tests put something else at `/logs/verifier` (then it is read instead).
@@ -75,8 +78,11 @@ const RESET: &str = "for d in /logs /tests /solution /logs/verifier; do \
 pub(crate) fn run_tests_command(out: &str) -> String {
     let witness = crate::witness::setup_lines(&format!("{out}-py"));
     format!(
-        "d='{out}'; rm -rf \"$d\" /logs/verifier && mkdir -m 777 \"$d\" && exec 9<\"$d\" && \
-         ln -s /proc/self/fd/9 /logs/verifier || exit 4; {witness}\
+        "d='{out}'; rm -rf \"$d\" && \
+         {{ {{ [ ! -e /logs/verifier ] && [ ! -h /logs/verifier ]; }} || mv /logs/verifier \"$d.old\"; }} && \
+         mkdir -m 777 \"$d\" && exec 9<\"$d\" && \
+         ln -s /proc/self/fd/9 /logs/verifier && [ -h /logs/verifier ] || exit 4; \
+         rm -rf \"$d.old\" 2>/dev/null; {witness}\
          [ -x /tests/test.sh ] || chmod +x /tests/test.sh; \
          /tests/test.sh > /logs/verifier/stdout.txt 2>&1; \
          exec 9<&-; [ -h /logs/verifier ] || echo replaced"
