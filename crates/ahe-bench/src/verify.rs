@@ -229,6 +229,15 @@ async fn run(
         .await
         .map_err(infra)?;
     if out.exit_code == Some(4) && !out.timed_out && out.stdout.is_empty() {
+        // With a process the agent left running (kept as a server), the set-up's failure may
+        // be its doing (a writer racing the swap of /logs/verifier): the agent's, not infra.
+        let kept = v.handover.as_ref().is_some_and(|h| !h.kept.is_empty());
+        if kept {
+            return Err(VerifyError::Reward(format!(
+                "verifier: could not make its output directory while a process the agent left running was kept: {}",
+                out.stderr.chars().take(400).collect::<String>()
+            )));
+        }
         return Err(VerifyError::Infra(format!(
             "verifier: could not make its output directory: {}",
             out.stderr.chars().take(400).collect::<String>()
