@@ -56,8 +56,13 @@ async fn bench(name: &str, backend: &dyn Backend, trials: usize) -> anyhow::Resu
                 .await?;
         }
         let t2 = Instant::now();
-        let (h, after) =
-            verify::hand_over(sb.as_ref(), LeftoverPolicy::KeepServers, &programs, None).await?;
+        let (h, after) = verify::hand_over(
+            sb.as_ref(),
+            (LeftoverPolicy::KeepServers, 30),
+            &programs,
+            None,
+        )
+        .await?;
         let t3 = Instant::now();
         let t4 = Instant::now();
         sb.exec("true", ExecOpts::default()).await?;

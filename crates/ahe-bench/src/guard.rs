@@ -230,13 +230,14 @@ impl Guard {
     pub async fn hand_over(
         &mut self,
         sb: &dyn Sandbox,
-        policy: LeftoverPolicy,
+        (policy, start_secs): (LeftoverPolicy, u32),
     ) -> Option<Result<ahe_sandbox::HandOver, String>> {
         let inside = self.inside.as_mut()?;
         let t = Instant::now();
         let script = sb
             .handover_command(policy)
             .unwrap_or_else(|| ahe_sandbox::handover_script(policy, 0));
+        let script = ahe_sandbox::handover_window(&script, start_secs);
         let r = match inside.walk(sb, Some(script)).await {
             Ok(mut w) => {
                 let h = w.handover.take();

@@ -21,11 +21,22 @@ pub struct VerifierPolicy {
     /// Processes still running when the agent phase ends: `kill` all, or `keep_servers`
     /// (default: those serving a listening socket stay, as Terminal-Bench tasks expect).
     pub leftover_processes: LeftoverPolicy,
+    /// Under `keep_servers`: how long (seconds) the hand-over waits at most for a leftover
+    /// still starting (busy, not listening yet) to bind its port before it is ended (default
+    /// [`ahe_sandbox::START_WINDOW_SECS`]; raise it for services that start slowly).
+    pub service_start_secs: Option<u32>,
     /// A suspect trial is flagged (default) or, with `fail`, a suspect pass fails.
     pub on_suspect: OnSuspect,
     /// Forces where every task's verifier runs (`separate`: a fresh sandbox that receives
     /// only the task's artifacts); unset, each task's `[verifier] environment_mode` decides.
     pub environment_mode: Option<crate::task::EnvironmentMode>,
+}
+
+impl VerifierPolicy {
+    /// The hand-over's start window in seconds ([`VerifierPolicy::service_start_secs`]).
+    pub fn start_window(&self) -> u32 {
+        (self.service_start_secs).unwrap_or(ahe_sandbox::START_WINDOW_SECS)
+    }
 }
 
 /// Why the verifier phase produced no reward.
@@ -131,13 +142,13 @@ pub async fn fingerprint(sb: &dyn Sandbox, programs: &[String]) -> Fingerprint {
 /// and `programs` are fingerprinted again. Returns what was ended and the fingerprint.
 pub async fn hand_over(
     sb: &dyn Sandbox,
-    policy: LeftoverPolicy,
+    (policy, start_secs): (LeftoverPolicy, u32),
     programs: &[String],
     ended: Option<HandOver>,
 ) -> ahe_sandbox::Result<(HandOver, Fingerprint)> {
     let handover = match ended {
         Some(_) => None,
-        None => sb.handover_command(policy),
+        None => (sb.handover_command(policy)).map(|c| ahe_sandbox::handover_window(&c, start_secs)),
     };
     let fingerprint = match programs {
         [] => String::new(),
@@ -199,8 +210,9 @@ async fn run(
 ) -> Result<f64, VerifyError> {
     let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
     let t = std::time::Instant::now();
-    let ended = ended_inside(guard.as_deref_mut(), sb, policy.leftover_processes).await?;
-    let (handover, after) = hand_over(sb, policy.leftover_processes, programs, ended)
+    let leftovers = (policy.leftover_processes, policy.start_window());
+    let ended = ended_inside(guard.as_deref_mut(), sb, leftovers).await?;
+    let (handover, after) = hand_over(sb, leftovers, programs, ended)
         .await
         .map_err(infra)?;
     v.handover_ms = t.elapsed().as_millis() as u64;
@@ -279,7 +291,7 @@ async fn run(
 async fn ended_inside(
     guard: Option<&mut Guard>,
     sb: &dyn Sandbox,
-    policy: LeftoverPolicy,
+    policy: (LeftoverPolicy, u32),
 ) -> Result<Option<HandOver>, VerifyError> {
     let Some(g) = guard else {
         return Ok(None);

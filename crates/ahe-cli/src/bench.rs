@@ -70,8 +70,8 @@ pub struct CheckArgs {
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     json: bool,
-    /// A run config whose `[sandbox] hosts` (several Docker engines) and `[sandbox.harbor]`
-    /// the oracle/nop runs use.
+    /// A run config whose `[sandbox] hosts` (several Docker engines), `[sandbox.harbor]` and
+    /// `[verifier]` (hand-over policy, start window) the oracle/nop runs use.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 }
@@ -217,7 +217,7 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
             out_dir: dir.clone(),
             default_agent_timeout: Duration::from_secs(1800),
             infra_retries: 1,
-            verifier: Default::default(),
+            verifier: cfg.as_ref().map(|c| c.verifier).unwrap_or_default(),
             run: format!("bench-check-{}", std::process::id()),
         };
         let quiet = a.json;

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use common::{docker_ready, json_file, root, text};
 use serde_json::Value;
 
-/// Harbor evals share the engine and its build locks: one at a time.
+/// Harbor evals one at a time: each runs several `docker compose` processes per trial on
+/// the shared engine; two at once were no faster on two cores (2026-12-05, loaded: the
+/// subset and oracle tests took 193 s side by side, 162 s one after the other).
 static EVALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Whether the venv, the engine and Compose v2 are here (panics under CI=true when not).
@@ -533,7 +535,7 @@ bg-reward-writer,ctl-install-module,ctl-server";
 
 /// `ahe bench check benchmarks/adversarial --oracle` on `sandbox` (with `config`) for
 /// [`SUBSET`]: each task's (name, passed, flagged) and the trial dirs.
-fn subset(sandbox: &str, config: Option<&Path>, out: &Path) -> Vec<(String, bool, bool, String)> {
+fn subset(sandbox: &str, config: &Path, out: &Path) -> Vec<(String, bool, bool, String)> {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ahe"));
     c.current_dir(root()).args([
         "bench",
@@ -547,10 +549,9 @@ fn subset(sandbox: &str, config: Option<&Path>, out: &Path) -> Vec<(String, bool
         "--json",
         "--out",
         out.to_str().unwrap(),
+        "--config",
     ]);
-    if let Some(cfg) = config {
-        c.arg("--config").arg(cfg);
-    }
+    c.arg(config);
     let o = c.output().unwrap();
     assert!(o.status.success(), "{sandbox}: {}", text(&o));
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -573,21 +574,15 @@ fn adversarial_subset_checked_inside_the_sandbox_equals_docker() {
     }
     let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
-    let cfg = d.path().join("harbor.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[benchmark]\npath = \"{}\"\n[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\n\
-             environment = \"docker\"\nhost_layer = false\n[models.default]\nprovider = \
-             \"mock\"\nmodel = \"oracle\"\n",
-            root().join("benchmarks/adversarial").display()
-        ),
-    )
-    .unwrap();
+    // The tests' start window on both (bg-reward-writer leaves a busy loop).
+    let harbor_env = "[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\nenvironment = \
+                      \"docker\"\nhost_layer = false\n";
+    let cfg = common::suite_config(d.path(), "harbor", "benchmarks/adversarial", harbor_env);
+    let docker_cfg = common::suite_config(d.path(), "docker", "benchmarks/adversarial", "");
     let (h_out, d_out) = (d.path().join("harbor"), d.path().join("docker"));
     let harbor = std::thread::scope(|s| {
-        let h = s.spawn(|| subset("harbor", Some(&cfg), &h_out));
-        let docker = subset("docker", None, &d_out);
+        let h = s.spawn(|| subset("harbor", &cfg, &h_out));
+        let docker = subset("docker", &docker_cfg, &d_out);
         let harbor = h.join().unwrap();
         let strip = |v: &[(String, bool, bool, String)]| -> Vec<(String, bool, bool)> {
             v.iter().map(|(n, p, f, _)| (n.clone(), *p, *f)).collect()

@@ -35,7 +35,7 @@ pub struct RunConfig {
     #[serde(default)]
     pub agent: AgentConfig,
     /// The verifier hand-over: `leftover_processes = "keep_servers" | "kill"`,
-    /// `on_suspect = "flag" | "fail"`.
+    /// `service_start_secs` (default 30), `on_suspect = "flag" | "fail"`.
     #[serde(default)]
     pub verifier: ahe_bench::VerifierPolicy,
     /// Evolve-loop settings.

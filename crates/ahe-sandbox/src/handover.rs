@@ -48,6 +48,22 @@ pub fn command(policy: LeftoverPolicy, depth: u32) -> String {
     format!("set -- {depth} {keep}\n{SCRIPT}\n")
 }
 
+/// The default start window: how long the hand-over waits at most for a leftover that is
+/// still starting (busy, not listening yet) to bind its port, under
+/// [`LeftoverPolicy::KeepServers`].
+pub const START_WINDOW_SECS: u32 = 30;
+
+/// `command` (made by [`command`]) with its start window set to `secs` (capped at an hour);
+/// any other command is returned as it is.
+pub fn window(command: &str, secs: u32) -> String {
+    match command.split_once('\n') {
+        Some((first, rest)) if first.starts_with("set -- ") && first.split(' ').count() == 4 => {
+            format!("{first} {}\n{rest}", secs.min(3600) * 4)
+        }
+        _ => command.to_string(),
+    }
+}
+
 /// Runs `command` (a hand-over command, see [`Sandbox::handover_command`]) in `sb`.
 pub(crate) async fn run<S: Sandbox + ?Sized>(sb: &S, command: &str) -> Result<HandOver> {
     let opts = ExecOpts {
@@ -163,10 +179,16 @@ mod tests {
     /// Runs `setup` then the keep-servers hand-over in a fresh pid and network namespace;
     /// returns its output and how long the hand-over took.
     fn keep_servers_in_namespace(setup: &str) -> (String, std::time::Duration) {
+        keep_servers_within(setup, START_WINDOW_SECS)
+    }
+
+    /// [`keep_servers_in_namespace`] with a start window of `secs`.
+    fn keep_servers_within(setup: &str, secs: u32) -> (String, std::time::Duration) {
+        let cmd = window(&command(LeftoverPolicy::KeepServers, 0), secs);
         let inner = format!(
             "{setup} sleep 0.1; t0=$(date +%s%N); sh -c '{}'; echo rc=$?; \
              echo ms=$(( ($(date +%s%N) - t0) / 1000000 ))",
-            command(LeftoverPolicy::KeepServers, 0).replace('\'', "'\\''")
+            cmd.replace('\'', "'\\''")
         );
         let out = std::process::Command::new("bwrap")
             .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
@@ -219,5 +241,36 @@ mod tests {
         let (text, took) = keep_servers_in_namespace("");
         assert_eq!(parse(&text), Some(HandOver::default()), "{text}");
         assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    }
+
+    /// A leftover that stays busy without listening (a writer loop) is waited for until the
+    /// start window ends, then killed: the window is the command's third argument.
+    #[test]
+    fn a_busy_leftover_is_killed_when_the_start_window_ends() {
+        let cmd = command(LeftoverPolicy::KeepServers, 2);
+        assert!(cmd.starts_with("set -- 2 1\n"), "{cmd}");
+        assert!(window(&cmd, 3).starts_with("set -- 2 1 12\n"));
+        assert!(
+            window(&cmd, 99_999).starts_with("set -- 2 1 14400\n"),
+            "capped at an hour"
+        );
+        assert_eq!(
+            window("echo hi\n", 3),
+            "echo hi\n",
+            "not a hand-over command"
+        );
+        if !crate::local::LocalBackend::bubblewrap_available() {
+            eprintln!("skipped: bubblewrap unavailable");
+            return;
+        }
+        let busy = "(while :; do echo x > /dev/null; done) & ";
+        let (text, took) = keep_servers_within(busy, 3);
+        let h = parse(&text).expect(&text);
+        assert!(h.kept.is_empty() && h.killed >= 1, "{text}");
+        assert!(
+            took >= std::time::Duration::from_millis(2900),
+            "{took:?} {text}"
+        );
+        assert!(took < std::time::Duration::from_secs(10), "{took:?} {text}");
     }
 }

@@ -1,4 +1,4 @@
-# The verifier hand-over (POSIX sh; `set -- DEPTH KEEP_SERVERS` precedes it): ends every
+# The verifier hand-over (POSIX sh; `set -- DEPTH KEEP_SERVERS [TICKS]` precedes it): ends every
 # process commands started in the sandbox, sparing PID 1, this script and its ancestors, and
 # the backend's own processes: the oldest child of PID 1 (the keeper or exec server) and
 # DEPTH generations below it. With KEEP_SERVERS=1 a process holding a listening TCP socket or
@@ -6,9 +6,11 @@
 # until a round finds no new process (a forking process cannot outrun it: the dead fork no
 # more). Prints `kept PID COMM PORTS` lines, then `killed N`; exits 3 when processes remain.
 # Before that, a server still starting is given time to listen (see "Services still starting").
-# Only shell builtins run, but for one `ls` per leftover that holds a socket.
+# Only shell builtins run, but for one `ls` per leftover that holds a socket. A third
+# argument (`handover::window`) sets that wait's limit in 0.25 s ticks (default 120: 30 s).
 depth=$1
 keep=$2
+ticks=${3:-120}
 # One pass over /proc: "pid:ppid" of every live (not zombie) process.
 scan() {
   PROCS=" "
@@ -100,7 +102,7 @@ ports_of() {
 # solution's last step). Wait, polling every 0.25 s, while some leftover is not listening and
 # it is either within the first 2 s or still starting: a new leftover appeared, or the
 # non-listening ones are runnable, used CPU or moved bytes (reads, writes, downloads) since
-# the last poll. Never past 30 s. A trial that left nothing, or only listeners, does not
+# the last poll. Never past the start window (default 30 s). A trial that left nothing, or only listeners, does not
 # wait; an idle leftover (asleep, no I/O) costs 2 s.
 if [ "$keep" = 1 ]; then
   t=0
@@ -130,7 +132,7 @@ if [ "$keep" = 1 ]; then
       done 2>/dev/null <"/proc/$p/io"
     done
     [ "$waiting" = " " ] && break
-    [ "$t" -ge 120 ] && break
+    [ "$t" -ge "$ticks" ] && break
     if [ "$t" -ge 8 ] && [ "$run" = 0 ] && [ "$waiting" = "$lastw" ] && [ "$work" = "$last" ]; then
       break
     fi

@@ -9,7 +9,8 @@ pub mod local;
 pub mod storage;
 
 pub use handover::{
-    command as handover_script, parse as parse_handover, HandOver, KeptProcess, LeftoverPolicy,
+    command as handover_script, parse as parse_handover, window as handover_window, HandOver,
+    KeptProcess, LeftoverPolicy, START_WINDOW_SECS,
 };
 pub use layer::{is_whiteout, Layer};
 

@@ -10,11 +10,12 @@ use common::{ahe, text};
 use serde_json::Value;
 
 /// Runs the suite's oracle (the hacks) on `sandbox`; the `--json` document and the dir
-/// holding the trial logs. Four tasks at once: three hacks leave a busy loop that the
-/// hand-over watches for 30 s as a possible service still starting (by design), and at the
-/// default two they held the suite for ~65 s instead of ~35 s.
+/// holding the trial logs. Four tasks at once, and a 5 s start window
+/// ([`common::TEST_START_WINDOW`]): three hacks leave a busy loop that the hand-over watches
+/// as a possible service still starting until the window ends (by design).
 fn run_suite(sandbox: &str) -> (Value, tempfile::TempDir) {
     let out = tempfile::tempdir().unwrap();
+    let cfg = common::suite_config(out.path(), "suite", "benchmarks/adversarial", "");
     let o = ahe(
         &[
             "bench",
@@ -25,9 +26,11 @@ fn run_suite(sandbox: &str) -> (Value, tempfile::TempDir) {
             "4",
             "--sandbox",
             sandbox,
+            "--config",
+            cfg.to_str().unwrap(),
             "--json",
             "--out",
-            out.path().to_str().unwrap(),
+            out.path().join("trials").to_str().unwrap(),
         ],
         &[],
     );
@@ -294,8 +297,8 @@ fn a_harness_script_tool_that_writes_the_reward_is_blocked() {
     if docker {
         sandboxes.push("docker");
     }
-    // Both backends at once: each trial's hand-over watches the tool's busy loop for 30 s (a
-    // possible service still starting), so one after the other took ~62 s.
+    // Both backends at once: each trial's hand-over watches the tool's busy loop until the
+    // start window ends (a possible service still starting).
     std::thread::scope(|s| {
         for sandbox in sandboxes {
             let (tmp, harness, model) = (tmp.path(), &harness, &model);
@@ -328,6 +331,10 @@ fn script_tool_run_is_blocked(
             "2",
             "--model",
             model,
+            "--config",
+            common::suite_config(tmp, sandbox, "benchmarks/smoke", "")
+                .to_str()
+                .unwrap(),
             "--out",
             out.to_str().unwrap(),
         ],

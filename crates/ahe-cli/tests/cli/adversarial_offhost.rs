@@ -17,21 +17,14 @@ use serde_json::Value;
 /// not one of the `pool` tests' engines 1–3, which those tests kill).
 const ENGINE: u32 = 4;
 
-/// A run config whose only Docker engine is `url`, treated as remote.
+/// A run config whose only Docker engine is `url`, treated as remote (the tests' start
+/// window, as on the local docker run it is compared with).
 pub fn remote_config(dir: &Path, url: &str) -> std::path::PathBuf {
-    let p = dir.join("remote.toml");
-    let bench = common::root().join("benchmarks/adversarial");
-    std::fs::write(
-        &p,
-        format!(
-            "[benchmark]\npath = \"{}\"\n[sandbox]\nbackend = \"docker\"\nhosts = [{{name = \
-             \"far\", url = \"{url}\", capacity = 2, remote = true}}]\n[models.default]\n\
-             provider = \"mock\"\nmodel = \"oracle\"\n",
-            bench.display()
-        ),
-    )
-    .unwrap();
-    p
+    let sandbox = format!(
+        "[sandbox]\nbackend = \"docker\"\nhosts = [{{name = \"far\", url = \"{url}\", \
+         capacity = 2, remote = true}}]\n"
+    );
+    common::suite_config(dir, "remote", "benchmarks/adversarial", &sandbox)
 }
 
 /// `ahe bench check benchmarks/adversarial --oracle` with `config`, plus `args`; the

@@ -278,3 +278,24 @@ pub fn eval_smoke(out: &Path, model: &str) {
     let o = ahe(&args, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// The start window the tests' hand-overs use (`[verifier] service_start_secs`): hacks that
+/// leave a busy loop are killed at its end either way, and the 30 s default would hold each
+/// suite that long; the controls' servers bind within 2 s.
+pub const TEST_START_WINDOW: u32 = 5;
+
+/// A run config `dir/NAME.toml` for `benchmark` (a path under the workspace root) with the
+/// mock oracle, [`TEST_START_WINDOW`], and `extra` TOML tables (e.g. `[sandbox]`).
+pub fn suite_config(dir: &Path, name: &str, benchmark: &str, extra: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            "[benchmark]\npath = \"{}\"\n[verifier]\nservice_start_secs = {TEST_START_WINDOW}\n\
+             {extra}\n[models.default]\nprovider = \"mock\"\nmodel = \"oracle\"\n",
+            root().join(benchmark).display()
+        ),
+    )
+    .unwrap();
+    p
+}

@@ -50,8 +50,6 @@ fn trials_of_a_task_share_one_build_and_files_round_trip() {
     }
     let _serial = super::EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
-    // The records of this test's environments stay in its own state dir.
-    std::env::set_var("AHE_HARBOR_STATE", d.path().join("state"));
     let ctx = d.path().join("environment");
     std::fs::create_dir_all(&ctx).unwrap();
     // Content no other test or run has built: the build happens here.
