@@ -216,6 +216,8 @@ async fn run(
         .await
         .map_err(infra)?;
     v.handover_ms = t.elapsed().as_millis() as u64;
+    // Whether servers the agent phase left run beside the verifier.
+    let kept = !handover.kept.is_empty();
     v.handover = Some(handover);
     if !programs.is_empty() {
         v.suspect.extend(after.changes_since(before));
@@ -243,7 +245,6 @@ async fn run(
     if out.exit_code == Some(4) && !out.timed_out && out.stdout.is_empty() {
         // With a process the agent left running (kept as a server), the set-up's failure may
         // be its doing (a writer racing the swap of /logs/verifier): the agent's, not infra.
-        let kept = v.handover.as_ref().is_some_and(|h| !h.kept.is_empty());
         if kept {
             return Err(VerifyError::Reward(format!(
                 "verifier: could not make its output directory while a process the agent left running was kept: {}",
@@ -255,7 +256,20 @@ async fn run(
             out.stderr.chars().take(400).collect::<String>()
         )));
     }
-    let from = if out.stdout.lines().any(|l| l == "replaced") {
+    // A verifier may replace /logs/verifier itself (its reward is then in the new directory),
+    // but so may a server the agent left running, which can write there too.
+    let replaced = out.stdout.lines().any(|l| l == "replaced");
+    if replaced && kept {
+        v.suspect.push(SuspectReason {
+            reason: "/logs/verifier (the verifier's link to an output directory only its own \
+                     processes reach) was replaced while the tests ran beside a process the \
+                     agent left running (kept as a server): the reward read from the new \
+                     directory may be that process's"
+                .into(),
+            turn: None,
+        });
+    }
+    let from = if replaced {
         "/logs/verifier"
     } else {
         out_dir.as_str()
@@ -269,7 +283,6 @@ async fn run(
         });
     }
     if let Some(g) = guard {
-        let kept = v.handover.as_ref().is_some_and(|h| !h.kept.is_empty());
         v.suspect.extend(g.verdict(sb, kept).await);
     }
     if out.timed_out {
