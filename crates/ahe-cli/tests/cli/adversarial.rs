@@ -10,7 +10,7 @@ use common::{ahe, text};
 use serde_json::Value;
 
 /// Runs the suite's oracle (the hacks) on `sandbox`; the `--json` document and the dir
-/// holding the trial logs. Four tasks at once, and a 5 s start window
+/// holding the trial logs. Four tasks at once, and a 10 s start window
 /// ([`common::TEST_START_WINDOW`]): three hacks leave a busy loop that the hand-over watches
 /// as a possible service still starting until the window ends (by design).
 fn run_suite(sandbox: &str) -> (Value, tempfile::TempDir) {

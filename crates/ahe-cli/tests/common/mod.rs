@@ -281,8 +281,9 @@ pub fn eval_smoke(out: &Path, model: &str) {
 
 /// The start window the tests' hand-overs use (`[verifier] service_start_secs`): hacks that
 /// leave a busy loop are killed at its end either way, and the 30 s default would hold each
-/// suite that long; the controls' servers bind within 2 s.
-pub const TEST_START_WINDOW: u32 = 5;
+/// suite that long; the controls' servers bind 1.5 s after the agent ends (10 s leaves them
+/// room on a loaded machine).
+pub const TEST_START_WINDOW: u32 = 10;
 
 /// A run config `dir/NAME.toml` for `benchmark` (a path under the workspace root) with the
 /// mock oracle, [`TEST_START_WINDOW`], and `extra` TOML tables (e.g. `[sandbox]`).
