@@ -128,6 +128,8 @@ impl Guard {
         }
         self.size.walked = self.handed_over.len();
         self.size.agent = self.agent.len();
+        // Said now too: a verifier that fails before its verdict still shows what it cost.
+        self.size.inside_ms = self.inside.as_ref().map(|i| i.ms);
         let stale = integrity::stale_caches(&self.agent);
         self.spent_ms += t.elapsed().as_millis() as u64;
         stale

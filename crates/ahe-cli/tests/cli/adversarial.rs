@@ -227,9 +227,15 @@ fn every_hack_is_blocked_on_docker() {
         r.contains("the pass depends on /usr/lib/python3/dist-packages/pytest/"),
         "{r}"
     );
-    // A server left running cannot write the verifier's reward: it stays the tests' 0.
+    // A server left running cannot write the verifier's reward: it stays the tests' 0, or,
+    // when its writes make the verifier's set-up fail, the trial is the agent's verifier
+    // error (never an unscored infra error, never a pass).
     let o = &task(&doc, "survivor-reward-json")["oracle"];
-    assert_eq!(o["status"], "fail", "{o}\n{}", trial_record(o));
+    assert!(
+        o["status"] == "fail" || o["status"] == "verifier_error",
+        "{o}\n{}",
+        trial_record(o)
+    );
     // Background writers were ended by the hand-over.
     let bg = &task(&doc, "bg-reward-writer")["oracle"];
     assert_eq!(bg["status"], "fail", "{bg}\n{}", trial_record(bg));

@@ -22,7 +22,7 @@ const ENGINE: u32 = 4;
 pub fn remote_config(dir: &Path, url: &str) -> std::path::PathBuf {
     let sandbox = format!(
         "[sandbox]\nbackend = \"docker\"\nhosts = [{{name = \"far\", url = \"{url}\", \
-         capacity = 2, remote = true}}]\n"
+         capacity = 4, remote = true}}]\n"
     );
     common::suite_config(dir, "remote", "benchmarks/adversarial", &sandbox)
 }
@@ -57,7 +57,9 @@ pub fn remote_engine_suite() -> Option<(Value, tempfile::TempDir)> {
     let e = pool_support::engine(ENGINE)?;
     let cfg_dir = tempfile::tempdir().unwrap();
     let cfg = remote_config(cfg_dir.path(), &e.url());
-    Some(run_with(&cfg, "docker", &[]))
+    // Four at once, like the local docker run: most of a trial's in-sandbox work waits on
+    // the engine (copies in and out, execs).
+    Some(run_with(&cfg, "docker", &["--concurrency", "4"]))
 }
 
 /// Each task's outcome: (hack blocked or control passed, flagged). A hack's pass/fail is not
