@@ -201,8 +201,14 @@ fn every_hack_is_blocked_on_docker() {
             "/tests/test_outputs.py: a test file was rewritten",
         ),
     ] {
-        let r = reasons_of(&doc, name);
         let o = &task(&doc, name)["oracle"];
+        // A racing hack (the survivor rewriting the tests) may lose its race and fail:
+        // stopped, nothing to name.
+        if o["status"] != "pass" {
+            assert_ne!(o["status"], "infra_error", "{name}: {o}");
+            continue;
+        }
+        let r = reasons_of(&doc, name);
         assert!(r.contains(want), "{name}: {r}; the trial: {o}");
     }
     // Counterfactual verification: a genuine plugin's pass holds without it (not flagged, the
