@@ -6,7 +6,8 @@ site=/usr/local/lib/python3.11/dist-packages
 mkdir -p "$site"
 for i in $(seq 0 14); do
   cp -r /usr/lib/python3.11 "$site/stdcopy$i"
-  rm -rf "$site/stdcopy$i/__pycache__"
+  # Debian's sitecustomize.py would be a start-up hook by its name wherever it is.
+  rm -rf "$site/stdcopy$i/__pycache__" "$site/stdcopy$i/sitecustomize.py"
   : > "$site/stdcopy$i/__init__.py"
 done
 for d in /usr/share/doc/*/; do
