@@ -188,7 +188,14 @@ fn main() {
             .unwrap_or(d)
     };
     let (files, runs) = (env("FILES", 17_000), env("RUNS", 5));
-    let names = ["before", "after_agent", "arm", "verdict", "total", "total_cpu"];
+    let names = [
+        "before",
+        "after_agent",
+        "arm",
+        "verdict",
+        "total",
+        "total_cpu",
+    ];
     let probes = [(Probe::WhereNeeded, ""), (Probe::Every, "_reset_every")];
     // Run by run, the two probes in turn: both meet the machine's load alike.
     let mut steps = vec![vec![Vec::new(); names.len()]; probes.len()];

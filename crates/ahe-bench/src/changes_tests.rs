@@ -219,18 +219,28 @@ fn the_walk_sees_every_entry_of_a_wide_deep_tree_and_a_file_rewritten_in_place()
     }
     let layer = layer(&upper, &lower);
     let handed = Snapshot::take(&layer);
-    assert_eq!(handed.len(), 2 + 40 * 22, "/opt, /opt/site and every package");
+    assert_eq!(
+        handed.len(),
+        2 + 40 * 22,
+        "/opt, /opt/site and every package"
+    );
     assert!(!handed.truncated);
     // Rewritten in place (same inode, same size, its directory's mtime unmoved): it shows.
     let f = upper.join("opt/site/pkg17/sub/n3.py");
-    let dir_mtime = std::fs::metadata(f.parent().unwrap()).unwrap().modified().unwrap();
+    let dir_mtime = std::fs::metadata(f.parent().unwrap())
+        .unwrap()
+        .modified()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(20));
     std::fs::OpenOptions::new()
         .write(true)
         .open(&f)
         .and_then(|mut h| std::io::Write::write_all(&mut h, b"y = 2\n"))
         .unwrap();
-    let now_mtime = std::fs::metadata(f.parent().unwrap()).unwrap().modified().unwrap();
+    let now_mtime = std::fs::metadata(f.parent().unwrap())
+        .unwrap()
+        .modified()
+        .unwrap();
     assert_eq!(dir_mtime, now_mtime);
     let after = Snapshot::take_after(&layer, &handed, &|_| false);
     let changed: Vec<String> = (after.changes_since(&handed, &layer).into_iter())
