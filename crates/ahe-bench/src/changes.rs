@@ -122,16 +122,27 @@ impl Snapshot {
             truncated: AtomicBool::new(false),
             found: Mutex::new(Found::default()),
         };
-        rayon::scope(|s| {
-            for (mount, host) in &layer.upper {
-                let top = mount.trim_end_matches('/');
-                if SKIP_TOPS.contains(&top.trim_start_matches('/')) {
-                    continue;
+        let mut stack: Vec<(PathBuf, String)> = (layer.upper.iter())
+            .map(|(mount, host)| (host.clone(), mount.trim_end_matches('/').to_string()))
+            .filter(|(_, top)| !SKIP_TOPS.contains(&top.trim_start_matches('/')))
+            .collect();
+        // Most layers are small: walked on this thread (a hand-over to other threads costs a
+        // wake-up each, on a loaded host more than a small walk); past `PARALLEL_PAST`
+        // entries the directories left are walked on rayon's threads.
+        while w.seen.load(Ordering::Relaxed) < PARALLEL_PAST {
+            let Some((dir, spath)) = stack.pop() else {
+                break;
+            };
+            w.read(&dir, &spath, &mut |host, sub| stack.push((host, sub)));
+        }
+        if !stack.is_empty() {
+            let w = &w;
+            rayon::scope(|s| {
+                for (dir, spath) in stack {
+                    s.spawn(move |s| w.dir(s, dir, spath));
                 }
-                let w = &w;
-                s.spawn(move |s| w.dir(s, host.clone(), top.to_string()));
-            }
-        });
+            });
+        }
         let found = w.found.into_inner().unwrap_or_else(|e| e.into_inner());
         Snapshot {
             entries: found.entries.into_iter().collect(),
@@ -244,6 +255,9 @@ impl Snapshot {
     }
 }
 
+/// Entries a walk records on its own thread before it walks the rest on rayon's threads.
+const PARALLEL_PAST: usize = 2_000;
+
 /// What a walk found, gathered from the threads that walked its directories.
 #[derive(Default)]
 struct Found {
@@ -263,10 +277,18 @@ struct Walker<'a> {
 }
 
 impl Walker<'_> {
-    /// Records the entries of host directory `dir` (sandbox path `spath`) and walks its
-    /// subdirectories as further tasks of `scope`.
+    /// Walks host directory `dir` (sandbox path `spath`) and its subdirectories as further
+    /// tasks of `scope`.
     fn dir<'s>(&'s self, scope: &rayon::Scope<'s>, dir: PathBuf, spath: String) {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
+        self.read(&dir, &spath, &mut |host, sub| {
+            scope.spawn(move |s| self.dir(s, host, sub));
+        });
+    }
+
+    /// Records the entries of host directory `dir` (sandbox path `spath`) and hands each
+    /// subdirectory to walk into to `sub` (host path, sandbox path).
+    fn read(&self, dir: &Path, spath: &str, sub: &mut dyn FnMut(PathBuf, String)) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
             return;
         };
         let mut local = Found::default();
@@ -277,7 +299,7 @@ impl Walker<'_> {
                 continue;
             }
             let mut p = String::with_capacity(spath.len() + 1 + name.len());
-            p.push_str(&spath);
+            p.push_str(spath);
             p.push('/');
             p.push_str(&name);
             if skip_sandbox_path(&p) {
@@ -291,8 +313,7 @@ impl Walker<'_> {
             let kind = kind_of(&md);
             if kind == Kind::Dir {
                 if (self.descend)(&p) {
-                    let (host, sub) = (e.path(), p.clone());
-                    scope.spawn(move |s| self.dir(s, host, sub));
+                    sub(e.path(), p.clone());
                 } else {
                     local.pruned += 1;
                 }

@@ -208,8 +208,9 @@ fn the_walk_sees_every_entry_of_a_wide_deep_tree_and_a_file_rewritten_in_place()
     let dir = tempfile::tempdir().unwrap();
     let (upper, lower) = (dir.path().join("upper"), dir.path().join("lower"));
     std::fs::create_dir_all(&lower).unwrap();
-    // 40 packages, each two levels deep, 10 files a level: 40 * (2 dirs + 20 files).
-    for p in 0..40 {
+    // 100 packages, each two levels deep, 10 files a level: 100 * (2 dirs + 20 files), past
+    // what a walk records on its own thread (the rest is walked on rayon's threads).
+    for p in 0..100 {
         let d = upper.join(format!("opt/site/pkg{p}"));
         std::fs::create_dir_all(d.join("sub")).unwrap();
         for i in 0..10 {
@@ -221,8 +222,12 @@ fn the_walk_sees_every_entry_of_a_wide_deep_tree_and_a_file_rewritten_in_place()
     let handed = Snapshot::take(&layer);
     assert_eq!(
         handed.len(),
-        2 + 40 * 22,
+        2 + 100 * 22,
         "/opt, /opt/site and every package"
+    );
+    assert!(
+        handed.len() > PARALLEL_PAST,
+        "the threads' part is tested too"
     );
     assert!(!handed.truncated);
     // Rewritten in place (same inode, same size, its directory's mtime unmoved): it shows.
