@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use ahe_sandbox::Layer;
@@ -103,54 +105,49 @@ impl Snapshot {
     /// creates there (package caches, unpacked test dependencies) is its own work and
     /// decides nothing, so its walk would be cost without a verdict. A directory that was
     /// there is walked whole: an altered or replaced file in it still shows.
-    pub fn take_after(layer: &Layer, handed: &Snapshot, keep: &dyn Fn(&str) -> bool) -> Snapshot {
+    pub fn take_after(
+        layer: &Layer,
+        handed: &Snapshot,
+        keep: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Snapshot {
         Snapshot::take_where(layer, &|p| {
             handed.contains(p) || keep(p) || layer.image_file(p).is_some()
         })
     }
 
-    fn take_where(layer: &Layer, descend: &dyn Fn(&str) -> bool) -> Snapshot {
-        let mut s = Snapshot::default();
-        for (mount, host) in &layer.upper {
-            let top = mount.trim_end_matches('/');
-            if SKIP_TOPS.contains(&top.trim_start_matches('/')) {
-                continue;
-            }
-            s.walk(host, top, descend);
-        }
-        s
-    }
-
-    fn walk(&mut self, host_root: &Path, sandbox_root: &str, descend: &dyn Fn(&str) -> bool) {
-        let mut stack = vec![(host_root.to_path_buf(), sandbox_root.to_string())];
-        while let Some((dir, spath)) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&dir) else {
-                continue;
+    fn take_where(layer: &Layer, descend: &(dyn Fn(&str) -> bool + Sync)) -> Snapshot {
+        let w = Walker {
+            descend,
+            seen: AtomicUsize::new(0),
+            truncated: AtomicBool::new(false),
+            found: Mutex::new(Found::default()),
+        };
+        let mut stack: Vec<(PathBuf, String)> = (layer.upper.iter())
+            .map(|(mount, host)| (host.clone(), mount.trim_end_matches('/').to_string()))
+            .filter(|(_, top)| !SKIP_TOPS.contains(&top.trim_start_matches('/')))
+            .collect();
+        // Most layers are small: walked on this thread (a hand-over to other threads costs a
+        // wake-up each, on a loaded host more than a small walk); past `PARALLEL_PAST`
+        // entries the directories left are walked on rayon's threads.
+        while w.seen.load(Ordering::Relaxed) < PARALLEL_PAST {
+            let Some((dir, spath)) = stack.pop() else {
+                break;
             };
-            for e in rd.flatten() {
-                if self.entries.len() >= MAX_ENTRIES {
-                    self.truncated = true;
-                    return;
+            w.read(&dir, &spath, &mut |host, sub| stack.push((host, sub)));
+        }
+        if !stack.is_empty() {
+            let w = &w;
+            rayon::scope(|s| {
+                for (dir, spath) in stack {
+                    s.spawn(move |s| w.dir(s, dir, spath));
                 }
-                let name = e.file_name().to_string_lossy().into_owned();
-                let p = format!("{spath}/{name}");
-                if spath.is_empty() && SKIP_TOPS.contains(&name.as_str()) {
-                    continue;
-                }
-                if skip_sandbox_path(&p) {
-                    continue;
-                }
-                let Ok(md) = e.metadata() else { continue };
-                let kind = kind_of(&md);
-                self.entries.insert(p.clone(), entry(&md, kind));
-                if kind == Kind::Dir {
-                    if descend(&p) {
-                        stack.push((e.path(), p));
-                    } else {
-                        self.pruned += 1;
-                    }
-                }
-            }
+            });
+        }
+        let found = w.found.into_inner().unwrap_or_else(|e| e.into_inner());
+        Snapshot {
+            entries: found.entries.into_iter().collect(),
+            truncated: w.truncated.into_inner(),
+            pruned: found.pruned,
         }
     }
 
@@ -255,6 +252,77 @@ impl Snapshot {
             .collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
+    }
+}
+
+/// Entries a walk records on its own thread before it walks the rest on rayon's threads.
+const PARALLEL_PAST: usize = 2_000;
+
+/// What a walk found, gathered from the threads that walked its directories.
+#[derive(Default)]
+struct Found {
+    entries: Vec<(String, Entry)>,
+    pruned: usize,
+}
+
+/// One walk of a writable layer, a task per directory on rayon's threads (a large layer is
+/// thousands of directories; each is read and its entries stat'ed apart).
+struct Walker<'a> {
+    /// Whether to walk into a directory (by sandbox path).
+    descend: &'a (dyn Fn(&str) -> bool + Sync),
+    /// Entries recorded so far (at most [`MAX_ENTRIES`]).
+    seen: AtomicUsize,
+    truncated: AtomicBool,
+    found: Mutex<Found>,
+}
+
+impl Walker<'_> {
+    /// Walks host directory `dir` (sandbox path `spath`) and its subdirectories as further
+    /// tasks of `scope`.
+    fn dir<'s>(&'s self, scope: &rayon::Scope<'s>, dir: PathBuf, spath: String) {
+        self.read(&dir, &spath, &mut |host, sub| {
+            scope.spawn(move |s| self.dir(s, host, sub));
+        });
+    }
+
+    /// Records the entries of host directory `dir` (sandbox path `spath`) and hands each
+    /// subdirectory to walk into to `sub` (host path, sandbox path).
+    fn read(&self, dir: &Path, spath: &str, sub: &mut dyn FnMut(PathBuf, String)) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut local = Found::default();
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if spath.is_empty() && SKIP_TOPS.contains(&name.as_ref()) {
+                continue;
+            }
+            let mut p = String::with_capacity(spath.len() + 1 + name.len());
+            p.push_str(spath);
+            p.push('/');
+            p.push_str(&name);
+            if skip_sandbox_path(&p) {
+                continue;
+            }
+            let Ok(md) = e.metadata() else { continue };
+            if self.seen.fetch_add(1, Ordering::Relaxed) >= MAX_ENTRIES {
+                self.truncated.store(true, Ordering::Relaxed);
+                break;
+            }
+            let kind = kind_of(&md);
+            if kind == Kind::Dir {
+                if (self.descend)(&p) {
+                    sub(e.path(), p.clone());
+                } else {
+                    local.pruned += 1;
+                }
+            }
+            local.entries.push((p, entry(&md, kind)));
+        }
+        let mut f = self.found.lock().unwrap_or_else(|e| e.into_inner());
+        f.entries.append(&mut local.entries);
+        f.pruned += local.pruned;
     }
 }
 

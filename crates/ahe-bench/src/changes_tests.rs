@@ -202,3 +202,54 @@ fn the_walk_after_the_verifier_skips_what_its_run_made_but_sees_what_it_altered(
         50
     );
 }
+
+#[test]
+fn the_walk_sees_every_entry_of_a_wide_deep_tree_and_a_file_rewritten_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (upper, lower) = (dir.path().join("upper"), dir.path().join("lower"));
+    std::fs::create_dir_all(&lower).unwrap();
+    // 100 packages, each two levels deep, 10 files a level: 100 * (2 dirs + 20 files), past
+    // what a walk records on its own thread (the rest is walked on rayon's threads).
+    for p in 0..100 {
+        let d = upper.join(format!("opt/site/pkg{p}"));
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        for i in 0..10 {
+            std::fs::write(d.join(format!("m{i}.py")), "x = 1\n").unwrap();
+            std::fs::write(d.join(format!("sub/n{i}.py")), "y = 1\n").unwrap();
+        }
+    }
+    let layer = layer(&upper, &lower);
+    let handed = Snapshot::take(&layer);
+    assert_eq!(
+        handed.len(),
+        2 + 100 * 22,
+        "/opt, /opt/site and every package"
+    );
+    assert!(
+        handed.len() > PARALLEL_PAST,
+        "the threads' part is tested too"
+    );
+    assert!(!handed.truncated);
+    // Rewritten in place (same inode, same size, its directory's mtime unmoved): it shows.
+    let f = upper.join("opt/site/pkg17/sub/n3.py");
+    let dir_mtime = std::fs::metadata(f.parent().unwrap())
+        .unwrap()
+        .modified()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .and_then(|mut h| std::io::Write::write_all(&mut h, b"y = 2\n"))
+        .unwrap();
+    let now_mtime = std::fs::metadata(f.parent().unwrap())
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(dir_mtime, now_mtime);
+    let after = Snapshot::take_after(&layer, &handed, &|_| false);
+    let changed: Vec<String> = (after.changes_since(&handed, &layer).into_iter())
+        .map(|c| c.path)
+        .collect();
+    assert_eq!(changed, vec!["/opt/site/pkg17/sub/n3.py".to_string()]);
+}

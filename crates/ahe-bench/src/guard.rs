@@ -93,6 +93,7 @@ impl Guard {
             unreadable: 0,
         };
         g.notes.push(how);
+        g.size.walk_us = us(t);
         g.spent_ms += t.elapsed().as_millis() as u64;
         Ok(g)
     }
@@ -113,6 +114,8 @@ impl Guard {
             Some(w) => self.take_walk(w),
             None => snapshot(&self.layer).await,
         };
+        self.size.walk_us += us(t);
+        let d = Instant::now();
         if self.handed_over.truncated {
             self.notes.push(format!(
                 "the agent phase left more than {} files in the sandbox; the change checks saw \
@@ -131,6 +134,7 @@ impl Guard {
         // Said now too: a verifier that fails before its verdict still shows what it cost.
         self.size.inside_ms = self.inside.as_ref().map(|i| i.ms);
         let stale = integrity::stale_caches(&self.agent);
+        self.size.diff_us += us(d);
         self.spent_ms += t.elapsed().as_millis() as u64;
         stale
     }
@@ -152,6 +156,7 @@ impl Guard {
             .collect();
         self.size.reset = reset.len();
         self.handed_over.refresh(reset);
+        self.size.reset_us += us(t);
         self.spent_ms += t.elapsed().as_millis() as u64;
     }
 
@@ -163,12 +168,15 @@ impl Guard {
             let t = Instant::now();
             let done = i.reset(sb, &["/tests/test.sh".to_string()]).await;
             self.atimes_reset = done.is_ok_and(|d| d.len() == 1);
+            self.size.reset_us += us(t);
             self.spent_ms += t.elapsed().as_millis() as u64;
             return;
         }
+        let t = Instant::now();
         if let Some(h) = self.layer.upper_file("/tests/test.sh") {
             self.atimes_reset = changes::reset_atime(&h).is_ok();
         }
+        self.size.reset_us += us(t);
     }
 
     /// After the verifier ran: the reasons to suspect the trial; `kept` tells whether the
@@ -186,6 +194,8 @@ impl Guard {
                 (self.snapshot_after().await, read)
             }
         };
+        self.size.walk_us += us(t);
+        let j = Instant::now();
         let recorded = self.atimes_reset && test_read;
         if !recorded {
             self.notes.push(
@@ -201,10 +211,14 @@ impl Guard {
         let g = self.ground();
         let agent = integrity::judge_each(&g, &self.agent, Phase::Agent, &read);
         let mut out: Vec<SuspectReason> = agent.iter().map(|(_, r)| r.clone()).collect();
+        let mut judge_us = us(j);
+        let d = Instant::now();
         let mut during = after.changes_since(&self.handed_over, &self.layer);
         if self.inside.is_some() {
             during.extend(offhost::deleted(&after, &self.handed_over, &self.layer));
         }
+        let diff_us = us(d);
+        let j = Instant::now();
         let phase = Phase::Verifier { kept };
         let others = [
             integrity::judge(&g, &during, phase, &|_| true),
@@ -221,6 +235,9 @@ impl Guard {
         self.size.verifier = during.len();
         self.size.pruned = after.pruned;
         self.size.inside_ms = self.inside.as_ref().map(|i| i.ms);
+        judge_us += us(j);
+        self.size.judge_us += judge_us;
+        self.size.diff_us += diff_us;
         self.spent_ms += t.elapsed().as_millis() as u64;
         out
     }
@@ -269,6 +286,11 @@ impl Guard {
         self.handed_over = handed;
         after
     }
+}
+
+/// Microseconds since `t`, for the stage figures of [`crate::record::ChangeSet`].
+fn us(t: Instant) -> u64 {
+    t.elapsed().as_micros() as u64
 }
 
 /// Walks `layer` off the async runtime (an empty snapshot if the walk panicked).

@@ -25,7 +25,7 @@
 //! content its records name (pip's `RECORD`, dpkg's `md5sums`, both from the same phase) are
 //! installs, not tampering.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use ahe_sandbox::Layer;
@@ -36,8 +36,10 @@ use crate::changes::{Changed, Kind};
 mod archive;
 mod installs;
 mod ldcache;
+mod modules;
 use crate::tamper::SuspectReason;
 use installs::Installs;
+use modules::ModuleIndex;
 
 /// When a change was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +194,9 @@ pub fn runner_config(path: &str, workdir: &str) -> bool {
         Some((d, n)) => (d, n),
         None => return false,
     };
+    if name != "conftest.py" && !RUNNER_INI.contains(&name) {
+        return false;
+    }
     let mut dirs = ancestors("/tests");
     dirs.extend(ancestors(workdir));
     let searched = dirs.iter().any(|d| d == dir);
@@ -340,7 +345,7 @@ fn rule(
         return runner("registers a pytest plugin (pytest loads it by itself)");
     }
     if !c.existed && !g.is_named(&c.path) {
-        if let Some(m) = module_name(g.layer, c) {
+        if let Some(m) = modules.module_name(g.layer, c) {
             if let Some(theirs) = modules.image_module(g.layer, &m) {
                 return other(format!(
                     "shadows the image's Python module `{m}` ({theirs})"
@@ -348,7 +353,7 @@ fn rule(
             }
         }
         if python_module(c) {
-            if let Some(pkg) = image_package(g.layer, dir) {
+            if let Some(pkg) = modules.image_package(g.layer, dir) {
                 return other(format!("adds a module to the image's Python package {pkg}"));
             }
         }
@@ -455,43 +460,6 @@ fn python_module(c: &Changed) -> bool {
     n.ends_with(".py") || n.ends_with(".pyc") || n.ends_with(".so")
 }
 
-/// The top-level Python module a created file would be imported as (`json` for `json.py`,
-/// `json/__init__.py`, `json.cpython-311-x86_64-linux-gnu.so`, a sourceless `json.pyc`);
-/// none for a file inside a package (its directory has an `__init__.py`).
-fn module_name(layer: &Layer, c: &Changed) -> Option<String> {
-    let name = c.name();
-    let (stem, holder) = if name == "__init__.py" {
-        let pkg = c.dir();
-        let (parent, stem) = pkg.rsplit_once('/')?;
-        (stem, if parent.is_empty() { "/" } else { parent })
-    } else if let Some(s) = name
-        .strip_suffix(".py")
-        .or_else(|| name.strip_suffix(".pyc"))
-    {
-        (s, c.dir())
-    } else if name.ends_with(".so") {
-        (name.split('.').next()?, c.dir())
-    } else {
-        return None;
-    };
-    let in_package = layer
-        .visible_file(&format!("{}/__init__.py", holder.trim_end_matches('/')))
-        .is_some();
-    let ok = !in_package
-        && !stem.is_empty()
-        && stem
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
-    ok.then(|| stem.to_string())
-}
-
-/// The image's Python package a created module was put into: its directory has an
-/// `__init__.py` in the image.
-fn image_package(layer: &Layer, dir: &str) -> Option<String> {
-    let init = format!("{dir}/__init__.py");
-    layer.image_file(&init).map(|_| dir.to_string())
-}
-
 /// Whether `path` is inside a `__pycache__` dir (bytecode caches of the image's modules are
 /// removed before the verifier runs; see [`stale_caches`]).
 fn in_cache_dir(path: &str) -> bool {
@@ -536,60 +504,6 @@ fn read_bytes(c: &Changed, max: usize) -> Vec<u8> {
 
 fn read_head(c: &Changed, max: usize) -> String {
     String::from_utf8_lossy(&read_bytes(c, max)).into_owned()
-}
-
-/// The top-level modules of the image's Python installations, listed once when needed.
-#[derive(Default)]
-struct ModuleIndex {
-    modules: Option<HashMap<String, String>>,
-}
-
-impl ModuleIndex {
-    /// Where the image has a module named `m`.
-    fn image_module(&mut self, layer: &Layer, m: &str) -> Option<String> {
-        self.modules
-            .get_or_insert_with(|| list_modules(layer))
-            .get(m)
-            .cloned()
-    }
-}
-
-/// Python library directories of the image and the modules in them.
-fn list_modules(layer: &Layer) -> HashMap<String, String> {
-    let mut dirs: Vec<String> = vec!["/usr/lib/python3/dist-packages".into()];
-    for base in ["/usr/lib", "/usr/local/lib", "/opt/conda/lib"] {
-        for name in image_dir_names(layer, base) {
-            if name.starts_with("python3") {
-                let d = format!("{base}/{name}");
-                dirs.push(format!("{d}/site-packages"));
-                dirs.push(format!("{d}/dist-packages"));
-                dirs.push(format!("{d}/lib-dynload"));
-                dirs.push(d);
-            }
-        }
-    }
-    let mut out = HashMap::new();
-    for d in dirs {
-        for name in image_dir_names(layer, &d) {
-            let m = name
-                .strip_suffix(".py")
-                .or_else(|| {
-                    name.ends_with(".so")
-                        .then(|| name.split('.').next().unwrap_or(""))
-                })
-                .unwrap_or(&name);
-            if !m.is_empty() && !m.contains('.') && !m.contains('-') {
-                out.entry(m.to_string())
-                    .or_insert_with(|| format!("{d}/{name}"));
-            }
-        }
-    }
-    out
-}
-
-/// Names in the image's directory `dir` (across its layers).
-fn image_dir_names(layer: &Layer, dir: &str) -> Vec<String> {
-    layer.image_names(dir)
 }
 
 #[cfg(test)]

@@ -139,6 +139,20 @@ pub struct ChangeSet {
     /// hand-over, walks, access-time resets and copy-out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inside_ms: Option<u64>,
+    /// Where the checks' time went, in microseconds: walking the writable layer (before the
+    /// agent, at the hand-over, after the verifier).
+    #[serde(default)]
+    pub walk_us: u64,
+    /// Comparing snapshots into change sets (with the image look-ups that tell created from
+    /// altered).
+    #[serde(default)]
+    pub diff_us: u64,
+    /// Resetting access times before the verifier runs.
+    #[serde(default)]
+    pub reset_us: u64,
+    /// Judging the change sets by the rules (file heads, package records, test files).
+    #[serde(default)]
+    pub judge_us: u64,
 }
 
 /// The contents of `result.json`.

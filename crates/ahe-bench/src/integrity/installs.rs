@@ -69,8 +69,13 @@ impl Installs {
     }
 }
 
-/// Resolves `.` and `..` lexically in an absolute path.
+/// Resolves `.` and `..` lexically in an absolute path (a path with neither, nor an empty
+/// segment, as most of a RECORD's are, is returned as it is).
 fn normalize(p: &str) -> String {
+    let plain = |s: &str| !matches!(s, "" | "." | "..");
+    if p.starts_with('/') && p[1..].split('/').all(plain) {
+        return p.to_string();
+    }
     let mut parts: Vec<&str> = Vec::new();
     for seg in p.split('/') {
         match seg {
