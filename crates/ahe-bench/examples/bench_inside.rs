@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use ahe_bench::inside::Inside;
 use ahe_sandbox::docker::DockerBackend;
-use ahe_sandbox::{handover_script, Backend, ExecOpts, LeftoverPolicy, SandboxSpec};
+use ahe_sandbox::{
+    handover_script, Backend, ExecOpts, LeftoverPolicy, SandboxSpec, START_WINDOW_SECS,
+};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -43,7 +45,7 @@ async fn one(backend: &dyn Backend, image: &str, files: usize) -> anyhow::Result
         format!("mkdir -p /app/x && for n in $(seq {files}); do echo $n > /app/x/f$n; done");
     sb.exec(&write, ExecOpts::default()).await?;
     let t2 = Instant::now();
-    let ho = handover_script(LeftoverPolicy::KeepServers, 1);
+    let ho = handover_script(LeftoverPolicy::KeepServers, 1, START_WINDOW_SECS);
     inside
         .walk(sb.as_ref(), Some(ho))
         .await
@@ -55,7 +57,7 @@ async fn one(backend: &dyn Backend, image: &str, files: usize) -> anyhow::Result
         .await
         .map_err(anyhow::Error::msg)?;
     let t4 = Instant::now();
-    let kill = handover_script(LeftoverPolicy::Kill, 1);
+    let kill = handover_script(LeftoverPolicy::Kill, 1, 0);
     inside
         .walk(sb.as_ref(), Some(kill))
         .await

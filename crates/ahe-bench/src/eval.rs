@@ -338,7 +338,7 @@ mod tests {
             std::fs::write(dest.join("reward.txt"), "1\n")?;
             Ok(Default::default())
         }
-        fn handover_command(&self, _: ahe_sandbox::LeftoverPolicy) -> Option<String> {
+        fn handover_command(&self, _: ahe_sandbox::LeftoverPolicy, _: u32) -> Option<String> {
             None
         }
         fn workdir(&self) -> &str {

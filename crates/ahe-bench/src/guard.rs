@@ -254,9 +254,8 @@ impl Guard {
         let inside = self.inside.as_mut()?;
         let t = Instant::now();
         let script = sb
-            .handover_command(policy)
-            .unwrap_or_else(|| ahe_sandbox::handover_script(policy, 0));
-        let script = ahe_sandbox::handover_window(&script, start_secs);
+            .handover_command(policy, start_secs)
+            .unwrap_or_else(|| ahe_sandbox::handover_script(policy, 0, start_secs));
         let r = match inside.walk(sb, Some(script)).await {
             Ok(mut w) => {
                 let h = w.handover.take();

@@ -43,7 +43,7 @@ pub(crate) async fn verify(
         handover_ms: 0,
         witness: None,
     };
-    if let Err(e) = agent_sb.end_leftovers(LeftoverPolicy::Kill).await {
+    if let Err(e) = agent_sb.end_leftovers(LeftoverPolicy::Kill, 0).await {
         return infra(e.to_string());
     }
     let staging = match tempfile::tempdir() {

@@ -148,7 +148,7 @@ pub async fn hand_over(
 ) -> ahe_sandbox::Result<(HandOver, Fingerprint)> {
     let handover = match ended {
         Some(_) => None,
-        None => (sb.handover_command(policy)).map(|c| ahe_sandbox::handover_window(&c, start_secs)),
+        None => sb.handover_command(policy, start_secs),
     };
     let fingerprint = match programs {
         [] => String::new(),

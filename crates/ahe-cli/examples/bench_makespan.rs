@@ -40,7 +40,7 @@ impl Sandbox for Noop {
         std::fs::write(dest.join("reward.txt"), "1\n")?;
         Ok(Default::default())
     }
-    fn handover_command(&self, _: ahe_sandbox::LeftoverPolicy) -> Option<String> {
+    fn handover_command(&self, _: ahe_sandbox::LeftoverPolicy, _: u32) -> Option<String> {
         None
     }
     fn workdir(&self) -> &str {

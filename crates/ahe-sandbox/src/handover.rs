@@ -41,27 +41,18 @@ pub struct HandOver {
     pub kept: Vec<KeptProcess>,
 }
 
-/// The hand-over command: [`SCRIPT`] sparing `depth` generations of the backend's own
-/// processes. Other commands may follow it in the same exec (they run once it succeeded).
-pub fn command(policy: LeftoverPolicy, depth: u32) -> String {
-    let keep = u8::from(policy == LeftoverPolicy::KeepServers);
-    format!("set -- {depth} {keep}\n{SCRIPT}\n")
-}
-
 /// The default start window: how long the hand-over waits at most for a leftover that is
 /// still starting (busy, not listening yet) to bind its port, under
 /// [`LeftoverPolicy::KeepServers`].
 pub const START_WINDOW_SECS: u32 = 30;
 
-/// `command` (made by [`command`]) with its start window set to `secs` (capped at an hour);
-/// any other command is returned as it is.
-pub fn window(command: &str, secs: u32) -> String {
-    match command.split_once('\n') {
-        Some((first, rest)) if first.starts_with("set -- ") && first.split(' ').count() == 4 => {
-            format!("{first} {}\n{rest}", secs.min(3600) * 4)
-        }
-        _ => command.to_string(),
-    }
+/// The hand-over command: [`SCRIPT`] sparing `depth` generations of the backend's own
+/// processes, waiting at most `start_secs` (capped at an hour) for servers still starting.
+/// Other commands may follow it in the same exec (they run once it succeeded).
+pub fn command(policy: LeftoverPolicy, depth: u32, start_secs: u32) -> String {
+    let keep = u8::from(policy == LeftoverPolicy::KeepServers);
+    let ticks = start_secs.min(3600) * 4;
+    format!("set -- {depth} {keep} {ticks}\n{SCRIPT}\n")
 }
 
 /// Runs `command` (a hand-over command, see [`Sandbox::handover_command`]) in `sb`.
@@ -157,7 +148,7 @@ mod tests {
              sleep 0.2; \
              sh -c '{}'; echo rc=$?; \
              sleep 0.1; n=0; for d in /proc/[0-9]*; do n=$((n+1)); done; echo procs=$n",
-            command(LeftoverPolicy::Kill, 0).replace('\'', "'\\''")
+            command(LeftoverPolicy::Kill, 0, 0).replace('\'', "'\\''")
         );
         let out = std::process::Command::new("bwrap")
             .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
@@ -184,7 +175,7 @@ mod tests {
 
     /// [`keep_servers_in_namespace`] with a start window of `secs`.
     fn keep_servers_within(setup: &str, secs: u32) -> (String, std::time::Duration) {
-        let cmd = window(&command(LeftoverPolicy::KeepServers, 0), secs);
+        let cmd = command(LeftoverPolicy::KeepServers, 0, secs);
         let inner = format!(
             "{setup} sleep 0.1; t0=$(date +%s%N); sh -c '{}'; echo rc=$?; \
              echo ms=$(( ($(date +%s%N) - t0) / 1000000 ))",
@@ -247,17 +238,11 @@ mod tests {
     /// start window ends, then killed: the window is the command's third argument.
     #[test]
     fn a_busy_leftover_is_killed_when_the_start_window_ends() {
-        let cmd = command(LeftoverPolicy::KeepServers, 2);
-        assert!(cmd.starts_with("set -- 2 1\n"), "{cmd}");
-        assert!(window(&cmd, 3).starts_with("set -- 2 1 12\n"));
+        let cmd = command(LeftoverPolicy::KeepServers, 2, 3);
+        assert!(cmd.starts_with("set -- 2 1 12\n"), "{cmd}");
         assert!(
-            window(&cmd, 99_999).starts_with("set -- 2 1 14400\n"),
+            command(LeftoverPolicy::Kill, 1, 99_999).starts_with("set -- 1 0 14400\n"),
             "capped at an hour"
-        );
-        assert_eq!(
-            window("echo hi\n", 3),
-            "echo hi\n",
-            "not a hand-over command"
         );
         if !crate::local::LocalBackend::bubblewrap_available() {
             eprintln!("skipped: bubblewrap unavailable");

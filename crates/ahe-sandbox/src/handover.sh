@@ -7,7 +7,7 @@
 # more). Prints `kept PID COMM PORTS` lines, then `killed N`; exits 3 when processes remain.
 # Before that, a server still starting is given time to listen (see "Services still starting").
 # Only shell builtins run, but for one `ls` per leftover that holds a socket. A third
-# argument (`handover::window`) sets that wait's limit in 0.25 s ticks (default 120: 30 s).
+# argument (`handover::command`'s `start_secs`) sets that wait's limit in 0.25 s ticks (default 120: 30 s).
 depth=$1
 keep=$2
 ticks=${3:-120}

@@ -554,10 +554,11 @@ impl Sandbox for HarborSandbox {
             .clone()
     }
 
-    fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {
+    fn handover_command(&self, policy: LeftoverPolicy, start_secs: u32) -> Option<String> {
         // Harbor's docker environment: PID 1 is `sh -c "sleep infinity"`, its oldest child
         // the `sleep` (spared: ending it ends the container); execs enter from outside.
-        (self.inner.cfg.environment == "docker").then(|| crate::handover::command(policy, 0))
+        (self.inner.cfg.environment == "docker")
+            .then(|| crate::handover::command(policy, 0, start_secs))
     }
 
     async fn destroy(&self) -> Result<()> {

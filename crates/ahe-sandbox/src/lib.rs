@@ -9,8 +9,8 @@ pub mod local;
 pub mod storage;
 
 pub use handover::{
-    command as handover_script, parse as parse_handover, window as handover_window, HandOver,
-    KeptProcess, LeftoverPolicy, START_WINDOW_SECS,
+    command as handover_script, parse as parse_handover, HandOver, KeptProcess, LeftoverPolicy,
+    START_WINDOW_SECS,
 };
 pub use layer::{is_whiteout, Layer};
 
@@ -227,10 +227,11 @@ pub trait Sandbox: Send + Sync {
     /// The shell command (POSIX sh, run with `exec`) that ends every process commands in
     /// this sandbox started — background jobs, daemons, `setsid` escapees — except the
     /// backend's own and, under [`LeftoverPolicy::KeepServers`], processes serving a
-    /// listening socket; it prints what [`parse_handover`] reads. `None` when the backend
-    /// has no pid namespace to sweep. The default spares the keeper (docker).
-    fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {
-        Some(handover::command(policy, 1))
+    /// listening socket, waiting at most `start_secs` for leftovers still starting to
+    /// listen; it prints what [`parse_handover`] reads. `None` when the backend has no pid
+    /// namespace to sweep. The default spares the keeper (docker).
+    fn handover_command(&self, policy: LeftoverPolicy, start_secs: u32) -> Option<String> {
+        Some(handover::command(policy, 1, start_secs))
     }
     /// Whether a command in the sandbox could replace a program found on its `PATH` (so
     /// fingerprinting the programs a verifier runs is worth an exec). Docker: yes (root in
@@ -240,8 +241,8 @@ pub trait Sandbox: Send + Sync {
     }
     /// Runs [`Sandbox::handover_command`] (nothing when there is none); used before the
     /// verifier runs.
-    async fn end_leftovers(&self, policy: LeftoverPolicy) -> Result<HandOver> {
-        match self.handover_command(policy) {
+    async fn end_leftovers(&self, policy: LeftoverPolicy, start_secs: u32) -> Result<HandOver> {
+        match self.handover_command(policy, start_secs) {
             Some(c) => handover::run(self, &c).await,
             None => Ok(HandOver::default()),
         }

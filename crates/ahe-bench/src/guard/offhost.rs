@@ -137,8 +137,8 @@ impl Guard {
             return Err("no in-sandbox walker".into());
         };
         let script = sb
-            .handover_command(LeftoverPolicy::Kill)
-            .unwrap_or_else(|| ahe_sandbox::handover_script(LeftoverPolicy::Kill, 0));
+            .handover_command(LeftoverPolicy::Kill, 0)
+            .unwrap_or_else(|| ahe_sandbox::handover_script(LeftoverPolicy::Kill, 0, 0));
         let mut w = inside.walk(sb, Some(script)).await?;
         if let Some(Err(e)) = w.handover.take() {
             return Err(e);

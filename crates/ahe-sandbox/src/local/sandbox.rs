@@ -297,10 +297,10 @@ impl Sandbox for LocalSandbox {
     /// Bubblewrap: the script runs in the sandbox's pid namespace, sparing the exec server,
     /// its workers and their idle spares. Plain mode has no namespace to sweep (each exec's
     /// process group is already killed when it ends): none there.
-    fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {
+    fn handover_command(&self, policy: LeftoverPolicy, start_secs: u32) -> Option<String> {
         self.server
             .as_ref()
-            .map(|_| crate::handover::command(policy, 2))
+            .map(|_| crate::handover::command(policy, 2, start_secs))
     }
 
     async fn destroy(&self) -> Result<()> {

@@ -1,6 +1,6 @@
 //! A real Distribution registry (Debian's `docker-registry`) on 127.0.0.1 for the pull tests,
-//! plain or with htpasswd auth, and images built from `ahe-base:bookworm`, pushed to it through
-//! the Engine API and removed locally.
+//! plain or with htpasswd auth, and small test images (the host's static busybox, ~2 MB)
+//! pushed to it through the Engine API and removed locally.
 
 #![allow(dead_code)]
 
@@ -154,29 +154,46 @@ impl Registry {
         format!("{}/ahe-test/{name}:t{}", self.addr, std::process::id())
     }
 
-    /// Builds `FROM ahe-base:bookworm` + `/source` = "registry", tags it
+    /// Builds a ~2 MB image of the host's static busybox (`/bin/sh`, and a `/bin/bash` that
+    /// runs it, for the oracle's `bash solve.sh`) + `/source` = "registry", tags it
     /// `ADDR/ahe-test/NAME:TAG`, pushes it through the Engine API, removes it locally, and
-    /// returns the reference.
+    /// returns the reference. Small on purpose: a push gzips every layer in the engine
+    /// (`FROM ahe-base:bookworm`, 487 MB, cost ~20 s of CPU per push).
     pub fn push_test_image(&self, name: &str) -> String {
         let reference = self.reference(name);
-        let df = format!(
-            "FROM ahe-base:bookworm\nRUN echo registry > /source && echo {reference} > /pushed-as\nWORKDIR /app\n"
+        let ctx = tempfile::tempdir().unwrap();
+        let busybox = ahe_bench::inside::busybox().expect("a static busybox (scripts/setup.sh)");
+        std::fs::copy(&busybox, ctx.path().join("busybox")).unwrap();
+        let bash = "#!/bin/busybox sh\nexec /bin/busybox sh \"$@\"\n";
+        std::fs::write(
+            ctx.path().join("Dockerfile"),
+            format!(
+                "FROM scratch\nCOPY busybox /bin/busybox\n\
+                 RUN [\"/bin/busybox\", \"sh\", \"-c\", \"/bin/busybox mkdir -p /usr/bin /sbin \
+                 /usr/sbin /tmp /root /etc && /bin/busybox --install -s && chmod 1777 /tmp && \
+                 echo root:x:0:0:root:/root:/bin/sh > /etc/passwd && echo root:x:0: > /etc/group\"]\n\
+                 COPY bash /bin/bash\n\
+                 RUN echo registry > /source && echo {reference} > /pushed-as\nWORKDIR /app\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(ctx.path().join("bash"), bash).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            ctx.path().join("bash"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let build = Command::new("docker")
+            .args(["build", "-q", "-t", &reference])
+            .arg(ctx.path())
+            .output()
+            .unwrap();
+        assert!(
+            build.status.success(),
+            "docker build failed: {}",
+            String::from_utf8_lossy(&build.stderr)
         );
-        let mut build = Command::new("docker")
-            .args(["build", "-q", "-t", &reference, "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        build
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(df.as_bytes())
-            .unwrap();
-        assert!(build.wait().unwrap().success(), "docker build failed");
         let creds = self.credentials();
         let r = reference.clone();
         rt().block_on(async move {

@@ -87,8 +87,8 @@ impl Sandbox for PoolSandbox {
         self.inner.workdir()
     }
 
-    fn handover_command(&self, policy: LeftoverPolicy) -> Option<String> {
-        self.inner.handover_command(policy)
+    fn handover_command(&self, policy: LeftoverPolicy, start_secs: u32) -> Option<String> {
+        self.inner.handover_command(policy, start_secs)
     }
 
     fn path_writable(&self) -> bool {
