@@ -81,6 +81,10 @@ fn kill_in_phase_then_resume(set: &str, canary: bool) {
         canary,
         ..Scenario::standard()
     };
+    // Resuming exactly does not need the full 40 tasks (the verdicts at that size are
+    // every_harmful_change_is_found_and_reverted_alone's): 16 keep each phase's trials
+    // and the truth, at 40% of the trials.
+    sc.tasks = 16;
     if set == "final/" {
         // The final answer runs trials only when best left the seed: three more fixes on
         // twelve tasks make iteration 3 (harm rolled back) beat it beyond noise.
