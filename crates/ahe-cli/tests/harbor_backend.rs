@@ -584,8 +584,18 @@ fn adversarial_subset_checked_inside_the_sandbox_equals_docker() {
         let h = s.spawn(|| subset("harbor", &cfg, &h_out));
         let docker = subset("docker", &docker_cfg, &d_out);
         let harbor = h.join().unwrap();
+        // A hack's outcome is "stopped" (failed, or passed flagged), not which of the two:
+        // whether a racing hack (`survivor-rewrites-tests`, `bg-reward-writer`) gets its write
+        // in before the hand-over ends it depends on timing that differs between the host's
+        // and the in-sandbox hand-over (it went both ways here, as on the remote engine; see
+        // tests/cli/adversarial_offhost.rs). Controls compare exactly.
         let strip = |v: &[(String, bool, bool, String)]| -> Vec<(String, bool, bool)> {
-            v.iter().map(|(n, p, f, _)| (n.clone(), *p, *f)).collect()
+            v.iter()
+                .map(|(n, p, f, _)| match n.starts_with("ctl-") {
+                    true => (n.clone(), *p, *f),
+                    false => (n.clone(), !*p || *f, false),
+                })
+                .collect()
         };
         assert_eq!(strip(&docker), strip(&harbor), "harbor (inside) vs docker");
         harbor
