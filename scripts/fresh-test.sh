@@ -21,6 +21,11 @@
 #   FRESH_TEST_ARGS  extra arguments for both cargo commands, e.g. --no-fail-fast (default
 #                    none: the README's command exactly, which stops at the first failing binary)
 #   FRESH_TEST_KEEP  1: keep each run's clone and target dir
+#   FRESH_TEST_CI    1 (default): as .ci/run does, CI=true and AHE_TB2_REAL=1 (a missing engine,
+#                    browser or stand-in fails its tests instead of skipping them); 0: neither
+#
+# Disk: each run also reports the free space on the target dir's file system at its start and
+# the least seen during it (sampled every 5 s), i.e. what the command needs.
 # Run it under `nice -n 10` on a shared machine; every child inherits the niceness.
 set -euo pipefail
 
@@ -93,6 +98,18 @@ for i in $(seq 1 "$n"); do
     mkdir -p "$run/tmp"
     chmod 1777 "$run/tmp"
     export CARGO_TARGET_DIR="$run/target" TMPDIR="$run/tmp"
+    if [ "${FRESH_TEST_CI:-1}" = 1 ]; then
+        export CI=true AHE_TB2_REAL=1
+    fi
+    free0="$(df --output=avail -k "$run" | tail -1)"
+    (
+        least="$free0"
+        while sleep 5; do
+            f="$(df --output=avail -k "$run" 2>/dev/null | tail -1)" || break
+            if [ "$f" -lt "$least" ]; then least="$f"; echo "$least" >"$logs/least-free-kb"; fi
+        done
+    ) &
+    sampler=$!
     rm -rf "$TMPDIR"/ahe-local-*
     load="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo
@@ -149,6 +166,10 @@ EOF
         grep -A 6 '^error' "$logs/build.log" | head -n 40 | sed 's/^/    /'
     fi
 
+    kill "$sampler" 2>/dev/null || true
+    least="$(cat "$logs/least-free-kb" 2>/dev/null || echo "$free0")"
+    used_gb="$(awk -v a="$free0" -v b="$least" 'BEGIN { printf "%.1f", (a - b) / 1048576 }')"
+    echo "disk:    ${used_gb} GB used at most ($(awk -v a="$free0" 'BEGIN { printf "%.1f", a / 1048576 }') GB free at the start)"
     # Leftovers of dead processes only (never --all: the machine's other containers stay).
     ahe="$CARGO_TARGET_DIR/debug/ahe"
     if [ -x "$ahe" ]; then
@@ -170,7 +191,7 @@ EOF
     [ "$status" = ok ] || fails=$((fails + 1))
     nfail=0
     [ ! -f "$logs/parsed.txt" ] || nfail="$(grep -c '^FAIL ' "$logs/parsed.txt" || true)"
-    summary+=("run $i: $status  compile ${compile_s}s  test ${test_s}s  binaries $nbin  failed tests $nfail  (load at start $load)")
+    summary+=("run $i: $status  compile ${compile_s}s  test ${test_s}s  binaries $nbin  failed tests $nfail  disk ${used_gb} GB  (load at start $load)")
 done
 
 echo

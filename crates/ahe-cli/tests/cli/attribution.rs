@@ -106,7 +106,7 @@ fn kill_in_phase_then_resume(set: &str, canary: bool) {
         .args(["--runs-dir", runs.to_str().unwrap(), "--no-check"])
         .current_dir(root())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(d.path().join("stderr.txt")).unwrap())
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
@@ -124,8 +124,20 @@ fn kill_in_phase_then_resume(set: &str, canary: bool) {
         std::thread::sleep(std::time::Duration::from_millis(2));
     };
     let _ = child.kill();
-    let _ = child.wait();
-    assert!(hit, "the run never reached a {set} trial");
+    let status = child.wait();
+    if !hit {
+        let j = journal(&run);
+        let tail: Vec<String> = j.iter().rev().take(8).map(|e| e.to_string()).collect();
+        let err = std::fs::read_to_string(d.path().join("stderr.txt")).unwrap_or_default();
+        panic!(
+            "the run never reached a {set} trial in {:?} ({status:?}); last journal lines \
+             (newest first): {tail:#?}\nstderr tail: {}",
+            t0.elapsed(),
+            err.chars()
+                .skip(err.chars().count().saturating_sub(3000))
+                .collect::<String>()
+        );
+    }
     let killed_at = journal(&run).len();
     let o = common::ahe(&["evolve", "--resume", run.to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

@@ -14,15 +14,19 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs `ahe` in the workspace root with extra env vars.
+/// Runs `ahe` in the workspace root with extra env vars; see [`output_within`] for its limit.
 pub fn ahe(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ahe"));
     c.args(args).current_dir(root());
     for (k, v) in envs {
         c.env(k, v);
     }
-    c.output().unwrap()
+    output_within(c)
 }
+
+#[path = "within.rs"]
+mod within;
+pub use within::output_within;
 
 /// stdout + stderr.
 pub fn text(o: &Output) -> String {

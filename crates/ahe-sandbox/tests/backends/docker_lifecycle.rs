@@ -208,3 +208,46 @@ async fn reap_removes_containers_of_dead_processes_only() {
     );
     live.destroy().await.unwrap();
 }
+
+/// A counterfactual copy (`image_of_now`, a sandbox from that image, destroyed, then
+/// `forget_image`) leaves no image behind: not the tagged one, and not an untagged one
+/// (the copy's container is removed in the background; a forced image removal that did not
+/// wait for it only untagged the image, and every flagged pass leaked one).
+#[tokio::test]
+async fn a_forgotten_copy_leaves_no_image() {
+    let Some(b) = backend() else { return };
+    let ctx = base_context();
+    let sb = b
+        .create_docker(&spec("copy-src", ctx.path()))
+        .await
+        .unwrap();
+    sh(&sb, "echo changed > /app/mark").await;
+    let image = sb.image_of_now().await.unwrap().expect("docker copies");
+    let id = image_id(&image).expect("the copy's image exists");
+    let mut s = spec("copy-dst", ctx.path());
+    s.trial_id = "copy-dst/1-counterfactual".into();
+    s.docker_image = Some(image.clone());
+    s.context_dir = None;
+    let copy = b.create(&s).await.unwrap();
+    assert_eq!(sh(copy.as_ref(), "cat /app/mark").await.stdout, "changed\n");
+    copy.destroy().await.unwrap();
+    sb.forget_image(&image).await;
+    assert_eq!(image_id(&image), None, "{image} is still tagged");
+    assert_eq!(
+        image_id(&id),
+        None,
+        "{image} was untagged but not deleted ({id})"
+    );
+    sb.destroy().await.unwrap();
+}
+
+/// The id of image `name` (`None` when there is no such image).
+fn image_id(name: &str) -> Option<String> {
+    let o = std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", name])
+        .output()
+        .unwrap();
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}

@@ -14,6 +14,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+// Also loaded by `common` in the cli binary; the example `bench_attribution` has no `common`.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../common/within.rs"]
+mod within;
+
 /// What a change does to its task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
@@ -308,13 +313,11 @@ impl Scenario {
     pub fn run(&self, dir: &Path, root: &Path, ahe: &Path) -> (Output, PathBuf) {
         let cfg = self.write(dir, root);
         let runs = dir.join("runs");
-        let o = Command::new(ahe)
-            .args(["evolve", "--config", cfg.to_str().unwrap(), "--name", "sim"])
+        let mut c = Command::new(ahe);
+        c.args(["evolve", "--config", cfg.to_str().unwrap(), "--name", "sim"])
             .args(["--runs-dir", runs.to_str().unwrap(), "--no-check"])
-            .current_dir(root)
-            .output()
-            .unwrap();
-        (o, runs.join("sim"))
+            .current_dir(root);
+        (within::output_within(c), runs.join("sim"))
     }
 
     /// What the run did against the ground truth: each change is judged by the iteration
