@@ -1,13 +1,15 @@
 //! The integration tests of `ahe` (the binary), one test binary: one module per former
 //! `tests/<name>.rs`, so a test is `<module>::<test>` (e.g. `bench::smoke_on_local`).
-//! One binary links and starts once; its tests share the two test threads.
+//! One binary links and starts once; its tests share the test threads (four:
+//! `.cargo/config.toml`). `pool` (three extra docker engines, one killed) is here too: its
+//! tests mostly wait on engines, and cargo runs test binaries one after another, so on its
+//! own it kept a core idle for ~40 s; its tests still run one at a time (`pool::serial`).
 //!
 //! Kept in their own binaries (`tests/<name>.rs`), because they must not run beside other
 //! tests of this crate (cargo runs test binaries one after another):
 //! - `docker`: its kill test checks which containers of a killed `ahe` are left, and every
 //!   other `ahe eval --sandbox docker` reaps the containers of dead processes;
 //! - `storage`: it measures the host's free space, which other tests' writes blur;
-//! - `pool`: it starts three extra docker engines and kills one;
 //! - `harbor_backend`: Harbor evals share the engine and its build locks, one at a time.
 
 mod attribution_sim;
@@ -46,6 +48,7 @@ mod leak;
 mod local_cost;
 mod matrix;
 mod overlap;
+mod pool;
 mod prompts;
 mod registry;
 mod replay;

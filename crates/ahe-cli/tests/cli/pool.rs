@@ -4,8 +4,8 @@
 //! trial and leaves no container on the others, a lost engine is probed again and its
 //! leftovers removed, and `ahe check` names every engine.
 
-mod common;
-mod pool_support;
+use crate::common;
+use crate::pool_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
