@@ -1,16 +1,17 @@
 //! The integration tests of `ahe` (the binary), one test binary: one module per former
 //! `tests/<name>.rs`, so a test is `<module>::<test>` (e.g. `bench::smoke_on_local`).
 //! One binary links and starts once; its tests share the test threads (four:
-//! `.cargo/config.toml`). `pool` (three extra docker engines, one killed) is here too: its
-//! tests mostly wait on engines, and cargo runs test binaries one after another, so on its
-//! own it kept a core idle for ~40 s; its tests still run one at a time (`pool::serial`).
+//! `.cargo/config.toml`). `pool` (three extra docker engines, one killed) and
+//! `harbor_backend` (Harbor's docker environment) are here too: cargo runs test binaries one
+//! after another, and on their own they kept a core idle (pool ~40 s of waiting on engines;
+//! Harbor's evals at 1.47 cores for ~110 s); among themselves their tests still run one at
+//! a time (`pool::serial`, `harbor_backend::EVALS`).
 //!
 //! Kept in their own binaries (`tests/<name>.rs`), because they must not run beside other
 //! tests of this crate (cargo runs test binaries one after another):
 //! - `docker`: its kill test checks which containers of a killed `ahe` are left, and every
 //!   other `ahe eval --sandbox docker` reaps the containers of dead processes;
-//! - `storage`: it measures the host's free space, which other tests' writes blur;
-//! - `harbor_backend`: Harbor evals share the engine and its build locks, one at a time.
+//! - `storage`: it measures the host's free space, which other tests' writes blur.
 
 mod attribution_sim;
 #[path = "../common/mod.rs"]
@@ -38,6 +39,7 @@ mod faults;
 mod fetch;
 mod frontier;
 mod guards;
+mod harbor_backend;
 mod harbor_export;
 mod harbor_run;
 mod honest_best;

@@ -16,7 +16,9 @@ use common::{json_file, root, run as ahe, text};
 use pool_support::{engines, Engine, TLS_ADDR, TLS_DIR};
 use serde_json::Value;
 
-/// One test at a time: they share the engines, and one kills an engine.
+/// One test at a time: they share the engines, and one kills an engine. Taken before
+/// [`engines`], which starts any engine that is down: taken after, one test's
+/// `engines()` restarted the engine another had just killed to see it noticed.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -129,10 +131,10 @@ fn host_counts(s: &Value) -> BTreeMap<String, (u64, u64, u64, u64)> {
 
 #[test]
 fn eval_over_three_engines_spreads_trials_by_capacity() {
+    let _serial = serial();
     let Some([e1, e2, e3]) = engines() else {
         return;
     };
-    let _serial = serial();
     let d = tempfile::tempdir().unwrap();
     let bench = d.path().join("bench");
     benchmark(&bench, 6, 1.5);
@@ -197,10 +199,10 @@ fn eval_over_three_engines_spreads_trials_by_capacity() {
 
 #[test]
 fn killing_an_engine_mid_eval_loses_no_trial() {
+    let _serial = serial();
     let Some([e1, e2, e3]) = engines() else {
         return;
     };
-    let _serial = serial();
     let d = tempfile::tempdir().unwrap();
     let bench = d.path().join("bench");
     benchmark(&bench, 6, 4.0);
@@ -287,10 +289,10 @@ fn killing_an_engine_mid_eval_loses_no_trial() {
 
 #[test]
 fn a_lost_engine_is_probed_again_and_its_leftovers_removed() {
+    let _serial = serial();
     let Some([e1, e2, _]) = engines() else {
         return;
     };
-    let _serial = serial();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -379,10 +381,10 @@ async fn probed_again(e1: Engine, e2: Engine) {
 
 #[test]
 fn check_names_every_engine() {
+    let _serial = serial();
     let Some([e1, _, _]) = engines() else {
         return;
     };
-    let _serial = serial();
     let d = tempfile::tempdir().unwrap();
     let bench = d.path().join("bench");
     benchmark(&bench, 1, 0.0);

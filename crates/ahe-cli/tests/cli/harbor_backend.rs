@@ -5,8 +5,7 @@
 //! bridge left. Needs the Harbor venv and `docker compose` (scripts/setup-harbor.sh
 //! makes both): skipped with a note when either is missing, a failure under CI=true.
 
-mod common;
-#[path = "harbor_backend/library.rs"]
+use crate::common;
 mod library;
 
 use std::path::{Path, PathBuf};
