@@ -46,7 +46,7 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
     let iterations = a.iterations;
     let pull = a.pull;
     let run = match (&a.config, &a.resume) {
-        (Some(cfg), None) => ahe_evolve::start::start_overridden(
+        (Some(cfg), None) => ahe_evolve::inputs::start::start_overridden(
             cfg,
             a.name.clone(),
             |c| {
@@ -60,7 +60,7 @@ pub fn run(a: EvolveArgs) -> Result<(), CliError> {
             &a.runs_dir,
             progress,
         ),
-        (None, Some(dir)) => ahe_evolve::start::resume(dir, progress),
+        (None, Some(dir)) => ahe_evolve::inputs::start::resume(dir, progress),
         _ => unreachable!("clap enforces exactly one of --config and --resume"),
     }
     .map_err(CliError::usage)?;

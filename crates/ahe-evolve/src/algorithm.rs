@@ -4,25 +4,27 @@
 //! Each task's debugger starts during the rollout, once the task's trials are done.
 //! Every phase is journaled; a resumed run skips finished phases and trials.
 
+pub mod phase_inputs;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute::canary;
 use crate::attribute::confirm;
 use crate::attribute::counterfactual;
 use crate::attribute::{judge, update_best, BestUpdate};
-use crate::baseline;
 use crate::commit;
 use crate::debug;
 use crate::debug::overlap::DebugOverlap;
 use crate::evolve;
 use crate::final_eval;
-use crate::inputs::{attribute_inputs, debug_inputs, evolve_inputs, final_inputs, rollout_inputs};
+use crate::final_eval::baseline;
+use crate::inputs::run::Run;
 use crate::rollout;
-use crate::run::Run;
 use ahe_rundir::clean;
 use ahe_rundir::journal::{now, Entry, Phase};
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::repo::caps::WriteCaps;
+use phase_inputs::{attribute_inputs, debug_inputs, evolve_inputs, final_inputs, rollout_inputs};
 
 /// Why the loop stopped.
 enum Stop {

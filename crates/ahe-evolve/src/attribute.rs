@@ -8,7 +8,7 @@ pub mod counterfactual;
 
 use std::collections::BTreeSet;
 
-use crate::history;
+use crate::inputs::history;
 use ahe_attribution::attribute;
 use ahe_rundir::run_dir::Contender;
 use ahe_rundir::run_dir::{Best, IterationDir, RunDir};

@@ -3,8 +3,9 @@
 //! and the summary.
 
 pub mod chain;
+pub mod rollback;
 
-use crate::history;
+use crate::inputs::history;
 use ahe_rundir::journal::Journal;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::repo::caps::WriteCaps;

@@ -1,19 +1,23 @@
 //! The Debug phase (R_t = Debugger(~T_t)): the debuggers started during the rollout
 //! ([`DebugOverlap`]) and those of every other visible task, with the debugger model's client.
+//! `host_agent` and `text` are the debugger's way in the one agent loop and its model-facing
+//! text; the Evolve phase's agents run the same way.
 
 pub mod eval;
+pub mod host_agent;
 pub mod overlap;
 pub mod overview;
 pub mod task;
+pub mod text;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::stop_on_permanent;
+use crate::debug::host_agent::stop_on_permanent;
 use crate::debug::overlap::DebugOverlap;
 use crate::debug::task::DebugSettings;
-use crate::ledger::Ledger;
+use crate::inputs::ledger::Ledger;
 use ahe_rundir::journal::Phase;
 use ahe_rundir::run_dir::{IterationDir, RunDir};
 use ahe_runner::config::EvolveConfig;
@@ -119,7 +123,7 @@ pub async fn debug_phase(i: &DebugInputs<'_>, ahead: Option<&DebugOverlap>) -> a
     let chars = overview_chars_for(i.evolve, &i.model);
     let o = overview::write_overview(it, prev.as_ref(), &visible, &scores, model, chars, &r.list);
     // The overview's trace is appended across attempts: what it held before this one.
-    let (mut usage, mut cost) = crate::spend::trace_spend(&it.overview_trace());
+    let (mut usage, mut cost) = crate::inputs::spend::trace_spend(&it.overview_trace());
     let o = o.await?;
     usage.add(&o.usage);
     cost += o.cost_usd;

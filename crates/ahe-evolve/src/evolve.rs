@@ -7,6 +7,7 @@ pub mod jail;
 pub mod leak;
 pub mod lineage;
 pub mod preflight;
+pub mod prompt;
 pub mod screen;
 pub mod variants;
 
@@ -14,11 +15,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::stop_on_permanent;
-use crate::history;
-use crate::rollback;
-use crate::run::Split;
-use crate::trials::Trials;
+use crate::commit::rollback;
+use crate::debug::host_agent::stop_on_permanent;
+use crate::inputs::history;
+use crate::inputs::run::Split;
+use crate::inputs::trials::Trials;
 use ahe_rundir::run_dir::{IterationDir, RunDir};
 use ahe_runner::config::{AttributionConfig, EvolveConfig};
 use ahe_runner::repo::caps::WriteCaps;
@@ -66,7 +67,7 @@ pub async fn evolve_phase(
     it.write_history_input(&lineage::history_md(i.dir, &past, t, full))?;
     // The prompt names the evaluated harness by its tag (iter-NNN), not its commit id:
     // ids hash the commit time, and a replayed run must send byte-identical requests.
-    let prompt = history::prompt_vars(i.dir, t, &iter_tag(t - 1), &ev, &rollbacks.applied)?;
+    let prompt = prompt::prompt_vars(i.dir, t, &iter_tag(t - 1), &ev, &rollbacks.applied)?;
     let prompt = minijinja::context! { reverted => lineage::undone(&past), ..prompt };
     let ec = i.evolve;
     let model = ahe_model::build_client_with(&i.model, trials.client_opts())?;
@@ -91,7 +92,7 @@ pub async fn evolve_phase(
     let out = match ec.variants {
         0 | 1 => {
             // The trace is appended across attempts: what it holds now, a killed one spent.
-            let (usage, cost) = crate::spend::trace_spend(&it.evolve_trace());
+            let (usage, cost) = crate::inputs::spend::trace_spend(&it.evolve_trace());
             let mut out = agent::evolve(inputs).await?;
             out.usage.add(&usage);
             out.cost_usd += cost;

@@ -11,6 +11,8 @@
 //! would be a second selection on point estimates, and an honest switch would need it to
 //! beat best beyond noise on fresh trials of both (more rounds than the whole answer).
 
+pub mod baseline;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use ahe_attribution::sequential::{self, Plan};
@@ -18,8 +20,8 @@ use ahe_bench::TrialResult;
 use ahe_rundir::final_eval::{Delta, Figure, FinalEval, Reevaluated, Reused, Sequential, Stopped};
 use tokio_util::sync::CancellationToken;
 
-use crate::run::Split;
-use crate::trials::Trials;
+use crate::inputs::run::Split;
+use crate::inputs::trials::Trials;
 use ahe_rundir::evidence::SetCost;
 use ahe_rundir::run_dir::{IterationDir, RunDir};
 use ahe_runner::config::AttributionConfig;

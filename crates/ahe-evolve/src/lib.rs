@@ -1,23 +1,17 @@
 //! The AHE loop (Algorithm 1): rollout, clean, attribute, debug, evolve, commit.
+//!
+//! One module per phase (`rollout`, `attribute`, `debug`, `evolve`, `commit`; the cleaning is
+//! `ahe_rundir::clean`'s, run inside the rollout), the final answer after the last iteration
+//! (`final_eval`, with the matched-budget baseline), the algorithm itself (`algorithm`), and
+//! `inputs`: the run being executed and the narrow views of it each phase takes.
 
-pub mod agent;
 pub mod algorithm;
 pub mod attribute;
-pub mod baseline;
 pub mod commit;
 pub mod debug;
 pub mod evolve;
 pub mod final_eval;
-pub mod history;
 pub mod inputs;
-pub mod ledger;
-pub mod lock;
-pub mod rollback;
 pub mod rollout;
-pub mod run;
-pub mod spend;
-pub mod start;
-pub mod text;
-pub mod trials;
 
-pub use run::Run;
+pub use inputs::run::Run;

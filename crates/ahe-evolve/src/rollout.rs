@@ -6,8 +6,8 @@ use ahe_bench::{Progress, Scores};
 use tokio_util::sync::CancellationToken;
 
 use crate::debug::overlap::DebugOverlap;
-use crate::run::Split;
-use crate::trials::Trials;
+use crate::inputs::run::Split;
+use crate::inputs::trials::Trials;
 use ahe_rundir::journal::Entry;
 use ahe_rundir::run_dir::{IterationDir, IterationRecord, IterationScores, RunDir};
 
@@ -40,7 +40,7 @@ pub async fn rollout_iteration(
     let harness = trials.checkout(i.evaluated, &it.harness_checkout())?;
     let journal = trials.ledger.journal;
     let done = journal.trials_done(t);
-    let prior = crate::trials::journaled(&it.trials(), &done);
+    let prior = crate::inputs::trials::journaled(&it.trials(), &done);
     let ahead = i.ahead.map(|a| a.0);
     if let Some(a) = ahead {
         a.prime(&prior);

@@ -89,7 +89,7 @@ pub struct Row {
 pub fn run_row(e: &Entry, run: &RunReport) -> anyhow::Result<Row> {
     let status = match (run.ended.as_deref(), &run.incomplete) {
         (Some(_), None) => run.status().to_string(),
-        _ => match ahe_evolve::lock::RunLock::holder(&e.dir) {
+        _ => match ahe_evolve::inputs::lock::RunLock::holder(&e.dir) {
             Some(pid) => format!("running (pid {})", pid.trim()),
             None if run.ended.is_some() => run.status().to_string(),
             None => "interrupted".into(),

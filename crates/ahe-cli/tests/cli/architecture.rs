@@ -559,7 +559,7 @@ fn the_loop_check_sees_a_command_that_uses_the_loop() {
     let src = d.path().join("src");
     std::fs::create_dir_all(src.join("view")).unwrap();
     std::fs::create_dir_all(src.join("check")).unwrap();
-    let uses = "use ahe_evolve::start;\n";
+    let uses = "use ahe_evolve::inputs::start;\n";
     std::fs::write(src.join("evolve.rs"), uses).unwrap();
     std::fs::write(src.join("view/pages.rs"), uses).unwrap();
     std::fs::write(src.join("check/disk.rs"), "fn f() { ahe_evolve::x() }\n").unwrap();

@@ -23,6 +23,7 @@ mod registry_support;
 mod adversarial;
 mod adversarial_offhost;
 mod architecture;
+mod architecture_loop;
 mod attribution;
 mod attribution_small;
 mod baseline;

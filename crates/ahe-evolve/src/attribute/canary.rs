@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::attribute::counterfactual::{find_culprits, harnesses, plan, Budget, Wave};
 use crate::attribute::AttributeInputs;
-use crate::trials::{SetResults, Trials};
+use crate::inputs::trials::{SetResults, Trials};
 use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
 use ahe_rundir::evidence::{CanaryRecord, CfTest};
 use ahe_rundir::evidence::{SetCost, Tally};
@@ -33,7 +33,7 @@ pub const CF_PREFIX: &str = "canary/cf/";
 pub fn canary_set(
     manifest: &Manifest,
     passed: &BTreeSet<String>,
-    exercised: &crate::history::Exercised,
+    exercised: &crate::inputs::history::Exercised,
     cap: usize,
 ) -> Vec<String> {
     let none = BTreeSet::new();
@@ -93,7 +93,7 @@ pub async fn canary(
         .map(|(n, _)| n.clone())
         .collect();
     let cfg = i.policy;
-    let exercised = crate::history::exercised(&prev, i.visible);
+    let exercised = crate::inputs::history::exercised(&prev, i.visible);
     let tasks = canary_set(&manifest, &passed, &exercised, cfg.canary_max_tasks);
     let mut rec = CanaryRecord {
         base_commit: base.clone(),

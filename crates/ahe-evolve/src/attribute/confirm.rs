@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute::AttributeInputs;
-use crate::trials::Trials;
+use crate::inputs::trials::Trials;
 use ahe_attribution::attribute::TaskMove;
 use ahe_rundir::evidence::Tally;
 use ahe_rundir::run_dir::IterationDir;

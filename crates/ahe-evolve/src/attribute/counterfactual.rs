@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::attribute::AttributeInputs;
-use crate::history::Exercised;
-use crate::trials::Trials;
+use crate::inputs::history::Exercised;
+use crate::inputs::trials::Trials;
 use ahe_attribution::attribute::{change_touches, is_global, ChangeEvaluation, TaskMove};
 use ahe_rundir::evidence::{CfKind, CfSkip, CfTest};
 use ahe_rundir::evidence::{SetCost, Tally};
@@ -189,7 +189,7 @@ pub async fn counterfactual(
     let ev = it.change_evaluation()?;
     let budget = cfg.extra_trial_cap(trials.tasks.len() * i.k as usize);
     let used = evidence.extra_trials_used() as usize;
-    let exercised = crate::history::exercised(it, i.visible);
+    let exercised = crate::inputs::history::exercised(it, i.visible);
     let (harm, rest) = split_harm(&ev, &solid_before(i, t));
     let share_left = budget.saturating_sub(used);
     let mut left = share_left.max(cfg.harm_floor_trials as usize);

@@ -155,7 +155,7 @@ pub fn commit_iteration(
             .change
             .as_ref()
             .and_then(|id| m.changes.iter().find(|c| &c.id == id));
-        let msg = crate::history::step_message(t, &m, change, i, n);
+        let msg = crate::inputs::history::step_message(t, &m, change, i, n);
         parent = repo.commit_tree(&s.tree, &parent, &msg)?;
         if let Some(id) = &s.change {
             ids.insert(id.clone(), parent.clone());

@@ -12,8 +12,8 @@ use ahe_model::{ModelClient, Role};
 use minijinja::context;
 use serde_json::Value;
 
-use crate::agent::{run_host_agent, HostLimits, HostTool};
-use crate::text;
+use crate::debug::host_agent::{run_host_agent, HostLimits, HostTool};
+use crate::debug::text;
 use ahe_rundir::clean::{read_clean, CleanTrace};
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::turns::{clip, render_turns};
@@ -184,7 +184,11 @@ async fn analyze_task(
     status: TaskStatus,
     settings: &DebugSettings,
     trace_path: &Path,
-) -> (String, String, Option<crate::agent::HostOutcome>) {
+) -> (
+    String,
+    String,
+    Option<crate::debug::host_agent::HostOutcome>,
+) {
     let mut dirs =
         ahe_rundir::clean::trial_dirs(task_dir.parent().unwrap_or(task_dir)).unwrap_or_default();
     dirs.retain(|d| d.parent() == Some(task_dir));
@@ -264,7 +268,7 @@ pub struct TaskDebug {
     /// The one-line cause for the overview.
     pub line: String,
     /// The LLM debugger's run; None when the report was deterministic or already on disk.
-    pub out: Option<crate::agent::HostOutcome>,
+    pub out: Option<crate::debug::host_agent::HostOutcome>,
     /// Every debugger call on this task so far — also those of an attempt killed before a
     /// resume, and of a report kept from before it — as (tokens, dollars).
     pub spent: (ahe_model::Usage, f64),
@@ -293,8 +297,8 @@ pub async fn debug_task(
         .collect();
     let trace = iter_dir.debugger_trace(task);
     // The trace is appended across attempts: what it holds before this one was spent.
-    let before = crate::spend::trace_spend(&trace);
-    let done = |line: String, out: Option<crate::agent::HostOutcome>| {
+    let before = crate::inputs::spend::trace_spend(&trace);
+    let done = |line: String, out: Option<crate::debug::host_agent::HostOutcome>| {
         let mut spent = before;
         if let Some(o) = &out {
             spent.0.add(&o.usage);

@@ -16,11 +16,11 @@ use ahe_model::{ModelClient, Role, ToolSpec};
 use minijinja::context;
 use serde_json::Value;
 
-use crate::agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
+use crate::commit::rollback::Rollback;
+use crate::debug::host_agent::{arg_str, run_host_agent, schema, HostLimits, HostTool, ToolReply};
+use crate::debug::text;
 use crate::evolve::jail::{any, Jail};
 use crate::evolve::leak::Guard;
-use crate::rollback::Rollback;
-use crate::text;
 use ahe_rundir::manifest::{is_editable, Manifest};
 use ahe_rundir::run_dir::analysis::Proposed;
 use ahe_rundir::run_dir::IterationDir;
@@ -332,7 +332,7 @@ async fn run_agent(
     inp: &EvolveInputs<'_>,
     tools: &Arc<Tools>,
     evolve_dir: &Path,
-) -> anyhow::Result<crate::agent::HostOutcome> {
+) -> anyhow::Result<crate::debug::host_agent::HostOutcome> {
     let host_tools: Vec<Box<dyn HostTool>> = vec![
         Box::new(ListFiles(tools.clone())),
         Box::new(ReadFile(tools.clone())),

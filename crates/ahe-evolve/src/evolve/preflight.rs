@@ -4,8 +4,8 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::run::Split;
-use crate::trials::Trials;
+use crate::inputs::run::Split;
+use crate::inputs::trials::Trials;
 use ahe_rundir::manifest::ChangeKind;
 use ahe_rundir::run_dir::IterationDir;
 

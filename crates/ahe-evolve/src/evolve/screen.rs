@@ -13,7 +13,7 @@ use ahe_rundir::evidence::SetCost;
 use ahe_rundir::variants::{Screened, VariantResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::trials::Trials;
+use crate::inputs::trials::Trials;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::config::{AttributionConfig, EvolveConfig};
 

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::evolve::agent::{EvolveInputs, EvolveOutcome};
 use crate::evolve::screen::Screen;
-use crate::spend::trace_spend;
+use crate::inputs::spend::trace_spend;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_rundir::{read_json, write_json};
 use ahe_runner::config::EvolveConfig;

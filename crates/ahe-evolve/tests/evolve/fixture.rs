@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ahe_evolve::commit::rollback::Rollback;
 use ahe_evolve::evolve::agent::{self, EvolveOutcome};
 use ahe_evolve::evolve::leak::LeakSettings;
-use ahe_evolve::rollback::Rollback;
 use ahe_model::ModelConfig;
 use ahe_rundir::IterationDir;
 use ahe_runner::repo::caps::WriteCaps;

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use ahe_attribution::attribute::{self, Verdict};
 use ahe_bench::{Scores, TrialResult, TrialStatus};
 use ahe_evolve::commit::chain;
+use ahe_evolve::commit::rollback::auto_rollback;
 use ahe_evolve::evolve::lineage::{self, Fate};
-use ahe_evolve::rollback::auto_rollback;
 use ahe_rundir::RunDir;
 use fixture::{commit_change, leak_guard, write, Fixture, SEED_MEMORY, SUBMIT};
 

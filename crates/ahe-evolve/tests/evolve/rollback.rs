@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ahe_attribution::attribute::{self, ChangeEvaluation, Verdict};
 use ahe_bench::{Scores, TrialResult, TrialStatus};
 use ahe_evolve::commit::chain;
-use ahe_evolve::rollback::{auto_rollback, LostLines};
+use ahe_evolve::commit::rollback::{auto_rollback, LostLines};
 use ahe_rundir::{IterationDir, Manifest};
 use fixture::{commit_change, write, Fixture, SEED_MEMORY, SUBMIT};
 
@@ -66,7 +66,7 @@ async fn iterate(
     t: u32,
     evaluated: &str,
     script: &str,
-    rollbacks: &[ahe_evolve::rollback::Rollback],
+    rollbacks: &[ahe_evolve::commit::rollback::Rollback],
 ) -> (IterationDir, String) {
     let it = f.iteration(t);
     it.write_evaluated(evaluated).unwrap();

@@ -8,7 +8,7 @@ use ahe_model::ToolSpec;
 use serde_json::Value;
 
 use super::*;
-use crate::agent::{arg_str, schema, HostTool, ToolReply};
+use crate::debug::host_agent::{arg_str, schema, HostTool, ToolReply};
 use ahe_rundir::clean::CleanTrace;
 
 /// The cleaned traces and trial directories of the one task a debugger may read.

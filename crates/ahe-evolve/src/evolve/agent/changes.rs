@@ -11,7 +11,7 @@ use minijinja::context;
 use serde_json::Value;
 
 use super::{say, spec, Tools};
-use crate::agent::{HostTool, ToolReply};
+use crate::debug::host_agent::{HostTool, ToolReply};
 use ahe_rundir::leak::LeakPolicy;
 use ahe_rundir::manifest::{Change, Manifest};
 use ahe_runner::repo::HarnessRepo;

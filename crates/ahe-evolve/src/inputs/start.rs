@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 
-use crate::lock::{in_use, RunLock};
-use crate::run::Run;
+use crate::inputs::lock::{in_use, RunLock};
+use crate::inputs::run::Run;
 use ahe_rundir::journal::Journal;
 use ahe_rundir::run_dir::RunDir;
 use ahe_runner::config::RunConfig;
@@ -77,7 +77,7 @@ fn open_run(
     progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync>,
 ) -> anyhow::Result<Run> {
     let rd = RunDir::new(dir);
-    let budget = crate::run::run_budget(&cfg, &rd);
+    let budget = crate::inputs::run::run_budget(&cfg, &rd);
     Ok(Run {
         journal: Journal::open(&rd.journal_path())?,
         dir: rd,

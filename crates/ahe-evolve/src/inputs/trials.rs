@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ahe_bench::{Progress, Scores, Task, TrialResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::ledger::Ledger;
+use crate::inputs::ledger::Ledger;
 use ahe_rundir::journal::Entry;
 use ahe_rundir::run_dir::IterationDir;
 use ahe_runner::config::RunConfig;

@@ -8,7 +8,7 @@ use minijinja::value::Value;
 
 /// `templates/tools.toml`: tool descriptions and answers, by agent and tool.
 static TOOLS: LazyLock<toml::Table> = LazyLock::new(|| {
-    toml::from_str(include_str!("../templates/tools.toml")).expect("templates/tools.toml parses")
+    toml::from_str(include_str!("../../templates/tools.toml")).expect("templates/tools.toml parses")
 });
 
 use ahe_harness::text::render;

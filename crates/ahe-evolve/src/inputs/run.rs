@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use ahe_bench::{Progress, Task};
 
-use crate::ledger::Ledger;
-use crate::trials::Trials;
+use crate::inputs::ledger::Ledger;
+use crate::inputs::trials::Trials;
 use ahe_rundir::journal::Journal;
 use ahe_rundir::run_dir::RunDir;
 use ahe_runner::config::RunConfig;
@@ -38,7 +38,7 @@ pub struct Run {
     /// each call (resumed runs start with what earlier iterations spent).
     pub budget: Option<Arc<ahe_model::Budget>>,
     /// The run directory's exclusive lock (`.lock`), held as long as this run is open.
-    pub lock: crate::lock::RunLock,
+    pub lock: crate::inputs::lock::RunLock,
 }
 
 /// The run's budget: `budget_usd` minus what the iterations on disk already spent.

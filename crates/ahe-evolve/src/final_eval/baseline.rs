@@ -7,7 +7,7 @@ use ahe_rundir::run_dir::RunDir;
 use ahe_runner::baseline::{plan, record};
 use tokio_util::sync::CancellationToken;
 
-use crate::trials::Trials;
+use crate::inputs::trials::Trials;
 
 /// The baseline as the last phase of `ahe evolve` (`[evolve] baseline = true`): up to `cap`
 /// (`[evolve] baseline_trials`) seed trials per task, as many as the run's spend buys.

@@ -13,7 +13,7 @@ use ahe_model::{
 use minijinja::context;
 use serde_json::Value;
 
-use crate::text::agent_says;
+use crate::debug::text::agent_says;
 
 /// What a host tool answers.
 pub enum ToolReply {

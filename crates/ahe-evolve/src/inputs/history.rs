@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use ahe_bench::TrialStatus;
 use minijinja::context;
 
-use crate::rollback::Rollback;
 use ahe_attribution::attribute::ChangeEvaluation;
 use ahe_rundir::clean;
 use ahe_rundir::journal::{Entry, Journal};
@@ -105,7 +104,7 @@ pub fn change_summary(ev: &ChangeEvaluation) -> String {
         })
         .collect();
     ahe_harness::text::render(
-        include_str!("../templates/change_summary.md"),
+        include_str!("../../templates/change_summary.md"),
         context! {
             fixed => moves(&ev.fixed), regressed => moves(&ev.regressed), changes,
             unattributed => &ev.unattributed_regressions, p => &ev.prediction,
@@ -122,41 +121,6 @@ pub fn write_inputs(run: &RunDir, t: u32, visible: &BTreeSet<String>) -> anyhow:
     )
 }
 
-/// Template variables of the evolve agent's user prompt.
-pub fn prompt_vars(
-    run: &RunDir,
-    t: u32,
-    evaluated: &str,
-    ev: &ChangeEvaluation,
-    rollbacks: &[Rollback],
-) -> anyhow::Result<minijinja::Value> {
-    let it = run.iteration(t);
-    let scores = it.scores()?;
-    let best = run.best();
-    let rb: Vec<minijinja::Value> = rollbacks
-        .iter()
-        .map(|r| {
-            context! {
-                id => &r.change.id, description => &r.change.description,
-                restored => &r.restored, lost => &r.lost,
-            }
-        })
-        .collect();
-    Ok(context! {
-        iteration => t,
-        commit => &evaluated[..evaluated.len().min(12)],
-        pass_at_1 => format!("{:.3}", scores.visible_pass_at_1()),
-        ci => ci_text(scores.record.visible_pass_at_1_ci),
-        best_iteration => best.as_ref().map(|b| b.iteration).unwrap_or(t),
-        best_pass_at_1 => best.as_ref().map(|b| format!("{:.3}", b.pass_at_1)).unwrap_or_default(),
-        history => score_history(run, t),
-        change_summary => change_summary(ev),
-        rollbacks => rb,
-        rollbacks_lost => rollbacks.iter().any(|r| !r.lost.is_empty()),
-        overview => it.overview(),
-    })
-}
-
 /// `evolve/summary.md`: the committed changes and what the orchestrator did
 /// (`templates/summary.md`).
 pub fn summary_md(t: u32, m: &Manifest, journal: &Journal, from: &str, to: &str) -> String {
@@ -169,7 +133,7 @@ pub fn summary_md(t: u32, m: &Manifest, journal: &Journal, from: &str, to: &str)
         })
         .collect();
     ahe_harness::text::render(
-        include_str!("../templates/summary.md"),
+        include_str!("../../templates/summary.md"),
         context! { t, changes => &m.changes, from, to, notes },
     )
 }
