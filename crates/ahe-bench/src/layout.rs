@@ -16,7 +16,7 @@ pub struct EvalDir(PathBuf);
 pub struct TrialDir(PathBuf);
 
 /// File name of the per-task scores of an evaluation.
-const SCORES: &str = "scores.json";
+pub const SCORES: &str = "scores.json";
 /// File name of a trial's result.
 const RESULT: &str = "result.json";
 /// File name of a raw event trace (a trial's, and the run's host agents': debugger,
@@ -27,11 +27,26 @@ const CLEAN: &str = "trace.clean.json";
 /// File name of the trajectory judge's record of a trial.
 const JUDGE: &str = "judge.json";
 /// File name of a trial's readable log (one line per event of its trace).
-const AGENT_LOG: &str = "agent.log";
+pub const AGENT_LOG: &str = "agent.log";
 /// File name of the HTML report at the top of an evaluation directory (and of a run).
 pub const REPORT_HTML: &str = "report.html";
 /// File name of the Markdown report beside it.
 pub const REPORT_MD: &str = "report.md";
+
+/// The two files an agent's trace is written to in `dir` (a trial's directory, or a host
+/// agent's: debugger, overview, evolve agent): the raw event trace and the readable log.
+pub fn trace_files(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join(TRACE), dir.join(AGENT_LOG))
+}
+
+/// A Harbor job directory, as `ahe export` writes it and `ahe import` reads it (Harbor's
+/// names): the job's `config.json` and `result.json`, and one of each per trial directory.
+pub mod harbor_job {
+    /// File name of a job's (and a trial's) configuration.
+    pub const CONFIG: &str = "config.json";
+    /// File name of a job's (and a trial's) result.
+    pub const RESULT: &str = "result.json";
+}
 
 /// The relative link from a file `segments` deep below a directory back up to that
 /// directory: one `../` per folder the file is in (`report/trials/a/1.html` → `../../../`).

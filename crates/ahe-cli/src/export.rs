@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ahe_bench::layout::harbor_job;
 use ahe_bench::{EvalDir, TrialResult, TrialStatus};
 use ahe_rundir::RunDir;
 use ahe_runner::config::RunConfig;
@@ -174,11 +175,11 @@ fn harbor(a: &HarborArgs) -> anyhow::Result<usize> {
             &agent_info,
         )?;
         std::fs::write(
-            dir.join("config.json"),
+            dir.join(harbor_job::CONFIG),
             serde_json::to_string_pretty(&config)?,
         )?;
         std::fs::write(
-            dir.join("result.json"),
+            dir.join(harbor_job::RESULT),
             serde_json::to_string_pretty(&result)?,
         )?;
         summaries.push(result);
@@ -209,11 +210,11 @@ fn harbor(a: &HarborArgs) -> anyhow::Result<usize> {
     });
     let job_config = json!({"job_name": name, "n_attempts": scores.k, "agents": [agent]});
     std::fs::write(
-        a.out.join("config.json"),
+        a.out.join(harbor_job::CONFIG),
         serde_json::to_string_pretty(&job_config)?,
     )?;
     std::fs::write(
-        a.out.join("result.json"),
+        a.out.join(harbor_job::RESULT),
         serde_json::to_string_pretty(&job)?,
     )?;
     Ok(summaries.len())

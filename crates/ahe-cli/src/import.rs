@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use ahe_bench::layout::harbor_job;
 use ahe_bench::{EvalDir, TrialResult, TrialStatus};
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
@@ -65,7 +66,7 @@ fn read(p: &Path) -> anyhow::Result<Value> {
 
 /// Imports the job; returns the scores written.
 pub fn import(job: &Path, out: &Path) -> anyhow::Result<ahe_bench::Scores> {
-    if !job.join("result.json").is_file() && !job.join("config.json").is_file() {
+    if !job.join(harbor_job::RESULT).is_file() && !job.join(harbor_job::CONFIG).is_file() {
         bail!(
             "{}: not a Harbor job directory (no config.json or result.json)",
             job.display()
@@ -77,8 +78,8 @@ pub fn import(job: &Path, out: &Path) -> anyhow::Result<ahe_bench::Scores> {
     let mut trials: Vec<(PathBuf, Value)> = Vec::new();
     for e in std::fs::read_dir(job)?.flatten() {
         let p = e.path();
-        if p.join("result.json").is_file() {
-            trials.push((p.clone(), read(&p.join("result.json"))?));
+        if p.join(harbor_job::RESULT).is_file() {
+            trials.push((p.clone(), read(&p.join(harbor_job::RESULT))?));
         }
     }
     if trials.is_empty() {
@@ -127,7 +128,7 @@ pub fn import(job: &Path, out: &Path) -> anyhow::Result<ahe_bench::Scores> {
     }
     let k = attempts.values().copied().max().unwrap_or(1);
     // The job's wall time from its own result.json (Harbor writes naive UTC times).
-    let wall = read(&job.join("result.json")).ok().and_then(|r| {
+    let wall = read(&job.join(harbor_job::RESULT)).ok().and_then(|r| {
         let t = |k: &str| {
             let s = r[k].as_str()?.trim_end_matches('Z');
             chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()

@@ -54,7 +54,8 @@ fn main() {
     let t = Instant::now();
     for trial in 0..trials {
         let dir = tmp.path().join(format!("t{trial}"));
-        let w = TraceWriter::open(&dir).expect("open trace");
+        let w = TraceWriter::open(&dir.join("trace.jsonl"), &dir.join("agent.log"))
+            .expect("open trace");
         w.emit(&Event::RunStart {
             agent: "main",
             model: "bench",

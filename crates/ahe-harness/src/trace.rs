@@ -145,21 +145,24 @@ struct Line<'a> {
 }
 
 impl TraceWriter {
-    /// Opens (appending) `trace.jsonl` and `agent.log` in `dir`.
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let open = |n: &str| {
+    /// Opens (appending) the event trace `trace` and the readable log `log`, making their
+    /// directories (the run directory's names for them: `ahe_bench::layout::trace_files`).
+    pub fn open(trace: &Path, log: &Path) -> std::io::Result<Self> {
+        let open = |p: &Path| {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(dir.join(n))
+                .open(p)
                 .map(BufWriter::new)
         };
         Ok(TraceWriter {
             start: Instant::now(),
             out: Mutex::new(Some(Files {
-                trace: open("trace.jsonl")?,
-                log: open("agent.log")?,
+                trace: open(trace)?,
+                log: open(log)?,
                 buf: Vec::new(),
             })),
         })
@@ -331,10 +334,15 @@ mod tests {
         assert!(matches!(escape_controls("plain"), Cow::Borrowed(_)));
     }
 
+    /// A writer of `trace.jsonl` and `agent.log` in `dir`.
+    fn open_in(dir: &Path) -> TraceWriter {
+        TraceWriter::open(&dir.join("trace.jsonl"), &dir.join("agent.log")).unwrap()
+    }
+
     #[test]
     fn model_text_reaches_agent_log_escaped_and_trace_exact() {
         let tmp = tempfile::tempdir().unwrap();
-        let w = TraceWriter::open(tmp.path()).unwrap();
+        let w = open_in(tmp.path());
         let evil = "ok\x1b[2J\x1b]0;pwned\x07\u{9b}1m";
         w.emit(&Event::Assistant {
             agent: "main",
@@ -366,7 +374,7 @@ mod tests {
     #[test]
     fn every_event_is_one_json_line_and_one_log_line() {
         let tmp = tempfile::tempdir().unwrap();
-        let w = TraceWriter::open(tmp.path()).unwrap();
+        let w = open_in(tmp.path());
         let long = "line \"quoted\"\n".repeat(1000);
         let args = serde_json::json!({"command": "ls"});
         for turn in 1..=3 {

@@ -1,5 +1,6 @@
 //! The report's charts, drawn from the read model (see [`super::svg`] for the primitives).
 
+use ahe_rundir::run_dir::ITERATIONS;
 use rayon::prelude::*;
 
 use super::format::{cell_class, cell_text, iter_label, secs, tokens, usd};
@@ -185,9 +186,10 @@ pub fn charts(run: &RunReport, pages: bool) -> Charts {
 /// made relative to `report/`.
 pub fn standalone_svg(chart: &str) -> String {
     let css = include_str!("../templates/report/report.css");
-    let chart = chart
-        .replace("href=\"report/", "href=\"")
-        .replace("href=\"iterations/", "href=\"../iterations/");
+    let chart = chart.replace("href=\"report/", "href=\"").replace(
+        &format!("href=\"{ITERATIONS}/"),
+        &format!("href=\"../{ITERATIONS}/"),
+    );
     match chart.find('>') {
         Some(i) => format!(
             "{}<style>{}</style>{}",

@@ -308,7 +308,7 @@ fn iteration_links(it: &IterationReport) -> Files {
         }
     }
     if it.scores.is_some() {
-        links.push(("scores.json".into(), href(&it.scores_rel())));
+        links.push((ahe_bench::layout::SCORES.into(), href(&it.scores_rel())));
     }
     (links, files)
 }

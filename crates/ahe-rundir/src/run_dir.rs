@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ahe_bench::layout::{join_segments, REPORT_HTML, REPORT_MD};
+
+/// Name of the run directory's folder of iterations (`iterations/NNN/`); report pages link
+/// into it.
+pub const ITERATIONS: &str = "iterations";
 use ahe_bench::{EvalDir, TrialDir};
 use ahe_model::Usage;
 
@@ -160,7 +164,7 @@ impl RunDir {
 
     /// `iterations/`.
     pub fn iterations(&self) -> PathBuf {
-        self.root.join("iterations")
+        self.root.join(ITERATIONS)
     }
 
     /// `iterations/NNN/`.

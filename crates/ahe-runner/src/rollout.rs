@@ -43,7 +43,8 @@ impl Agent for HarnessAgent {
                 );
             }
         }
-        let trace = match TraceWriter::open(ctx.trial_dir) {
+        let (trace_file, log_file) = ahe_bench::layout::trace_files(ctx.trial_dir);
+        let trace = match TraceWriter::open(&trace_file, &log_file) {
             Ok(t) => t,
             Err(e) => {
                 return AgentOutcome::ended(

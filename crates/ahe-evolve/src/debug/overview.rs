@@ -350,7 +350,8 @@ pub async fn write_overview(
         trace: TraceWriter::sink(),
     };
     if model.is_some() && !reports.is_empty() {
-        spend.trace = TraceWriter::open(&it.overview_trace_dir())?;
+        let (trace, log) = ahe_bench::layout::trace_files(&it.overview_trace_dir());
+        spend.trace = TraceWriter::open(&trace, &log)?;
     }
     let mut patterns = Patterns {
         iteration,

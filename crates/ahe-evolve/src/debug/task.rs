@@ -225,8 +225,8 @@ async fn analyze_task(
     if settings.show_verifier_output {
         tools.push(Box::new(ReadVerifier(shared)));
     }
-    let tw = TraceWriter::open(trace_path.parent().unwrap_or(trace_path))
-        .unwrap_or_else(|_| TraceWriter::sink());
+    let (trace, log) = ahe_bench::layout::trace_files(trace_path.parent().unwrap_or(trace_path));
+    let tw = TraceWriter::open(&trace, &log).unwrap_or_else(|_| TraceWriter::sink());
     let limits = HostLimits {
         max_turns: settings.max_turns,
         timeout: settings.timeout,

@@ -349,7 +349,8 @@ async fn run_agent(
     )?;
     let system = env.render_str(SYSTEM, context! { guide => guide })?;
     let user = env.render_str(USER, inp.prompt.clone())?;
-    let tw = TraceWriter::open(evolve_dir)?;
+    let (trace, log) = ahe_bench::layout::trace_files(evolve_dir);
+    let tw = TraceWriter::open(&trace, &log)?;
     let limits = HostLimits {
         max_turns: inp.max_turns,
         last_turn_note: None,

@@ -94,7 +94,11 @@ pub async fn run(files: &[(&str, &str)], replies: Vec<R>, timeout: Duration) -> 
     let rt = Runtime::new(Arc::new(loaded), model.clone()).unwrap();
     let sb = sandbox().await;
     let tdir = tempfile::tempdir().unwrap();
-    let tw = TraceWriter::open(tdir.path()).unwrap();
+    let tw = TraceWriter::open(
+        &tdir.path().join("trace.jsonl"),
+        &tdir.path().join("agent.log"),
+    )
+    .unwrap();
     let out = rt.run("Do the task.", sb.as_ref(), &tw, timeout).await;
     let trace = std::fs::read_to_string(tdir.path().join("trace.jsonl"))
         .unwrap()
