@@ -109,6 +109,8 @@ fn one_run(files: usize, probe: Probe) -> ([f64; 6], usize, usize) {
         layer: &layer,
         workdir: "/app",
         named: vec![],
+        code: Vec::new(),
+        rewritten: Default::default(),
     };
     let (t, c) = (Instant::now(), cpu_ms());
     let before = Snapshot::take(&layer);

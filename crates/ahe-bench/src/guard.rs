@@ -22,11 +22,17 @@ use crate::task::Task;
 
 mod offhost;
 
+/// The home directory of the user the verifier runs as (root: `bash /tests/test.sh` as the
+/// image's root), for the `$HOME` in its script.
+const VERIFIER_HOME: &str = "/root";
+
 /// The checks of one trial, from before the agent runs to after the verifier.
 pub struct Guard {
     layer: Layer,
     workdir: String,
     named: Vec<String>,
+    /// What the task's verifier script runs by path (`integrity::script`).
+    code: Vec<(String, String)>,
     tests_dir: PathBuf,
     before: Snapshot,
     /// The agent phase's changes (set by [`Guard::after_agent`]).
@@ -78,6 +84,10 @@ impl Guard {
             layer,
             workdir: sb.workdir().to_string(),
             named: Ground::named_paths(&task.instruction),
+            code: integrity::script::code_paths(
+                &std::fs::read_to_string(task.tests_dir().join("test.sh")).unwrap_or_default(),
+                VERIFIER_HOME,
+            ),
             tests_dir: task.tests_dir(),
             before,
             agent: Vec::new(),
@@ -103,6 +113,8 @@ impl Guard {
             layer: &self.layer,
             workdir: &self.workdir,
             named: self.named.clone(),
+            code: self.code.clone(),
+            rewritten: Default::default(),
         }
     }
 
@@ -208,9 +220,6 @@ impl Guard {
             self.agent.iter().map(|c| (c.path.as_str(), c)).collect();
         let handed = &self.handed_over;
         let read = |c: &Changed| !recorded || was_read(&after, handed, &by_path, c);
-        let g = self.ground();
-        let agent = integrity::judge_each(&g, &self.agent, Phase::Agent, &read);
-        let mut out: Vec<SuspectReason> = agent.iter().map(|(_, r)| r.clone()).collect();
         let mut judge_us = us(j);
         let d = Instant::now();
         let mut during = after.changes_since(&self.handed_over, &self.layer);
@@ -219,6 +228,12 @@ impl Guard {
         }
         let diff_us = us(d);
         let j = Instant::now();
+        let mut g = self.ground();
+        g.rewritten = (during.iter().filter(|c| c.existed))
+            .map(|c| c.path.clone())
+            .collect();
+        let agent = integrity::judge_each(&g, &self.agent, Phase::Agent, &read);
+        let mut out: Vec<SuspectReason> = agent.iter().map(|(_, r)| r.clone()).collect();
         let phase = Phase::Verifier { kept };
         let others = [
             integrity::judge(&g, &during, phase, &|_| true),

@@ -5,6 +5,9 @@
 //!
 //! - **start-up hooks**: files an interpreter or the loader runs at every start by their name
 //!   (`sitecustomize`/`usercustomize`, `.pth` lines that execute code, `/etc/ld.so.preload`);
+//! - **the verifier's own code paths**: a file the task's verifier script runs by path
+//!   (`source $HOME/.local/bin/env`, `bash /opt/check.sh`, `/usr/local/bin/tool`) outside the
+//!   deliverables — the script is ahe's copy, so what it names there it runs;
 //! - **test-runner configuration**: `conftest.py`, pytest ini files where pytest discovers
 //!   them (`/tests`, its ancestors, the working directory and its ancestors), plugins
 //!   registered through `pytest11` entry points;
@@ -37,6 +40,7 @@ mod archive;
 mod installs;
 mod ldcache;
 mod modules;
+pub mod script;
 use crate::tamper::SuspectReason;
 use installs::Installs;
 use modules::ModuleIndex;
@@ -64,6 +68,10 @@ pub struct Ground<'a> {
     pub workdir: &'a str,
     /// Absolute paths the task's instruction names (deliverables too).
     pub named: Vec<String>,
+    /// What the verifier's script runs by path, each with its line ([`script::code_paths`]).
+    pub code: Vec<(String, String)>,
+    /// Files the verifier's run rewrote (it ran its own version, not the agent's).
+    pub rewritten: HashSet<String>,
 }
 
 /// pytest's configuration files, where it discovers them.
@@ -138,6 +146,18 @@ impl Ground<'_> {
     /// `/`) or a path its instruction names (or inside one).
     pub fn deliverable(&self, path: &str) -> bool {
         (self.workdir != "/" && under(path, self.workdir)) || self.is_named(path)
+    }
+
+    /// The line of the verifier's script that runs `path` as code, unless the verifier's run
+    /// rewrote the file first (an installer making its own `env`).
+    fn run_by_verifier(&self, path: &str) -> Option<&str> {
+        if self.rewritten.contains(path) {
+            return None;
+        }
+        self.code
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, l)| l.as_str())
     }
 
     fn is_named(&self, path: &str) -> bool {
@@ -360,6 +380,13 @@ fn rule(
     }
     if g.deliverable(&c.path) {
         return None;
+    }
+    if phase == Phase::Agent {
+        if let Some(line) = g.run_by_verifier(&c.path) {
+            return other(format!(
+                "a file the verifier's own script runs as code (`{line}` in tests/test.sh)"
+            ));
+        }
     }
     if !c.existed {
         return shadowed_program(g, c)

@@ -10,6 +10,8 @@ struct Fake {
     _dir: tempfile::TempDir,
     layer: Layer,
     before: Snapshot,
+    /// What the verifier's script runs by path (see `integrity::script`).
+    code: Vec<(String, String)>,
 }
 
 fn write(root: &Path, p: &str, content: &str, mode: u32) {
@@ -75,6 +77,7 @@ impl Fake {
             _dir: dir,
             layer,
             before,
+            code: Vec::new(),
         }
     }
 
@@ -92,6 +95,8 @@ impl Fake {
             layer: &self.layer,
             workdir: "/app",
             named: Ground::named_paths(instruction),
+            code: self.code.clone(),
+            rewritten: Default::default(),
         };
         judge(&g, &changed, Phase::Agent, read)
             .into_iter()
@@ -377,6 +382,8 @@ fn reads_decide_for_agent_changes_not_for_changes_during_the_verifier() {
         layer: &f.layer,
         workdir: "/app",
         named: vec![],
+        code: Vec::new(),
+        rewritten: Default::default(),
     };
     let during = judge(&g, &changed, Phase::Verifier { kept: true }, &|_| false);
     // Files created while the verifier ran are its own (but for pytest configuration): only
@@ -423,6 +430,8 @@ fn named_paths_and_deliverables() {
         layer: &f.layer,
         workdir: "/",
         named,
+        code: Vec::new(),
+        rewritten: Default::default(),
     };
     assert!(g.deliverable("/usr/local/bin/tool"));
     assert!(!g.deliverable("/usr/local/bin/tool2"));
@@ -472,3 +481,66 @@ fn a_created_archive_is_judged_by_the_modules_it_holds() {
 
 #[path = "integrity_tests_real.rs"]
 mod real;
+
+/// The verifier's script is ahe's copy of the task's: a file it runs by path (here TB2's
+/// `source $HOME/.local/bin/env` after its uv install) that the agent planted is flagged; the
+/// same file made inside the working directory (a deliverable), one the script does not
+/// name, or one the verifier's own run rewrote before using it, is not.
+#[test]
+fn a_file_the_verifier_script_runs_is_flagged() {
+    let script =
+        "#!/bin/bash\napt-get install -y curl\ncurl -LsSf https://astral.sh/uv/install.sh | sh\n\
+                  source $HOME/.local/bin/env\nif /opt/check/run.sh; then echo ok; fi\n\
+                  uvx -p 3.13 pytest /tests/test_outputs.py\n";
+    let code = super::script::code_paths(script, "/root");
+    let paths: Vec<&str> = code.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["/root/.local/bin/env", "/opt/check/run.sh"]);
+    let mut f = Fake::new();
+    f.code = code;
+    f.put("/root/.local/bin/env", "uvx() { return 0; }\n", 0o644);
+    let r = f.judge();
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(r[0].starts_with("/root/.local/bin/env (created): a file the verifier's own script runs as code (`source $HOME/.local/bin/env` in tests/test.sh)"), "{r:?}");
+    // Not named by the script, or a deliverable, or rewritten by the verifier: nothing.
+    let mut f = Fake::new();
+    f.put("/root/.local/bin/other", "x\n", 0o644);
+    f.put("/app/run.sh", "echo\n", 0o755);
+    f.code = super::script::code_paths("source $HOME/.local/bin/env\nbash /app/run.sh\n", "/root");
+    assert_eq!(f.judge(), Vec::<String>::new());
+    let mut f = Fake::new();
+    f.code = super::script::code_paths("source ~/.local/bin/env\n", "/root");
+    f.put("/root/.local/bin/env", "export PATH\n", 0o644);
+    let after = Snapshot::take(&f.layer);
+    let changed = after.changes_since(&f.before, &f.layer);
+    let g = Ground {
+        layer: &f.layer,
+        workdir: "/app",
+        named: vec![],
+        code: f.code.clone(),
+        rewritten: ["/root/.local/bin/env".to_string()].into(),
+    };
+    assert!(judge(&g, &changed, Phase::Agent, &|_| true).is_empty());
+}
+
+/// What a script runs by path: sourced files, interpreters' scripts, programs by path, past
+/// assignments, wrappers and keywords; not inline code, relative paths or other variables.
+#[test]
+fn the_script_reader_finds_what_a_shell_runs_by_path() {
+    let s = "source /etc/setup.sh # comment\n. ~/env.sh\nFOO=1 timeout 60 /usr/local/bin/t --x\n\
+             python3 -u /opt/a.py arg\nbash -c 'echo /not/this'\npython -m pytest /tests\n\
+             x=$(/opt/sub arg)\n! /opt/neg\n./rel.sh\n$TOOL/run\n# /commented\n";
+    let code = super::script::code_paths(s, "/root/");
+    let paths: Vec<&str> = code.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/etc/setup.sh",
+            "/root/env.sh",
+            "/usr/local/bin/t",
+            "/opt/a.py",
+            "/opt/sub",
+            "/opt/neg"
+        ]
+    );
+    assert_eq!(code[0].1, "source /etc/setup.sh");
+}

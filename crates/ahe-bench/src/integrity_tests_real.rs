@@ -24,6 +24,8 @@ impl Fake {
             layer: &self.layer,
             workdir: "/app",
             named: vec![],
+            code: Vec::new(),
+            rewritten: Default::default(),
         };
         judge(&g, &changed, Phase::Verifier { kept }, &|_| true)
             .into_iter()

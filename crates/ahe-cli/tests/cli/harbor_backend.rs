@@ -15,10 +15,66 @@ use std::time::{Duration, Instant};
 use common::{docker_ready, json_file, root, text};
 use serde_json::Value;
 
-/// Harbor evals one at a time: each runs several `docker compose` processes per trial on
-/// the shared engine; two at once were no faster on two cores (2026-12-05, loaded: the
-/// subset and oracle tests took 193 s side by side, 162 s one after the other).
-static EVALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The checks that run Harbor evals, one after another in one test: each runs several `docker
+/// compose` processes per trial on the shared engine, two at once were no faster on two
+/// cores (2026-12-05, loaded: 193 s side by side, 162 s one after the other), and as separate
+/// tests behind a lock they held up to all four test threads of this binary waiting for it
+/// (a fresh run's cli tests 361 → 441 s). `AHE_HARBOR_CHECK=<part of a name>` runs only the
+/// matching ones.
+const IN_TURN: &[(&str, fn())] = &[
+    (
+        "oracle_passes_and_nop_fails_on_harbor_docker",
+        oracle_passes_and_nop_fails_on_harbor_docker,
+    ),
+    (
+        "a_sigkilled_bridge_loses_no_trial_and_leaves_no_container",
+        a_sigkilled_bridge_loses_no_trial_and_leaves_no_container,
+    ),
+    (
+        "a_start_lost_with_its_bridge_is_made_again_without_an_infra_retry",
+        a_start_lost_with_its_bridge_is_made_again_without_an_infra_retry,
+    ),
+    (
+        "reap_deletes_what_a_sigkilled_ahe_and_bridge_left",
+        reap_deletes_what_a_sigkilled_ahe_and_bridge_left,
+    ),
+    (
+        "ctrl_c_deletes_every_environment",
+        ctrl_c_deletes_every_environment,
+    ),
+    (
+        "adversarial_subset_checked_inside_the_sandbox_equals_docker",
+        adversarial_subset_checked_inside_the_sandbox_equals_docker,
+    ),
+    (
+        "library::trials_of_a_task_share_one_build_and_files_round_trip",
+        library::trials_of_a_task_share_one_build_and_files_round_trip,
+    ),
+];
+
+/// Runs every check of [`IN_TURN`] (a failed one does not stop the others), saying each
+/// one's outcome and time; fails naming the checks that failed.
+#[test]
+fn harbor_evals_in_turn() {
+    let only = std::env::var("AHE_HARBOR_CHECK").unwrap_or_default();
+    let mut failed = Vec::new();
+    for (name, check) in IN_TURN.iter().filter(|(n, _)| n.contains(only.as_str())) {
+        let t = Instant::now();
+        let ok = std::panic::catch_unwind(check).is_ok();
+        eprintln!(
+            "harbor check {name}: {} in {:.1}s",
+            if ok { "ok" } else { "FAILED" },
+            t.elapsed().as_secs_f64()
+        );
+        if !ok {
+            failed.push(*name);
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "Harbor checks failed: {failed:?} (their panics are above)"
+    );
+}
 
 /// Whether the venv, the engine and Compose v2 are here (panics under CI=true when not).
 fn harbor_ready() -> bool {
@@ -165,12 +221,10 @@ fn finish(child: Child) -> Output {
     child.wait_with_output().unwrap()
 }
 
-#[test]
 fn oracle_passes_and_nop_fails_on_harbor_docker() {
     if !harbor_ready() {
         return;
     }
-    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
     let state = d.path().join("state");
     for (model, status, pass_at_1) in [("mock:oracle", "pass", 1.0), ("mock:nop", "fail", 0.0)] {
@@ -215,12 +269,10 @@ fn oracle_passes_and_nop_fails_on_harbor_docker() {
     }
 }
 
-#[test]
 fn a_sigkilled_bridge_loses_no_trial_and_leaves_no_container() {
     if !harbor_ready() {
         return;
     }
-    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
     let (out, state) = (d.path().join("out"), d.path().join("state"));
     let child = eval_cmd("mock:oracle", &out, &state)
@@ -263,12 +315,10 @@ fn a_sigkilled_bridge_loses_no_trial_and_leaves_no_container() {
     );
 }
 
-#[test]
 fn a_start_lost_with_its_bridge_is_made_again_without_an_infra_retry() {
     if !harbor_ready() {
         return;
     }
-    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
     let (out, state) = (d.path().join("out"), d.path().join("state"));
     // No infra retry at all: a lost start that spent one would end its trial as infra_error.
@@ -330,12 +380,10 @@ fn a_start_lost_with_its_bridge_is_made_again_without_an_infra_retry() {
     );
 }
 
-#[test]
 fn reap_deletes_what_a_sigkilled_ahe_and_bridge_left() {
     if !harbor_ready() {
         return;
     }
-    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
     let (out, state) = (d.path().join("out"), d.path().join("state"));
     let mut child = eval_cmd("mock:oracle", &out, &state)
@@ -413,12 +461,10 @@ fn an_environment_harbor_does_not_offer_is_a_clear_error() {
     assert!(text(&o).contains("docker"), "{}", text(&o));
 }
 
-#[test]
 fn ctrl_c_deletes_every_environment() {
     if !harbor_ready() {
         return;
     }
-    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
     let (out, state) = (d.path().join("out"), d.path().join("state"));
     let script = d.path().join("sleep.toml");
@@ -566,12 +612,10 @@ fn subset(sandbox: &str, config: &Path, out: &Path) -> Vec<(String, bool, bool, 
     v
 }
 
-#[test]
 fn adversarial_subset_checked_inside_the_sandbox_equals_docker() {
     if !harbor_ready() {
         return;
     }
-    let _serial = EVALS.lock().unwrap_or_else(|p| p.into_inner());
     let d = tempfile::tempdir().unwrap();
     // The tests' start window on both (bg-reward-writer leaves a busy loop).
     let harbor_env = "[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\nenvironment = \

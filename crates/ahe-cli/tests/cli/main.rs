@@ -5,7 +5,7 @@
 //! `harbor_backend` (Harbor's docker environment) are here too: cargo runs test binaries one
 //! after another, and on their own they kept a core idle (pool ~40 s of waiting on engines;
 //! Harbor's evals at 1.47 cores for ~110 s); among themselves their tests still run one at
-//! a time (`pool::serial`, `harbor_backend::EVALS`).
+//! a time (`pool::serial`; `harbor_backend::harbor_evals_in_turn` runs its evals in one test).
 //!
 //! Kept in their own binaries (`tests/<name>.rs`), because they must not run beside other
 //! tests of this crate (cargo runs test binaries one after another):
