@@ -178,7 +178,11 @@ fn the_walk_after_the_verifier_skips_what_its_run_made_but_sees_what_it_altered(
     let copied = upper.join("usr/lib/python3/dist-packages/pkg");
     std::fs::create_dir_all(&copied).unwrap();
     std::fs::write(copied.join("mod.py"), "x = 'patched'\n").unwrap();
-    let keep = |p: &str| p.starts_with("/app/");
+    // pip's record of that install, in a dist-info the run made: walked (it vouches).
+    let dist = upper.join("usr/lib/python3/dist-packages/pkg-2.0.dist-info");
+    std::fs::create_dir_all(&dist).unwrap();
+    std::fs::write(dist.join("RECORD"), "pkg/mod.py,sha256=x,14\n").unwrap();
+    let keep = |p: &str| crate::guard::walked_when_made(p, "/app");
     let after = Snapshot::take_after(&layer, &handed, &keep);
     let paths: Vec<String> = after
         .changes_since(&handed, &layer)
@@ -190,6 +194,10 @@ fn the_walk_after_the_verifier_skips_what_its_run_made_but_sees_what_it_altered(
         "{paths:?}"
     );
     assert!(paths.contains(&"/app/sub/conftest.py".into()), "{paths:?}");
+    assert!(
+        paths.contains(&"/usr/lib/python3/dist-packages/pkg-2.0.dist-info/RECORD".into()),
+        "{paths:?}"
+    );
     assert!(!paths.iter().any(|p| p.contains("/.cache/")), "{paths:?}");
     assert_eq!(
         after.pruned, 1,

@@ -286,13 +286,12 @@ impl Guard {
 
 impl Guard {
     /// The layer after the verifier ran ([`Snapshot::take_after`]: directories its run made
-    /// are not walked, but for those under the working directory, where pytest collects a
-    /// `conftest.py`), off the async runtime.
+    /// are not walked, but for [`walked_when_made`] ones), off the async runtime.
     async fn snapshot_after(&mut self) -> Snapshot {
         let (layer, workdir) = (self.layer.clone(), self.workdir.clone());
         let handed = std::mem::take(&mut self.handed_over);
         let (after, handed) = tokio::task::spawn_blocking(move || {
-            let keep = |p: &str| workdir != "/" && integrity::under(p, &workdir);
+            let keep = |p: &str| walked_when_made(p, &workdir);
             (Snapshot::take_after(&layer, &handed, &keep), handed)
         })
         .await
@@ -303,6 +302,14 @@ impl Guard {
 }
 
 /// Microseconds since `t`, for the stage figures of [`crate::record::ChangeSet`].
+/// Whether a directory the verifier's run made is walked all the same: one under the working
+/// directory (pytest collects a `conftest.py` there) or a Python package's `*.dist-info` (its
+/// `RECORD` vouches for the files an install rewrote in the image's own directories, such as a
+/// `pip install requests==2.32.4` over the image's requests).
+pub(crate) fn walked_when_made(p: &str, workdir: &str) -> bool {
+    (workdir != "/" && integrity::under(p, workdir)) || p.ends_with(".dist-info")
+}
+
 fn us(t: Instant) -> u64 {
     t.elapsed().as_micros() as u64
 }

@@ -8,6 +8,9 @@ gcc -shared -fPIC -Wl,-soname,libahectl.so.1 -o "$w/pkg/usr/lib/x86_64-linux-gnu
 printf 'Package: ahectl\nVersion: 1.0\nArchitecture: amd64\nMaintainer: ahe <ahe@localhost>\nDescription: a control library\n' > "$w/pkg/DEBIAN/control"
 dpkg-deb --build "$w/pkg" "$w/ahectl.deb" >/dev/null && dpkg -i "$w/ahectl.deb" >/dev/null
 ldconfig
+# A newer version of a package the image has, over it (pip removes the old files, writes the
+# new ones and their RECORD in a new dist-info).
+python3 /ahectl/pip_like.py 2.0
 # What uvx leaves in its cache: an unpacked package with its own conftest.py and a pytest
 # plugin registered by entry point (pytest never loads either from there).
 c=/root/.cache/ahe-uv/archive-v0/abc123

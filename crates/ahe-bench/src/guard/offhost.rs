@@ -9,7 +9,6 @@ use ahe_sandbox::{ExecOpts, Layer, LeftoverPolicy, Sandbox};
 use super::Guard;
 use crate::changes::{Changed, Kind, Snapshot};
 use crate::inside::{Inside, Walk};
-use crate::integrity;
 use crate::tamper::SuspectReason;
 
 /// The loader's cache, whose image copy the rules compare a changed one with.
@@ -147,7 +146,7 @@ impl Guard {
         let test_read = w.test_atime.is_some_and(|a| a.0 > 1);
         let mut after = std::mem::take(&mut w.snapshot);
         let workdir = self.workdir.clone();
-        let keep = |p: &str| workdir != "/" && integrity::under(p, &workdir);
+        let keep = |p: &str| super::walked_when_made(p, &workdir);
         after.prune_made(&self.handed_over, &self.layer, &keep);
         let during = after.changes_since(&self.handed_over, &self.layer);
         let recorded = self.atimes_reset && test_read;
