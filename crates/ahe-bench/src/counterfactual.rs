@@ -36,7 +36,11 @@ pub(crate) async fn verify_without(
     copy_spec.trial_id = format!("{}-counterfactual", spec.trial_id);
     copy_spec.docker_image = Some(image.clone());
     copy_spec.context_dir = None;
-    let out = match backend.create(&copy_spec).await {
+    let created = match sb.create_beside(&copy_spec).await {
+        Some(r) => r,
+        None => backend.create(&copy_spec).await,
+    };
+    let out = match created {
         Ok(copy) => {
             let r = revert_and_verify(copy.as_ref(), task, plan, policy, dir).await;
             let _ = copy.destroy().await;

@@ -265,6 +265,12 @@ pub trait Sandbox: Send + Sync {
     }
     /// Removes an image made by [`Sandbox::image_of_now`].
     async fn forget_image(&self, _image: &str) {}
+    /// A new sandbox from `spec` on the engine this one runs on, where an image made by
+    /// [`Sandbox::image_of_now`] lives (a pool host's; outside its slots: a counterfactual
+    /// copy is short and rare); `None`: the backend's own `create` places it.
+    async fn create_beside(&self, _spec: &SandboxSpec) -> Option<Result<Box<dyn Sandbox>>> {
+        None
+    }
     /// Kills every process in the sandbox at once, without the graceful steps of
     /// [`Sandbox::destroy`] (which must still follow): for a trial stopped because it wrote
     /// too much. The default does nothing (docker's `destroy` already kills at once).

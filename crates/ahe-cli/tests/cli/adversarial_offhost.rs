@@ -84,20 +84,12 @@ fn outcomes(doc: &Value) -> Vec<(String, bool, bool)> {
     v
 }
 
-/// Controls that only counterfactual verification unflags, which a pool sandbox cannot have
-/// (its copy would need a slot of its own on a full engine): flagged there, as before.
-const NEEDS_A_COPY: &[&str] = &["ctl-pytest-plugin"];
-
 /// `other` (a run where the checks ran inside the sandbox) has the outcome of `local` for
-/// every task (but [`NEEDS_A_COPY`], flagged there), and each of its trials says in its notes
-/// how the checks ran.
+/// every task (`ctl-pytest-plugin` too: its flag is settled by a counterfactual copy made on
+/// the pool host the trial ran on), and each of its trials says in its notes how the checks
+/// ran.
 pub fn assert_same(local: &Value, other: &Value, what: &str) {
-    let (mut want, got) = (outcomes(local), outcomes(other));
-    for (name, _, flagged) in &mut want {
-        if NEEDS_A_COPY.contains(&name.as_str()) {
-            *flagged = true;
-        }
-    }
+    let (want, got) = (outcomes(local), outcomes(other));
     assert_eq!(
         want, got,
         "{what}: outcomes differ from the local docker backend's"

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use super::host::{Generation, Host, Lease, Slot};
 use crate::docker::DockerSandbox;
-use crate::{CopyOut, ExecOpts, ExecOutput, LeftoverPolicy, Result, Sandbox, SandboxError};
+use crate::{
+    CopyOut, ExecOpts, ExecOutput, LeftoverPolicy, Result, Sandbox, SandboxError, SandboxSpec,
+};
 
 /// One trial's container on a pool host.
 pub(crate) struct PoolSandbox {
@@ -93,6 +95,25 @@ impl Sandbox for PoolSandbox {
 
     fn path_writable(&self) -> bool {
         self.inner.path_writable()
+    }
+
+    async fn image_of_now(&self) -> Result<Option<String>> {
+        self.guarded(self.inner.image_of_now()).await
+    }
+
+    async fn forget_image(&self, image: &str) {
+        if self.gen.reason().is_none() {
+            self.inner.forget_image(image).await
+        }
+    }
+
+    /// On this sandbox's host (the image of [`Sandbox::image_of_now`] is there only).
+    async fn create_beside(&self, spec: &SandboxSpec) -> Option<Result<Box<dyn Sandbox>>> {
+        let Some(backend) = self.host.backend() else {
+            return Some(Err(self.lost_error("the host is down")));
+        };
+        let created = self.guarded(backend.create_docker(spec)).await;
+        Some(created.map(|sb| Box::new(sb) as Box<dyn Sandbox>))
     }
 
     async fn layer(&self) -> Option<crate::Layer> {
