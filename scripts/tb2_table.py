@@ -22,6 +22,8 @@ CLASSES = [
      r"no installation candidate"),
     ("no base image here", r"pull access denied|manifest unknown|No such image|"
      r"base image \S+ is not|not found locally"),
+    ("local: the host's system is read-only", r"is the host's, read-only|the local backend "
+     r"cannot|Read-only file system"),
     ("timeout", r"timed out|timeout"),
     ("missing file", r"No such file or directory|COPY failed|no such file"),
 ]
@@ -75,8 +77,14 @@ def oracle_why(trials, name, r):
     text = "\n".join(l for l in text.splitlines() if "astral.sh" not in l)
     if "timed out" in (r.get("error") or "") or r.get("agent_end") == "timeout":
         return "timeout"
-    if re.search(CLASSES[0][1], text, re.I):
+    if re.search(CLASSES[0][1], text, re.I) and "uvx: command not found" not in text:
         return "other host"
+    # The local backend runs the host's system read-only (its FROM is not used): a verifier
+    # that needs uv, or installs system packages first, cannot run there.
+    if re.search(r"(uvx|uv): command not found", text):
+        return "local: no uv on the host's system"
+    if re.search(r"are you root\?|Read-only file system", text):
+        return "local: cannot install packages"
     return "tests failed"
 
 
@@ -87,6 +95,16 @@ def plain(trials, name):
         return open(p).read().split()[1]
     except (OSError, IndexError):
         return None
+
+
+def on_docker(out, name):
+    """The docker column's oracle status for `name` (table-docker.json beside), for the local
+    column's comparison."""
+    try:
+        rows = json.load(open(os.path.join(out, "table-docker.json")))["tasks"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return next((r["oracle"] for r in rows if r["task"] == name), None)
 
 
 def row(name, tb2, sandbox, trials):
@@ -103,6 +121,7 @@ def row(name, tb2, sandbox, trials):
         "why_not_built": None if built else classify(err),
         "first_error": None if built else err.split("instead failed too:")[-1].strip()[:400],
         "plain": plain(trials, name),
+        "docker": on_docker(os.path.dirname(trials), name) if sandbox != "docker" else None,
         "oracle": (o or {}).get("status"),
         "oracle_reward": (o or {}).get("reward"),
         "oracle_pass": (o or {}).get("status") == "pass",
@@ -126,8 +145,9 @@ def row(name, tb2, sandbox, trials):
     return r
 
 
-def md(rows, summary):
-    out = ["| task | base | built | oracle | plain docker | nop | flagged | wall s | "
+def md(rows, summary, sandbox):
+    other = "plain docker" if sandbox == "docker" else "oracle on docker"
+    out = [f"| task | base | built | oracle | {other} | nop | flagged | wall s | "
            "hand-over ms | checks ms | changes (agent/verifier/walked) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -136,7 +156,7 @@ def md(rows, summary):
         flag = "; ".join(r["flag_reasons"])[:160] if r["flagged"] else ""
         cells = [r["task"], r["base"], built,
                  (r["oracle"] or "-") + (f" ({r['oracle_why']})" if r["oracle_why"] else ""),
-                 r["plain"] or "-", r["nop"] or "-", flag,
+                 (r["plain"] if sandbox == "docker" else r["docker"]) or "-", r["nop"] or "-", flag,
                  str(r["wall_s"]) if r["built"] else "-",
                  str(r["handover_ms"]) if r["built"] else "-",
                  str(r["integrity_ms"]) if r["built"] else "-",
@@ -169,6 +189,17 @@ def main():
     env_fail = [r for r in built if not r["oracle_pass"] and r["plain"] not in (None, "1")]
     false_fail = [r for r in built if not r["oracle_pass"] and r["plain"] == "1"]
     unknown = [r for r in built if not r["oracle_pass"] and r["plain"] is None]
+    compared = (f"oracle fails also with plain docker {len(env_fail)}, passes there but not "
+                f"under ahe {len(false_fail)}, not compared {len(unknown)}")
+    if sandbox != "docker":
+        # The local column is compared with the docker one (same ahe, the task's own image).
+        on_d = [r for r in rows if not r["oracle_pass"] and r["docker"] == "pass"]
+        reasons = {}
+        for r in on_d:
+            k = r["oracle_why"] or ("not built: " + (r["why_not_built"] or "?"))
+            reasons[k] = reasons.get(k, 0) + 1
+        compared = (f"oracle passes on docker but not on {sandbox} {len(on_d)} ("
+                    + ", ".join(f"{v} {k}" for k, v in sorted(reasons.items())) + ")")
     integ = sorted(r["integrity_ms"] or 0 for r in built)
     med = integ[len(integ) // 2] if integ else 0
     why = {}
@@ -178,22 +209,23 @@ def main():
     summary = (
         f"{len(rows)} of {total} TB2 tasks checked on {sandbox}"
         f"{f' ({len(pending)} not run yet)' if pending else ''}: {len(built)} built "
-        f"({', '.join(f'{v} {k}' for k, v in sorted(why.items())) or 'all'} not); "
+        f"{' (' + ', '.join(f'{v} {k}' for k, v in sorted(why.items())) + ' not)' if why else ''}; "
         f"oracle pass {len(passed)}/{len(built)}, unflagged {len(clean)}/{len(passed)}; "
-        f"oracle fails also with plain docker {len(env_fail)}, passes there but not under ahe "
-        f"{len(false_fail)}, not compared {len(unknown)}; "
+        f"{compared}; "
         f"nop fail {len(nop_fail)}/{len(built)}; integrity checks median {med} ms, "
         f"max {integ[-1] if integ else 0} ms")
     json.dump({"summary": summary, "tasks": rows}, open(os.path.join(out, f"table-{sandbox}.json"), "w"),
               indent=2)
-    open(os.path.join(out, f"table-{sandbox}.md"), "w").write(md(rows, summary))
+    open(os.path.join(out, f"table-{sandbox}.md"), "w").write(md(rows, summary, sandbox))
     print(summary)
     for r in passed:
         if r["flagged"]:
             print(f"  FLAGGED {r['task']}: {r['flag_reasons'][0][:200]}")
     for r in built:
         if not r["oracle_pass"]:
-            print(f"  oracle {r['oracle']} {r['task']} ({r['oracle_why']}; plain docker: {r['plain']}): "
+            other = (f"plain docker: {r['plain']}" if sandbox == "docker"
+                     else f"oracle on docker: {r['docker']}")
+            print(f"  oracle {r['oracle']} {r['task']} ({r['oracle_why']}; {other}): "
                   f"{(r['oracle_error'] or '')[:200]}")
 
 
