@@ -11,6 +11,9 @@ import re
 import sys
 
 CLASSES = [
+    # The local backend's own limits first (its failures can name hosts they never reached).
+    ("local: COPY --from another image", r"copy from another image/stage\) is not supported"),
+    ("local: the host's Python is externally managed", r"externally-managed-environment"),
     ("other host", r"Could not resolve host|Temporary failure resolving|Failed to connect|"
      r"curl: \(\d+\)|unable to access 'https?://|Name or service not known|getaddrinfo|"
      r"Network is unreachable|ProxyError|ConnectError|Connection refused|403 Forbidden|"
@@ -25,7 +28,8 @@ CLASSES = [
     ("local: the host's system is read-only", r"is the host's, read-only|the local backend "
      r"cannot|Read-only file system"),
     ("timeout", r"timed out|timeout"),
-    ("missing file", r"No such file or directory|COPY failed|no such file"),
+    ("missing file", r"No such file or directory|COPY failed|no such file|"
+     r"source \"[^\"]+\" not found"),
 ]
 
 
@@ -77,13 +81,13 @@ def oracle_why(trials, name, r):
     text = "\n".join(l for l in text.splitlines() if "astral.sh" not in l)
     if "timed out" in (r.get("error") or "") or r.get("agent_end") == "timeout":
         return "timeout"
-    if re.search(CLASSES[0][1], text, re.I) and "uvx: command not found" not in text:
+    if re.search(dict(CLASSES)["other host"], text, re.I) and "uvx: command not found" not in text:
         return "other host"
     # The local backend runs the host's system read-only (its FROM is not used): a verifier
     # that needs uv, or installs system packages first, cannot run there.
     if re.search(r"(uvx|uv): command not found", text):
         return "local: no uv on the host's system"
-    if re.search(r"are you root\?|Read-only file system", text):
+    if re.search(r"are you root\?|Read-only file system|externally-managed-environment", text):
         return "local: cannot install packages"
     return "tests failed"
 
