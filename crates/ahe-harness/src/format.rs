@@ -152,55 +152,18 @@ pub fn load(dir: &Path) -> Result<Harness, Vec<Problem>> {
     let Some(agent) = agent else {
         return Err(cx.problems);
     };
-    if agent.limits.max_turns == 0 {
-        cx.err("agent.toml", Some("limits.max_turns"), "must be at least 1");
-    }
-    if agent.limits.timeout_sec.is_nan() || agent.limits.timeout_sec <= 0.0 {
-        cx.err("agent.toml", Some("limits.timeout_sec"), "must be positive");
-    }
-    for name in &agent.tools {
-        if !all_tools.iter().any(|t: &ToolDef| &t.name == name) {
-            let file = format!("tools/{name}.toml");
-            if !dir.join(&file).is_file() {
-                cx.err(
-                    "agent.toml",
-                    Some("tools"),
-                    format!("tool {name:?} is listed but {file} does not exist"),
-                );
-            }
-        }
-    }
-    let mut middleware = Vec::new();
-    for name in &agent.middleware {
-        if let Some(m) = load_middleware(&mut cx, name) {
-            middleware.push(m);
-        }
-    }
-    let mut skills = Vec::new();
-    for name in &agent.skills {
-        if let Some(s) = load_skill(&mut cx, name) {
-            skills.push(s);
-        }
-    }
-    let mut subagents = Vec::new();
-    for name in &agent.subagents {
-        let file = format!("subagents/{name}.toml");
-        if let Some(s) = cx.toml::<SubagentDef>(&file) {
-            if s.prompt.trim().is_empty() {
-                cx.err(&file, Some("prompt"), "is empty");
-            }
-            for t in &s.tools {
-                if !all_tools.iter().any(|d| &d.name == t) {
-                    cx.err(
-                        &file,
-                        Some("tools"),
-                        format!("unknown tool {t:?} (no tools/{t}.toml)"),
-                    );
-                }
-            }
-            subagents.push(s);
-        }
-    }
+    check_agent(&mut cx, &agent, &all_tools);
+    let middleware = agent
+        .middleware
+        .iter()
+        .filter_map(|name| load_middleware(&mut cx, name))
+        .collect();
+    let skills: Vec<Skill> = agent
+        .skills
+        .iter()
+        .filter_map(|name| load_skill(&mut cx, name))
+        .collect();
+    let subagents = load_subagents(&mut cx, &agent, &all_tools);
     registry_warnings(&mut cx, &agent, &all_tools);
     add_indexes(&mut all_tools, &skills, &subagents);
     let h = Harness {
@@ -225,6 +188,52 @@ pub fn load(dir: &Path) -> Result<Harness, Vec<Problem>> {
     } else {
         Err(cx.problems)
     }
+}
+
+/// Checks `agent.toml`'s limits and that every tool it lists has a definition file.
+fn check_agent(cx: &mut Ctx, agent: &AgentToml, all_tools: &[ToolDef]) {
+    if agent.limits.max_turns == 0 {
+        cx.err("agent.toml", Some("limits.max_turns"), "must be at least 1");
+    }
+    if agent.limits.timeout_sec.is_nan() || agent.limits.timeout_sec <= 0.0 {
+        cx.err("agent.toml", Some("limits.timeout_sec"), "must be positive");
+    }
+    for name in &agent.tools {
+        if !all_tools.iter().any(|t: &ToolDef| &t.name == name) {
+            let file = format!("tools/{name}.toml");
+            if !cx.root.join(&file).is_file() {
+                cx.err(
+                    "agent.toml",
+                    Some("tools"),
+                    format!("tool {name:?} is listed but {file} does not exist"),
+                );
+            }
+        }
+    }
+}
+
+/// Loads the subagents `agent.toml` lists, checking each has a prompt and only known tools.
+fn load_subagents(cx: &mut Ctx, agent: &AgentToml, all_tools: &[ToolDef]) -> Vec<SubagentDef> {
+    let mut subagents = Vec::new();
+    for name in &agent.subagents {
+        let file = format!("subagents/{name}.toml");
+        if let Some(s) = cx.toml::<SubagentDef>(&file) {
+            if s.prompt.trim().is_empty() {
+                cx.err(&file, Some("prompt"), "is empty");
+            }
+            for t in &s.tools {
+                if !all_tools.iter().any(|d| &d.name == t) {
+                    cx.err(
+                        &file,
+                        Some("tools"),
+                        format!("unknown tool {t:?} (no tools/{t}.toml)"),
+                    );
+                }
+            }
+            subagents.push(s);
+        }
+    }
+    subagents
 }
 
 fn list_stems(dir: &Path, sub: &str, ext: &str) -> Vec<String> {
