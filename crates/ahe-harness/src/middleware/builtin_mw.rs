@@ -229,21 +229,7 @@ impl BuiltinState {
                     Decision::Continue
                 }
             }
-            (Kind::Loop(pr), HookInput::BeforeTool(n, a)) => {
-                let key = format!("{n}:{a}");
-                if self.recent_calls.last() != Some(&key) {
-                    self.recent_calls.clear();
-                }
-                self.recent_calls.push(key);
-                let n = self.recent_calls.len();
-                if n > pr.max_repeats.max(1) {
-                    Decision::Block {
-                        message: pr.message.replace("{n}", &n.to_string()),
-                    }
-                } else {
-                    Decision::Continue
-                }
-            }
+            (Kind::Loop(pr), HookInput::BeforeTool(n, a)) => self.detect_loop(pr, n, a),
             (
                 Kind::Guard {
                     patterns,
@@ -260,40 +246,62 @@ impl BuiltinState {
                     None => Decision::Continue,
                 }
             }
-            (Kind::Finish(f), HookInput::OnFinish(_)) => {
-                let used = self.rejections.entry(name.to_string()).or_default();
-                if *used >= f.max_rejections {
-                    return Decision::Continue;
-                }
-                let opts = ExecOpts {
-                    timeout: Some(Duration::from_secs_f64(f.timeout_sec)),
-                    ..Default::default()
-                };
-                let (code, output) = match sb.exec(&f.command, opts).await {
-                    Ok(o) if o.exit_code == Some(0) => return Decision::Continue,
-                    Ok(o) => (
-                        o.exit_code
-                            .map(|c| c.to_string())
-                            .unwrap_or_else(|| "killed".into()),
-                        truncate_middle(&format!("{}{}", o.stdout, o.stderr), 4000).0,
-                    ),
-                    Err(e) => ("error".into(), e.to_string()),
-                };
-                *used += 1;
-                Decision::RejectFinish {
-                    message: f
-                        .message
-                        .replace("{command}", &f.command)
-                        .replace("{code}", &code)
-                        .replace("{output}", &output),
-                }
-            }
+            (Kind::Finish(f), HookInput::OnFinish(_)) => self.verify_finish(name, f, sb).await,
             (Kind::Compaction(pr), HookInput::BeforeModel(m)) => {
                 compact(m, pr.max_chars, pr.keep_last).map_or(Decision::Continue, |messages| {
                     Decision::ModifyMessages { messages }
                 })
             }
             _ => Decision::Continue,
+        }
+    }
+
+    /// Blocks a tool call repeated, with the same arguments, more than `max_repeats` times
+    /// in a row.
+    fn detect_loop(&mut self, pr: &LoopParams, n: &str, a: &Value) -> Decision {
+        let key = format!("{n}:{a}");
+        if self.recent_calls.last() != Some(&key) {
+            self.recent_calls.clear();
+        }
+        self.recent_calls.push(key);
+        let n = self.recent_calls.len();
+        if n > pr.max_repeats.max(1) {
+            Decision::Block {
+                message: pr.message.replace("{n}", &n.to_string()),
+            }
+        } else {
+            Decision::Continue
+        }
+    }
+
+    /// Runs the finish check command in the sandbox and rejects the finish when it fails,
+    /// at most `max_rejections` times per middleware.
+    async fn verify_finish(&mut self, name: &str, f: &FinishParams, sb: &dyn Sandbox) -> Decision {
+        let used = self.rejections.entry(name.to_string()).or_default();
+        if *used >= f.max_rejections {
+            return Decision::Continue;
+        }
+        let opts = ExecOpts {
+            timeout: Some(Duration::from_secs_f64(f.timeout_sec)),
+            ..Default::default()
+        };
+        let (code, output) = match sb.exec(&f.command, opts).await {
+            Ok(o) if o.exit_code == Some(0) => return Decision::Continue,
+            Ok(o) => (
+                o.exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "killed".into()),
+                truncate_middle(&format!("{}{}", o.stdout, o.stderr), 4000).0,
+            ),
+            Err(e) => ("error".into(), e.to_string()),
+        };
+        *used += 1;
+        Decision::RejectFinish {
+            message: f
+                .message
+                .replace("{command}", &f.command)
+                .replace("{code}", &code)
+                .replace("{output}", &output),
         }
     }
 }
