@@ -182,110 +182,123 @@ pub async fn run_builtin(
     harness: &Harness,
     budget: Duration,
 ) -> ToolResult {
-    let sandbox_err = |e: ahe_sandbox::SandboxError| {
-        ToolResult::fail(
-            text::say(
-                "tools",
-                "sandbox_error",
-                context! { error => e.to_string() },
-            ),
-            Some(&text::say("tools", "retry", context! {})),
-        )
-    };
     match kind {
-        BuiltinTool::Shell => {
-            let p: ShellParams = params(&def.params).unwrap_or_default();
-            let asked = args.get("timeout_sec").and_then(Value::as_f64);
-            let secs = asked.unwrap_or(p.timeout_sec).max(1.0);
-            let timeout = Duration::from_secs_f64(secs).min(budget);
-            let cmd = str_arg(args, "command");
-            match sb.exec(cmd, exec_opts(timeout, None)).await {
-                Err(e) => sandbox_err(e),
-                Ok(o) => {
-                    let mut text = o.stdout;
-                    if !o.stderr.is_empty() {
-                        if !text.is_empty() && !text.ends_with('\n') {
-                            text.push('\n');
-                        }
-                        text.push_str(&o.stderr);
-                    }
-                    let (output, cut) = truncate_middle(&text, p.max_output_chars);
-                    let mut r = ToolResult {
-                        ok: o.exit_code == Some(0),
-                        output,
-                        exit_code: o.exit_code,
-                        truncated: cut.then_some(true),
-                        ..Default::default()
-                    };
-                    if o.timed_out {
-                        let secs = format!("{:.0}", timeout.as_secs_f64());
-                        r.error = Some(text::say("tools", "timed_out", context! { secs }));
-                        r.recovery_hint = Some(text::say("tools", "timed_out_hint", context! {}));
-                    }
-                    r
-                }
-            }
-        }
-        BuiltinTool::ReadFile => {
-            let p: ShellParams = params(&def.params).unwrap_or_default();
-            let path = str_arg(args, "path");
-            let start = args.get("start_line").and_then(Value::as_u64);
-            let end = args.get("end_line").and_then(Value::as_u64);
-            let q = sh_quote(path);
-            let cmd = match (start, end) {
-                (None, None) => format!("cat -- {q}"),
-                (s, e) => format!(
-                    "sed -n '{},{}p' -- {q}",
-                    s.unwrap_or(1).max(1),
-                    e.map(|x| x.to_string()).unwrap_or("$".into())
-                ),
-            };
-            match sb
-                .exec(&cmd, exec_opts(budget.min(Duration::from_secs(60)), None))
-                .await
-            {
-                Err(e) => sandbox_err(e),
-                Ok(o) if o.exit_code != Some(0) => ToolResult::fail(
-                    text::say(
-                        "tools",
-                        "cannot_read",
-                        context! { path, error => o.stderr.trim() },
-                    ),
-                    Some(&text::say("tools", "check_path", context! {})),
-                ),
-                Ok(o) => {
-                    let (output, cut) = truncate_middle(&o.stdout, p.max_output_chars);
-                    ToolResult {
-                        ok: true,
-                        output,
-                        truncated: cut.then_some(true),
-                        recovery_hint: cut.then(|| text::say("tools", "read_range", context! {})),
-                        ..Default::default()
-                    }
-                }
-            }
-        }
+        BuiltinTool::Shell => run_shell(def, args, sb, budget).await,
+        BuiltinTool::ReadFile => read_file(def, args, sb, budget).await,
         BuiltinTool::WriteFile => {
             let path = str_arg(args, "path");
             let content = str_arg(args, "content");
             write_file(sb, path, content, budget).await
         }
         BuiltinTool::EditFile => edit_file(sb, args, budget).await,
-        BuiltinTool::LoadSkill => {
-            let name = str_arg(args, "name");
-            match harness.skills.iter().find(|s| s.name == name) {
-                Some(s) => ToolResult::ok(s.body.clone()),
-                None => {
-                    let names: Vec<&str> = harness.skills.iter().map(|s| s.name.as_str()).collect();
-                    ToolResult::fail(
-                        text::say("tools", "no_skill", context! { name }),
-                        Some(&text::say("tools", "available_skills", context! { names })),
-                    )
-                }
-            }
-        }
+        BuiltinTool::LoadSkill => load_skill(harness, args),
         BuiltinTool::Finish | BuiltinTool::Delegate => {
             ToolResult::fail("handled by the runtime", None)
+        }
+    }
+}
+
+/// The failed result a builtin answers when the sandbox itself errs (the agent may retry).
+fn sandbox_err(e: ahe_sandbox::SandboxError) -> ToolResult {
+    ToolResult::fail(
+        text::say(
+            "tools",
+            "sandbox_error",
+            context! { error => e.to_string() },
+        ),
+        Some(&text::say("tools", "retry", context! {})),
+    )
+}
+
+/// The shell builtin: runs `command` (its timeout asked, else the tool's, capped by
+/// `budget`), stdout then stderr, cut in the middle to `max_output_chars`.
+async fn run_shell(def: &ToolDef, args: &Value, sb: &dyn Sandbox, budget: Duration) -> ToolResult {
+    let p: ShellParams = params(&def.params).unwrap_or_default();
+    let asked = args.get("timeout_sec").and_then(Value::as_f64);
+    let secs = asked.unwrap_or(p.timeout_sec).max(1.0);
+    let timeout = Duration::from_secs_f64(secs).min(budget);
+    let cmd = str_arg(args, "command");
+    match sb.exec(cmd, exec_opts(timeout, None)).await {
+        Err(e) => sandbox_err(e),
+        Ok(o) => {
+            let mut text = o.stdout;
+            if !o.stderr.is_empty() {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&o.stderr);
+            }
+            let (output, cut) = truncate_middle(&text, p.max_output_chars);
+            let mut r = ToolResult {
+                ok: o.exit_code == Some(0),
+                output,
+                exit_code: o.exit_code,
+                truncated: cut.then_some(true),
+                ..Default::default()
+            };
+            if o.timed_out {
+                let secs = format!("{:.0}", timeout.as_secs_f64());
+                r.error = Some(text::say("tools", "timed_out", context! { secs }));
+                r.recovery_hint = Some(text::say("tools", "timed_out_hint", context! {}));
+            }
+            r
+        }
+    }
+}
+
+/// The read_file builtin: `cat`s the file, or `sed`s the asked line range, cut in the middle
+/// to `max_output_chars` with a hint to read a range.
+async fn read_file(def: &ToolDef, args: &Value, sb: &dyn Sandbox, budget: Duration) -> ToolResult {
+    let p: ShellParams = params(&def.params).unwrap_or_default();
+    let path = str_arg(args, "path");
+    let start = args.get("start_line").and_then(Value::as_u64);
+    let end = args.get("end_line").and_then(Value::as_u64);
+    let q = sh_quote(path);
+    let cmd = match (start, end) {
+        (None, None) => format!("cat -- {q}"),
+        (s, e) => format!(
+            "sed -n '{},{}p' -- {q}",
+            s.unwrap_or(1).max(1),
+            e.map(|x| x.to_string()).unwrap_or("$".into())
+        ),
+    };
+    match sb
+        .exec(&cmd, exec_opts(budget.min(Duration::from_secs(60)), None))
+        .await
+    {
+        Err(e) => sandbox_err(e),
+        Ok(o) if o.exit_code != Some(0) => ToolResult::fail(
+            text::say(
+                "tools",
+                "cannot_read",
+                context! { path, error => o.stderr.trim() },
+            ),
+            Some(&text::say("tools", "check_path", context! {})),
+        ),
+        Ok(o) => {
+            let (output, cut) = truncate_middle(&o.stdout, p.max_output_chars);
+            ToolResult {
+                ok: true,
+                output,
+                truncated: cut.then_some(true),
+                recovery_hint: cut.then(|| text::say("tools", "read_range", context! {})),
+                ..Default::default()
+            }
+        }
+    }
+}
+
+/// The load_skill builtin: the named skill's body, or the names of the skills there are.
+fn load_skill(harness: &Harness, args: &Value) -> ToolResult {
+    let name = str_arg(args, "name");
+    match harness.skills.iter().find(|s| s.name == name) {
+        Some(s) => ToolResult::ok(s.body.clone()),
+        None => {
+            let names: Vec<&str> = harness.skills.iter().map(|s| s.name.as_str()).collect();
+            ToolResult::fail(
+                text::say("tools", "no_skill", context! { name }),
+                Some(&text::say("tools", "available_skills", context! { names })),
+            )
         }
     }
 }
