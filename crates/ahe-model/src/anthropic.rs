@@ -173,8 +173,36 @@ pub fn request_body(s: &AnthropicSettings, req: &ChatRequest) -> Value {
             _ => None,
         })
         .collect();
+    let mut messages = turns(&req.messages);
+    let cc = s.cache_control();
+    if s.prompt_cache {
+        mark_turn_breakpoints(&mut messages, &cc);
+    }
+    let mut body = json!({
+        "model": s.model,
+        "max_tokens": req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "messages": messages,
+    });
+    if !system.is_empty() {
+        let text = system.join("\n\n");
+        body["system"] = if s.prompt_cache {
+            json!([{"type": "text", "text": text, "cache_control": cc}])
+        } else {
+            json!(text)
+        };
+    }
+    if req.protocol == ToolProtocol::Native && !req.tools.is_empty() {
+        add_tools(&mut body, s, req, &cc);
+    }
+    add_sampling(&mut body, s, req);
+    body
+}
+
+/// The non-system messages as alternating `{role, content}` turns: blocks of consecutive
+/// messages of one role merged, tool results as user blocks, empty messages dropped.
+fn turns(msgs: &[Message]) -> Vec<Value> {
     let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
-    for m in &req.messages {
+    for m in msgs {
         let (role, blocks) = match m {
             Message::System { .. } => continue,
             Message::User { content } => ("user", text_block(content)),
@@ -209,59 +237,54 @@ pub fn request_body(s: &AnthropicSettings, req: &ChatRequest) -> Value {
             _ => turns.push((role, blocks)),
         }
     }
-    let mut messages: Vec<Value> = turns
+    turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect();
-    let cc = s.cache_control();
-    if s.prompt_cache {
-        // The moving breakpoint on the latest turn, and the previous user turn's (where the
-        // last call put its moving breakpoint), so a turn adding many blocks still hits.
-        let last = messages.len().checked_sub(1);
-        let prev_user = last.and_then(|l| {
-            (0..l)
-                .rev()
-                .skip_while(|&i| messages[i]["role"] != "assistant")
-                .find(|&i| messages[i]["role"] == "user")
-        });
-        for i in [prev_user, last].into_iter().flatten() {
-            if let Some(b) = messages[i]["content"]
-                .as_array_mut()
-                .and_then(|b| b.iter_mut().rev().find(|b| is_cacheable(b)))
-            {
-                b["cache_control"] = cc.clone();
-            }
-        }
-    }
-    let mut body = json!({
-        "model": s.model,
-        "max_tokens": req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        "messages": messages,
+        .collect()
+}
+
+/// Marks `cc` on the last cacheable block of the latest turn (the moving breakpoint) and of
+/// the previous user turn (where the last call put its moving breakpoint), so a turn adding
+/// many blocks still hits.
+fn mark_turn_breakpoints(messages: &mut [Value], cc: &Value) {
+    let last = messages.len().checked_sub(1);
+    let prev_user = last.and_then(|l| {
+        (0..l)
+            .rev()
+            .skip_while(|&i| messages[i]["role"] != "assistant")
+            .find(|&i| messages[i]["role"] == "user")
     });
-    if !system.is_empty() {
-        let text = system.join("\n\n");
-        body["system"] = if s.prompt_cache {
-            json!([{"type": "text", "text": text, "cache_control": cc}])
-        } else {
-            json!(text)
-        };
-    }
-    if req.protocol == ToolProtocol::Native && !req.tools.is_empty() {
-        let mut tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-            .collect();
-        if s.prompt_cache {
-            if let Some(t) = tools.last_mut() {
-                t["cache_control"] = cc.clone();
-            }
-        }
-        body["tools"] = Value::Array(tools);
-        if req.tool_choice == ToolChoice::None {
-            body["tool_choice"] = json!({"type": "none"});
+    for i in [prev_user, last].into_iter().flatten() {
+        if let Some(b) = messages[i]["content"]
+            .as_array_mut()
+            .and_then(|b| b.iter_mut().rev().find(|b| is_cacheable(b)))
+        {
+            b["cache_control"] = cc.clone();
         }
     }
+}
+
+/// Adds `tools` (the last one a cache breakpoint when caching) and `tool_choice: none` when
+/// the request forbids tool calls.
+fn add_tools(body: &mut Value, s: &AnthropicSettings, req: &ChatRequest, cc: &Value) {
+    let mut tools: Vec<Value> = req
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+        .collect();
+    if s.prompt_cache {
+        if let Some(t) = tools.last_mut() {
+            t["cache_control"] = cc.clone();
+        }
+    }
+    body["tools"] = Value::Array(tools);
+    if req.tool_choice == ToolChoice::None {
+        body["tool_choice"] = json!({"type": "none"});
+    }
+}
+
+/// Adds extended thinking when it fits the token limit, else `temperature` and `top_p`.
+fn add_sampling(body: &mut Value, s: &AnthropicSettings, req: &ChatRequest) {
     // The API wants `max_tokens` above the thinking budget: an unset limit makes room for
     // the budget plus a default answer; a request capped at or below the budget (a one-token
     // probe of `ahe check`) is sent without thinking.
@@ -284,7 +307,6 @@ pub fn request_body(s: &AnthropicSettings, req: &ChatRequest) -> Value {
             }
         }
     }
-    body
 }
 
 /// Whether a block may carry `cache_control` (thinking blocks may not).
@@ -395,204 +417,5 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::types::{Role, ToolSpec};
-
-    fn provider(base: &str) -> AnthropicProvider {
-        AnthropicProvider::new(&ModelConfig {
-            provider: "anthropic".into(),
-            model: "claude-test".into(),
-            base_url: Some(base.into()),
-            ..ModelConfig::default()
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn endpoint_key_env_and_describe() {
-        let p = provider("http://x/");
-        assert_eq!(p.endpoint(), "http://x/v1/messages");
-        assert_eq!(provider("http://x/v1").endpoint(), "http://x/v1/messages");
-        assert_eq!(p.describe(), "anthropic:claude-test");
-        let m = p.status_error(401, None, "", None).to_string();
-        assert!(m.contains("ANTHROPIC_API_KEY (it is not set)"), "{m}");
-        assert_eq!(
-            p.status_error(529, Some(1.0), "", None).class(),
-            "transient"
-        );
-    }
-
-    fn call(id: &str, args: Value) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: "shell".into(),
-            arguments: args,
-        }
-    }
-
-    fn tool(id: &str, out: &str) -> Message {
-        Message::Tool {
-            tool_call_id: id.into(),
-            name: "shell".into(),
-            content: out.into(),
-        }
-    }
-
-    #[test]
-    fn thinking_leaves_room_above_its_budget_or_stays_off_for_a_short_probe() {
-        let s = AnthropicSettings {
-            thinking_budget: Some(2048),
-            ..AnthropicSettings::plain("claude-test")
-        };
-        let mut req = ChatRequest {
-            role: Role::CodeAgent,
-            messages: vec![Message::user("hi")],
-            tools: vec![],
-            protocol: ToolProtocol::Native,
-            temperature: None,
-            max_tokens: None,
-            tool_choice: ToolChoice::Auto,
-        };
-        let b = request_body(&s, &req);
-        assert_eq!(b["thinking"]["budget_tokens"], 2048);
-        assert!(b["max_tokens"].as_u64().unwrap() > 2048, "{b}");
-        req.max_tokens = Some(1);
-        let b = request_body(&s, &req);
-        assert!(b.get("thinking").is_none(), "{b}");
-        assert_eq!(b["max_tokens"], 1);
-        req.max_tokens = Some(4096);
-        assert_eq!(request_body(&s, &req)["thinking"]["budget_tokens"], 2048);
-    }
-
-    #[test]
-    fn body_maps_system_tools_and_merges_tool_results() {
-        let req = ChatRequest {
-            role: Role::CodeAgent,
-            messages: vec![
-                Message::system("sys"),
-                Message::user("task"),
-                Message::assistant(
-                    Some("looking".into()),
-                    vec![
-                        call("t1", json!({"command": "ls"})),
-                        call("t2", Value::String("{bad".into())),
-                    ],
-                ),
-                tool("t1", "a b"),
-                tool("t2", "err"),
-                Message::user("note"),
-                Message::assistant(None, vec![]),
-                Message::assistant(Some("done".into()), vec![]),
-            ],
-            tools: vec![ToolSpec {
-                name: "shell".into(),
-                description: "d".into(),
-                input_schema: json!({"type": "object"}),
-            }],
-            protocol: ToolProtocol::Native,
-            temperature: Some(0.25),
-            max_tokens: None,
-            tool_choice: Default::default(),
-        };
-        let b = request_body(&AnthropicSettings::plain("claude-test"), &req);
-        assert_eq!(b["system"], "sys");
-        assert_eq!(b["max_tokens"], DEFAULT_MAX_TOKENS);
-        assert_eq!(b["temperature"], 0.25);
-        assert_eq!(
-            b["tools"],
-            json!([{"name": "shell", "description": "d", "input_schema": {"type": "object"}}])
-        );
-        assert!(b.get("tool_choice").is_none());
-        let none = ChatRequest {
-            tool_choice: ToolChoice::None,
-            ..req.clone()
-        };
-        assert_eq!(
-            request_body(&AnthropicSettings::plain("claude-test"), &none)["tool_choice"],
-            json!({"type": "none"})
-        );
-        let msgs = b["messages"].as_array().unwrap();
-        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
-        assert_eq!(
-            msgs[0]["content"],
-            json!([{"type": "text", "text": "task"}])
-        );
-        assert_eq!(
-            msgs[1]["content"],
-            json!([
-                {"type": "text", "text": "looking"},
-                {"type": "tool_use", "id": "t1", "name": "shell", "input": {"command": "ls"}},
-                {"type": "tool_use", "id": "t2", "name": "shell", "input": {"_raw": "{bad"}},
-            ])
-        );
-        assert_eq!(
-            msgs[2]["content"],
-            json!([
-                {"type": "tool_result", "tool_use_id": "t1", "content": "a b"},
-                {"type": "tool_result", "tool_use_id": "t2", "content": "err"},
-                {"type": "text", "text": "note"},
-            ])
-        );
-        assert_eq!(
-            msgs[3]["content"],
-            json!([{"type": "text", "text": "done"}])
-        );
-
-        let mut jt = req.clone();
-        jt.protocol = ToolProtocol::JsonInText;
-        jt.temperature = None;
-        jt.max_tokens = Some(9);
-        jt.messages.remove(0);
-        let b = request_body(&AnthropicSettings::plain("claude-test"), &jt);
-        assert!(b.get("tools").is_none() && b.get("temperature").is_none());
-        assert!(b.get("system").is_none());
-        assert_eq!(b["max_tokens"], 9);
-    }
-
-    #[test]
-    fn response_parsing() {
-        let body = r#"{"id":"msg_1","type":"message","role":"assistant","content":[
-            {"type":"text","text":"Let me "},{"type":"thinking","thinking":"hm"},
-            {"type":"text","text":"look."},
-            {"type":"tool_use","id":"toolu_a","name":"shell","input":{"command":"ls"}}],
-            "stop_reason":"tool_use",
-            "usage":{"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":300,
-                     "cache_creation_input_tokens":50}}"#;
-        let r = parse_response(body).unwrap();
-        assert_eq!(r.content.as_deref(), Some("Let me look."));
-        assert_eq!(
-            r.tool_calls,
-            vec![call("toolu_a", json!({"command": "ls"}))]
-        );
-        assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
-        assert_eq!(
-            r.usage,
-            Usage {
-                input_tokens: 450,
-                cached_input_tokens: 300,
-                output_tokens: 20,
-                cache_write_input_tokens: 50,
-                reasoning_tokens: 1,
-            }
-        );
-        assert_eq!(
-            r.opaque,
-            vec![json!({"type": "thinking", "thinking": "hm"})]
-        );
-        let r = parse_response(r#"{"content":[],"stop_reason":"end_turn"}"#).unwrap();
-        assert_eq!((r.content, r.tool_calls.len()), (None, 0));
-        for bad in [
-            "{\"content\":[{\"type\":\"text\",\"te",
-            r#"{"type":"error","error":{"type":"overloaded_error"}}"#,
-            r#"{"content":[{"type":"tool_use","id":"x","input":{}}]}"#,
-        ] {
-            assert_eq!(
-                parse_response(bad).unwrap_err().class(),
-                "malformed",
-                "{bad}"
-            );
-        }
-    }
-}
+#[path = "anthropic_tests.rs"]
+mod tests;
