@@ -282,6 +282,21 @@ impl ModelConfig {
     /// Checks every field; the error lists each bad field with the expected form.
     pub fn validate(&self) -> anyhow::Result<()> {
         let mut errs: Vec<String> = Vec::new();
+        self.check_provider_and_model(&mut errs);
+        self.check_request_fields(&mut errs);
+        self.validate_frontier(&mut errs);
+        self.check_prices(&mut errs);
+        self.check_limits(&mut errs);
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            bail!("invalid model config: {}", errs.join("; "))
+        }
+    }
+
+    /// Checks that the provider is known and the model names one it has (a mock model, a
+    /// script for `mock:script`, a non-empty name for the API providers).
+    fn check_provider_and_model(&self, errs: &mut Vec<String>) {
         if !PROVIDERS.contains(&self.provider.as_str()) {
             errs.push(format!(
                 "provider: `{}` is not one of {}",
@@ -314,6 +329,11 @@ impl ModelConfig {
             }
             _ => {}
         }
+    }
+
+    /// Checks the key variable's name, the base URL's scheme, the temperature and
+    /// `max_tokens`.
+    fn check_request_fields(&self, errs: &mut Vec<String>) {
         if matches!(&self.api_key_env, Some(v) if v.trim().is_empty()) {
             errs.push("api_key_env: must be an env var name, e.g. OPENAI_API_KEY".to_string());
         }
@@ -327,7 +347,10 @@ impl ModelConfig {
         if self.max_tokens == Some(0) {
             errs.push("max_tokens: must be >= 1 when set".to_string());
         }
-        self.validate_frontier(&mut errs);
+    }
+
+    /// Checks that every price set is a finite number >= 0.
+    fn check_prices(&self, errs: &mut Vec<String>) {
         let prices = [
             ("price_input_per_mtok", Some(self.price_input_per_mtok)),
             (
@@ -347,6 +370,10 @@ impl ModelConfig {
                 ));
             }
         }
+    }
+
+    /// Checks the thread, slot, context and concurrency counts, the timeout and the backoff.
+    fn check_limits(&self, errs: &mut Vec<String>) {
         for (name, v) in [
             ("threads", self.threads),
             ("local_concurrency", self.local_concurrency),
@@ -367,11 +394,6 @@ impl ModelConfig {
         }
         if self.backoff_base_ms > self.backoff_max_ms {
             errs.push("backoff_base_ms: must be <= backoff_max_ms".to_string());
-        }
-        if errs.is_empty() {
-            Ok(())
-        } else {
-            bail!("invalid model config: {}", errs.join("; "))
         }
     }
 

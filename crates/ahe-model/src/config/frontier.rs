@@ -68,6 +68,14 @@ fn check_choice(errs: &mut Vec<String>, field: &str, v: &Option<String>, allowed
 impl ModelConfig {
     /// Checks the frontier-API fields, pushing one message per bad field.
     pub(crate) fn validate_frontier(&self, errs: &mut Vec<String>) {
+        self.check_frontier_values(errs);
+        self.check_provider_only_fields(errs);
+        self.check_sampling_and_thinking(errs);
+    }
+
+    /// Checks the enumerated fields against their accepted values, `top_p`'s range and that
+    /// `extra_body` replaces no field ahe builds.
+    fn check_frontier_values(&self, errs: &mut Vec<String>) {
         check_choice(errs, "api", &self.api, OPENAI_APIS);
         check_choice(
             errs,
@@ -98,6 +106,10 @@ impl ModelConfig {
                 ));
             }
         }
+    }
+
+    /// Checks that no field of one provider's API is set on a model of the other.
+    fn check_provider_only_fields(&self, errs: &mut Vec<String>) {
         let p = self.provider.as_str();
         let openai_only = [
             ("api", self.api.is_some()),
@@ -125,6 +137,12 @@ impl ModelConfig {
                 }
             }
         }
+    }
+
+    /// Checks that an OpenAI reasoning model keeps the default temperature and `top_p`, and
+    /// that a thinking budget is at least the minimum and below `max_tokens`.
+    fn check_sampling_and_thinking(&self, errs: &mut Vec<String>) {
+        let p = self.provider.as_str();
         if p == "openai" && is_reasoning_model(&self.model) {
             for (name, v) in [("temperature", self.temperature), ("top_p", self.top_p)] {
                 if matches!(v, Some(t) if t != 1.0) {
