@@ -23,15 +23,14 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
-use llama_cpp_2::sampling::LlamaSampler;
-use llama_cpp_2::token::data::LlamaTokenData;
-use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::DecodeError;
 use tokio::sync::oneshot;
 
-use super::{repeat, LocalSettings};
+use super::LocalSettings;
 use crate::types::ModelError;
+
+mod sample;
 
 /// Tokens decoded per llama_decode call while reading a prompt.
 const N_BATCH: usize = 512;
@@ -376,6 +375,8 @@ impl Worker {
         (target, n)
     }
 
+    /// Generates the reply to one request: takes a cache slot, reads the prompt past the
+    /// prefix the slot keeps, then samples the reply.
     fn run(&mut self, req: &GenRequest, reply: &Reply) -> Result<GenOutput, ModelError> {
         let tokens = self.prompt_tokens(&req.turns)?;
         let n = tokens.len();
@@ -386,11 +387,36 @@ impl Worker {
                 "the prompt has {n} tokens; with {reserve} reserved for the reply it exceeds the local model's context of {ctx} tokens"
             )));
         }
-        let (slot, lcp) = self.choose_slot(&tokens);
+        let (slot, keep) = self.open_slot(req, &tokens)?;
+        let t0 = Instant::now();
+        let mut batch = LlamaBatch::new(N_BATCH, 1);
+        self.prefill(slot, keep, &tokens, &mut batch, reply)?;
+        let prefill_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        self.slots[slot].prompt_len = n;
+        let out = self.sample_reply(req, reply, slot, &mut batch)?;
+        Ok(GenOutput {
+            text: out.text,
+            prompt_tokens: n as u32,
+            cached_tokens: keep as u32,
+            output_tokens: out.tokens,
+            cut_off: out.cut_off,
+            prefill_ms,
+            decode_ms: out.decode_ms,
+        })
+    }
+
+    /// Chooses the slot for a prompt, marks it used and drops its cache after the prefix
+    /// kept (none unless `reuse_prefix`); returns the slot and how many tokens it keeps.
+    fn open_slot(
+        &mut self,
+        req: &GenRequest,
+        tokens: &[LlamaToken],
+    ) -> Result<(usize, usize), ModelError> {
+        let n = tokens.len();
+        let (slot, lcp) = self.choose_slot(tokens);
         let keep = if req.reuse_prefix { lcp.min(n - 1) } else { 0 };
         self.clock += 1;
         self.slots[slot].last_used = self.clock;
-        let seq = slot as i32;
         if self
             .ctx
             .clear_kv_cache_seq(Some(slot as u32), Some(keep as u32), None)
@@ -401,9 +427,21 @@ impl Worker {
         }
         self.slots[slot].tokens.truncate(keep);
         self.slots[slot].prompt_len = 0;
+        Ok((slot, keep))
+    }
 
-        let t0 = Instant::now();
-        let mut batch = LlamaBatch::new(N_BATCH, 1);
+    /// Decodes the prompt tokens after `keep` into the slot, [`N_BATCH`] at a time (logits
+    /// for the last token only), giving up when the caller has gone.
+    fn prefill(
+        &mut self,
+        slot: usize,
+        keep: usize,
+        tokens: &[LlamaToken],
+        batch: &mut LlamaBatch<'_>,
+        reply: &Reply,
+    ) -> Result<(), ModelError> {
+        let n = tokens.len();
+        let seq = slot as i32;
         for start in (keep..n).step_by(N_BATCH) {
             if reply.is_closed() {
                 return self.fail(slot, "request cancelled".into());
@@ -416,127 +454,17 @@ impl Worker {
                     .add(*t, pos as i32, &[seq], pos == n - 1)
                     .map_err(|e| ModelError::Permanent(format!("batch: {e}")))?;
             }
-            if let Err(e) = self.ctx.decode(&mut batch) {
+            if let Err(e) = self.ctx.decode(batch) {
                 return self.decode_failed(slot, e);
             }
             self.slots[slot]
                 .tokens
                 .extend_from_slice(&tokens[start..end]);
         }
-        let prefill_ms = t0.elapsed().as_secs_f64() * 1000.0;
-        self.slots[slot].prompt_len = n;
-
-        let mut grammar = match &req.grammar {
-            Some(g) => Some(LlamaSampler::grammar(self.model, g, "root").map_err(|e| {
-                ModelError::Permanent(format!("the action grammar does not compile: {e}"))
-            })?),
-            None => None,
-        };
-        let mut dist = (req.temperature > 0.0).then(|| {
-            LlamaSampler::chain_simple([
-                LlamaSampler::temp(req.temperature),
-                LlamaSampler::dist(req.seed),
-            ])
-        });
-        let t1 = Instant::now();
-        let model = self.model;
-        let vocab = model.vocab();
-        let mut bytes: Vec<u8> = Vec::new();
-        let mut out_tokens = 0u32;
-        let mut said: Vec<i32> = Vec::new();
-        let mut idx = batch.n_tokens() - 1;
-        let mut cut_off = false;
-        loop {
-            if out_tokens >= req.max_tokens || self.slots[slot].tokens.len() >= ctx {
-                cut_off = true;
-                break;
-            }
-            if out_tokens % 32 == 31 && reply.is_closed() {
-                return self.fail(slot, "request cancelled".into());
-            }
-            let tok = self.pick(idx, grammar.as_mut(), dist.as_mut(), &said)?;
-            if vocab.is_eog(tok) {
-                break;
-            }
-            bytes.extend(vocab.token_to_piece(tok, false, None));
-            out_tokens += 1;
-            said.push(tok.0);
-            let pos = self.slots[slot].tokens.len();
-            batch.clear();
-            batch
-                .add(tok, pos as i32, &[seq], true)
-                .map_err(|e| ModelError::Permanent(format!("batch: {e}")))?;
-            if let Err(e) = self.ctx.decode(&mut batch) {
-                return self.decode_failed(slot, e);
-            }
-            self.slots[slot].tokens.push(tok);
-            idx = 0;
-        }
-        Ok(GenOutput {
-            text: String::from_utf8_lossy(&bytes).into_owned(),
-            prompt_tokens: n as u32,
-            cached_tokens: keep as u32,
-            output_tokens: out_tokens,
-            cut_off,
-            prefill_ms,
-            decode_ms: t1.elapsed().as_secs_f64() * 1000.0,
-        })
+        Ok(())
     }
 
-    /// The next token: greedy (or sampled) among those the grammar admits, after the
-    /// repetition penalty. Greedy steps check the single best token first, then the best
-    /// [`TOP_K`], and apply the grammar to the whole vocabulary only when those all fail.
-    fn pick(
-        &self,
-        idx: i32,
-        grammar: Option<&mut LlamaSampler>,
-        dist: Option<&mut LlamaSampler>,
-        said: &[i32],
-    ) -> Result<LlamaToken, ModelError> {
-        let mut logits = self.ctx.get_logits_ith(idx).to_vec();
-        for (t, p) in repeat::penalties(said) {
-            if let Some(l) = logits.get_mut(t as usize) {
-                *l -= p;
-            }
-        }
-        let none = || ModelError::Malformed("the grammar admits no token".into());
-        let tok = match (grammar, dist) {
-            (None, None) => best(&top(&logits, 1)).ok_or_else(none)?,
-            (Some(g), None) => {
-                let mut found = None;
-                for k in [1, TOP_K, logits.len()] {
-                    let mut arr = LlamaTokenDataArray::new(top(&logits, k), false);
-                    arr.apply_sampler(g);
-                    found = best(&arr.data);
-                    if found.is_some() {
-                        break;
-                    }
-                }
-                let t = found.ok_or_else(none)?;
-                if !self.model.vocab().is_eog(t) {
-                    g.accept(t);
-                }
-                t
-            }
-            (mut g, Some(d)) => {
-                let mut arr = LlamaTokenDataArray::new(top(&logits, logits.len()), false);
-                if let Some(g) = g.as_deref_mut() {
-                    arr.apply_sampler(g);
-                }
-                arr.apply_sampler(d);
-                let t = arr.selected_token().ok_or_else(none)?;
-                if let Some(g) = g {
-                    if !self.model.vocab().is_eog(t) {
-                        g.accept(t);
-                    }
-                }
-                t
-            }
-        };
-        Ok(tok)
-    }
-
-    fn decode_failed(&mut self, slot: usize, e: DecodeError) -> Result<GenOutput, ModelError> {
+    fn decode_failed<T>(&mut self, slot: usize, e: DecodeError) -> Result<T, ModelError> {
         self.reset_slot(slot);
         Err(match e {
             DecodeError::NoKvCacheSlot => ModelError::ContextLength(format!(
@@ -550,39 +478,11 @@ impl Worker {
         })
     }
 
-    fn fail(&mut self, slot: usize, message: String) -> Result<GenOutput, ModelError> {
+    fn fail<T>(&mut self, slot: usize, message: String) -> Result<T, ModelError> {
         self.reset_slot(slot);
         Err(ModelError::Transient {
             message,
             retry_after_sec: None,
         })
     }
-}
-
-/// The `k` candidates with the highest logits (all of them when `k` covers the vocabulary).
-fn top(logits: &[f32], k: usize) -> Vec<LlamaTokenData> {
-    let data = |(i, l): (usize, f32)| LlamaTokenData::new(LlamaToken(i as i32), l, 0.0);
-    if k >= logits.len() {
-        return logits.iter().copied().enumerate().map(data).collect();
-    }
-    if k == 1 {
-        let m = logits
-            .iter()
-            .copied()
-            .enumerate()
-            .fold((0, f32::NEG_INFINITY), |b, c| if c.1 > b.1 { c } else { b });
-        return vec![data(m)];
-    }
-    let mut v: Vec<(usize, f32)> = logits.iter().copied().enumerate().collect();
-    v.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
-    v.truncate(k);
-    v.into_iter().map(data).collect()
-}
-
-/// The candidate with the highest finite logit (the grammar sets the rest to -inf).
-fn best(c: &[LlamaTokenData]) -> Option<LlamaToken> {
-    c.iter()
-        .filter(|d| d.logit().is_finite())
-        .max_by(|a, b| a.logit().total_cmp(&b.logit()))
-        .map(LlamaTokenData::id)
 }
