@@ -26,52 +26,13 @@ pub fn request_body(s: &ChatSettings, req: &ChatRequest) -> Value {
             _ => None,
         })
         .collect();
-    let mut input: Vec<Value> = Vec::new();
-    for m in &req.messages {
-        match m {
-            Message::System { .. } => {}
-            Message::User { content } => input.push(json!({
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": content}],
-            })),
-            Message::Assistant {
-                content,
-                tool_calls,
-                opaque,
-            } => assistant_items(content.as_deref(), tool_calls, opaque, &mut input),
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => input.push(json!({
-                "type": "function_call_output",
-                "call_id": tool_call_id,
-                "output": content,
-            })),
-        }
-    }
+    let input = input_items(&req.messages);
     let mut body = json!({"model": s.model, "input": input, "store": false});
     if !system.is_empty() {
         body["instructions"] = json!(system.join("\n\n"));
     }
     if req.protocol == ToolProtocol::Native && !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                })
-            })
-            .collect();
-        body["tools"] = Value::Array(tools);
-        if req.tool_choice == ToolChoice::None {
-            body["tool_choice"] = json!("none");
-        }
+        add_tools(&mut body, req);
     }
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
@@ -97,6 +58,57 @@ pub fn request_body(s: &ChatSettings, req: &ChatRequest) -> Value {
     }
     merge_extra(&mut body, &s.extra_body);
     body
+}
+
+/// The conversation as Responses input items (system messages go in `instructions`).
+fn input_items(msgs: &[Message]) -> Vec<Value> {
+    let mut input: Vec<Value> = Vec::new();
+    for m in msgs {
+        match m {
+            Message::System { .. } => {}
+            Message::User { content } => input.push(json!({
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": content}],
+            })),
+            Message::Assistant {
+                content,
+                tool_calls,
+                opaque,
+            } => assistant_items(content.as_deref(), tool_calls, opaque, &mut input),
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => input.push(json!({
+                "type": "function_call_output",
+                "call_id": tool_call_id,
+                "output": content,
+            })),
+        }
+    }
+    input
+}
+
+/// Adds the tools as `function` items, and `tool_choice: none` when the request forbids
+/// tool calls.
+fn add_tools(body: &mut Value, req: &ChatRequest) {
+    let tools: Vec<Value> = req
+        .tools
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema,
+            })
+        })
+        .collect();
+    body["tools"] = Value::Array(tools);
+    if req.tool_choice == ToolChoice::None {
+        body["tool_choice"] = json!("none");
+    }
 }
 
 /// The input items of one assistant turn: its output items in their order (reasoning
@@ -181,48 +193,11 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
                     }
                 }
             }
-            Some("function_call") => {
-                let name = item.get("name").and_then(Value::as_str).ok_or_else(|| {
-                    ModelError::Malformed(format!(
-                        "function_call {i} without name: {}",
-                        excerpt(body)
-                    ))
-                })?;
-                let id = item
-                    .get("call_id")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("call_{i}"));
-                let arguments = match item.get("arguments") {
-                    Some(Value::String(raw)) => parse_arguments(raw),
-                    Some(Value::Null) | None => json!({}),
-                    Some(other) => other.clone(),
-                };
-                tool_calls.push(ToolCall {
-                    id,
-                    name: name.to_string(),
-                    arguments,
-                });
-            }
+            Some("function_call") => tool_calls.push(function_call(item, i, body)?),
             _ => {}
         }
     }
-    let u = v.get("usage");
-    let num = |path: &[&str]| -> u64 {
-        let mut cur = u;
-        for p in path {
-            cur = cur.and_then(|c| c.get(*p));
-        }
-        cur.and_then(Value::as_u64).unwrap_or(0)
-    };
-    let usage = Usage {
-        input_tokens: num(&["input_tokens"]),
-        cached_input_tokens: num(&["input_tokens_details", "cached_tokens"]),
-        output_tokens: num(&["output_tokens"]),
-        reasoning_tokens: num(&["output_tokens_details", "reasoning_tokens"]),
-        ..Default::default()
-    };
+    let usage = usage(&v);
     let finish_reason = if !tool_calls.is_empty() {
         Some("tool_calls".to_string())
     } else if v.get("status").and_then(Value::as_str) == Some("incomplete") {
@@ -241,6 +216,49 @@ pub fn parse_response(body: &str) -> Result<ChatResponse, ModelError> {
         cost_usd: 0.0,
         opaque: items.clone(),
     })
+}
+
+/// The tool call of output item `i`, a `function_call` (a call without an id gets
+/// `call_{i}`; arguments that are not JSON travel as text).
+fn function_call(item: &Value, i: usize, body: &str) -> Result<ToolCall, ModelError> {
+    let name = item.get("name").and_then(Value::as_str).ok_or_else(|| {
+        ModelError::Malformed(format!("function_call {i} without name: {}", excerpt(body)))
+    })?;
+    let id = item
+        .get("call_id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("call_{i}"));
+    let arguments = match item.get("arguments") {
+        Some(Value::String(raw)) => parse_arguments(raw),
+        Some(Value::Null) | None => json!({}),
+        Some(other) => other.clone(),
+    };
+    Ok(ToolCall {
+        id,
+        name: name.to_string(),
+        arguments,
+    })
+}
+
+/// The token counts of a Responses body's `usage` (0 for those missing).
+fn usage(v: &Value) -> Usage {
+    let u = v.get("usage");
+    let num = |path: &[&str]| -> u64 {
+        let mut cur = u;
+        for p in path {
+            cur = cur.and_then(|c| c.get(*p));
+        }
+        cur.and_then(Value::as_u64).unwrap_or(0)
+    };
+    Usage {
+        input_tokens: num(&["input_tokens"]),
+        cached_input_tokens: num(&["input_tokens_details", "cached_tokens"]),
+        output_tokens: num(&["output_tokens"]),
+        reasoning_tokens: num(&["output_tokens_details", "reasoning_tokens"]),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
