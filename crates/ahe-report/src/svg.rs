@@ -383,6 +383,29 @@ fn bar_legend(s: &mut String, lx: f64, series: &[Series]) {
     }
 }
 
+/// Height of a stacked bar chart's plot area.
+const BARS_PH: f64 = 160.0;
+
+/// Where a stacked bar chart puts things: the width of a category's slot, of its bar, and
+/// the value at the top of the scale.
+struct BarLayout {
+    slot: f64,
+    bw: f64,
+    top: f64,
+}
+
+impl BarLayout {
+    /// The y of value `v` (the plot's bottom for 0, its top for `top`).
+    fn y_of(&self, v: f64) -> f64 {
+        BARS_TOP + BARS_PH
+            - if self.top > 0.0 {
+                v / self.top * BARS_PH
+            } else {
+                0.0
+            }
+    }
+}
+
 /// Stacked vertical bars, one per category (iteration), one segment per series. Segments are
 /// `<rect class="seg s<i>" data-series data-category data-value>`; `fmt` formats values.
 pub fn stacked_bars(
@@ -391,7 +414,7 @@ pub fn stacked_bars(
     series: &[Series],
     fmt: &dyn Fn(f64) -> String,
 ) -> String {
-    const PH: f64 = 160.0;
+    const PH: f64 = BARS_PH;
     const T: f64 = BARS_TOP;
     const L: f64 = BARS_LEFT;
     let n = categories.len().max(1);
@@ -408,55 +431,20 @@ pub fn stacked_bars(
         })
         .collect();
     let max = totals.iter().copied().fold(0.0f64, f64::max);
-    let top = nice_ceiling(max);
-    let y_of = |v: f64| T + PH - if top > 0.0 { v / top * PH } else { 0.0 };
+    let lay = BarLayout {
+        slot,
+        bw: (slot * 0.6).min(40.0),
+        top: nice_ceiling(max),
+    };
     let mut s = String::new();
     let _ = write!(
         s,
         r#"<svg class="chart bars" xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" role="img" aria-label="{}">"#,
         esc(aria)
     );
-    bar_grid(&mut s, top, pw, &y_of, fmt);
-    let bw = (slot * 0.6).min(40.0);
+    bar_grid(&mut s, lay.top, pw, &|v| lay.y_of(v), fmt);
     for (c, cat) in categories.iter().enumerate() {
-        let x = L + (c as f64 + 0.5) * slot - bw / 2.0;
-        let mut acc = 0.0;
-        for (i, se) in series.iter().enumerate() {
-            let v = se.values.get(c).copied().unwrap_or(0.0);
-            if v <= 0.0 {
-                continue;
-            }
-            let (y0, y1) = (y_of(acc), y_of(acc + v));
-            acc += v;
-            let _ = write!(
-                s,
-                r#"<rect class="seg s{i}" data-series="{}" data-category="{}" data-value="{v}" x="{x:.1}" y="{y1:.1}" width="{bw:.1}" height="{:.1}"><title>{}: {} {}</title></rect>"#,
-                esc(&se.label),
-                esc(cat),
-                (y0 - y1).max(0.5),
-                esc(cat),
-                esc(&se.label),
-                esc(&fmt(v))
-            );
-        }
-        let _ = write!(
-            s,
-            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x + bw / 2.0,
-            T + PH + 16.0,
-            esc(cat)
-        );
-        // The total above the bar, when it fits in the slot (the tooltips have it anyway).
-        let total = fmt(totals[c]);
-        if total.chars().count() as f64 * 5.6 <= slot - 2.0 {
-            let _ = write!(
-                s,
-                r#"<text class="bar-total" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                x + bw / 2.0,
-                y_of(totals[c]) - 4.0,
-                esc(&total)
-            );
-        }
+        bar(&mut s, &lay, c, cat, series, totals[c], fmt);
     }
     let _ = write!(
         s,
@@ -467,6 +455,58 @@ pub fn stacked_bars(
     bar_legend(&mut s, BARS_LEFT + pw + 20.0, series);
     s.push_str("</svg>");
     s
+}
+
+/// The bar of category `c`: one segment per series with a positive value, the category
+/// below it and, when it fits in the slot, the total above it.
+fn bar(
+    s: &mut String,
+    lay: &BarLayout,
+    c: usize,
+    cat: &str,
+    series: &[Series],
+    total: f64,
+    fmt: &dyn Fn(f64) -> String,
+) {
+    let bw = lay.bw;
+    let x = BARS_LEFT + (c as f64 + 0.5) * lay.slot - bw / 2.0;
+    let mut acc = 0.0;
+    for (i, se) in series.iter().enumerate() {
+        let v = se.values.get(c).copied().unwrap_or(0.0);
+        if v <= 0.0 {
+            continue;
+        }
+        let (y0, y1) = (lay.y_of(acc), lay.y_of(acc + v));
+        acc += v;
+        let _ = write!(
+            s,
+            r#"<rect class="seg s{i}" data-series="{}" data-category="{}" data-value="{v}" x="{x:.1}" y="{y1:.1}" width="{bw:.1}" height="{:.1}"><title>{}: {} {}</title></rect>"#,
+            esc(&se.label),
+            esc(cat),
+            (y0 - y1).max(0.5),
+            esc(cat),
+            esc(&se.label),
+            esc(&fmt(v))
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        x + bw / 2.0,
+        BARS_TOP + BARS_PH + 16.0,
+        esc(cat)
+    );
+    // The total above the bar, when it fits in the slot (the tooltips have it anyway).
+    let label = fmt(total);
+    if label.chars().count() as f64 * 5.6 <= lay.slot - 2.0 {
+        let _ = write!(
+            s,
+            r#"<text class="bar-total" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x + bw / 2.0,
+            lay.y_of(total) - 4.0,
+            esc(&label)
+        );
+    }
 }
 
 /// The smallest 1/2/2.5/5 × 10^k at or above `v` (1 for 0).
@@ -484,99 +524,5 @@ fn nice_ceiling(v: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_and_scales() {
-        assert_eq!(
-            esc(r#"<a href="x">&'"#),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
-        assert_eq!(nice_ceiling(0.0), 1.0);
-        assert_eq!(nice_ceiling(3.0), 5.0);
-        assert_eq!(nice_ceiling(0.012), 0.02);
-        assert_eq!(nice_ceiling(100.0), 100.0);
-    }
-
-    #[test]
-    fn pass_chart_has_points_bars_and_best() {
-        let pts = vec![
-            PassPoint {
-                iteration: 1,
-                label: "1".into(),
-                visible: Some((0.25, [0.0, 0.5])),
-                holdout: Some((0.5, [0.5, 0.5])),
-                best: false,
-            },
-            PassPoint {
-                iteration: 2,
-                label: "2 <final>".into(),
-                visible: Some((0.75, [0.5, 1.0])),
-                holdout: None,
-                best: true,
-            },
-        ];
-        let s = pass_chart(&pts);
-        assert_eq!(
-            s.matches(r#"<g class="point visible" data-iteration"#)
-                .count(),
-            2
-        );
-        assert_eq!(
-            s.matches(r#"<g class="point holdout" data-iteration"#)
-                .count(),
-            1
-        );
-        assert!(s.contains(r#"data-value="0.7500""#));
-        assert!(s.contains(r#"<g class="best-mark" data-iteration="2">"#));
-        assert!(s.contains("2 &lt;final&gt;") && !s.contains("<final>"));
-    }
-
-    #[test]
-    fn heatmap_cells_and_links() {
-        let rows = vec![("a<b".to_string(), false), ("h".to_string(), true)];
-        let cols = vec![(1, "1".to_string()), (2, "2".to_string())];
-        let cell = |c: &'static str| {
-            Some(HeatCell {
-                text: "1/2".into(),
-                class: c,
-                title: "t".into(),
-                href: Some("report/trials/001/a%3Cb/1.html".into()),
-            })
-        };
-        let s = heatmap(
-            &rows,
-            &cols,
-            &[
-                vec![cell("c-partial"), None],
-                vec![cell("c-pass"), cell("c-infra")],
-            ],
-        );
-        assert_eq!(s.matches(r#"<rect class="cell c-"#).count(), 4);
-        assert_eq!(s.matches("data-task=").count(), 3);
-        assert!(s.contains("a&lt;b") && s.contains("row-label holdout"));
-        assert!(s.contains("c-none"));
-    }
-
-    #[test]
-    fn stacked_bars_skip_zero_segments() {
-        let s = stacked_bars(
-            "x",
-            &["1".into(), "2".into()],
-            &[
-                Series {
-                    label: "a".into(),
-                    values: vec![1.0, 0.0],
-                },
-                Series {
-                    label: "b".into(),
-                    values: vec![2.0, 3.0],
-                },
-            ],
-            &|v| format!("{v:.0}"),
-        );
-        assert_eq!(s.matches("data-series=").count(), 3);
-        assert!(s.contains(r#"data-value="3""#));
-    }
-}
+#[path = "svg_tests.rs"]
+mod tests;
