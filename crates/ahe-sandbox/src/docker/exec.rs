@@ -175,47 +175,9 @@ pub(crate) async fn run(docker: &Docker, container: &str, req: ExecRequest) -> R
             let _ = input.shutdown().await;
         })
     });
-    let (mut out, mut err) = (Capture::default(), Capture::default());
     let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
-    let mut timed_out = false;
-    loop {
-        let next = match deadline {
-            Some(at) => match tokio::time::timeout_at(at, output.next()).await {
-                Ok(n) => n,
-                Err(_) if timed_out => break,
-                Err(_) => {
-                    timed_out = true;
-                    if let Err(e) = kill_marked(docker, container, &marker).await {
-                        tracing::warn!("docker: killing a timed-out exec failed: {e}");
-                    }
-                    // Keep reading what the killed processes already wrote, briefly.
-                    let grace = tokio::time::Instant::now() + DRAIN_GRACE;
-                    let _ = tokio::time::timeout_at(grace, async {
-                        while let Some(item) = output.next().await {
-                            match item {
-                                Ok(LogOutput::StdErr { message }) => err.push(&message),
-                                Ok(LogOutput::StdOut { message })
-                                | Ok(LogOutput::Console { message }) => out.push(&message),
-                                _ => {}
-                            }
-                        }
-                    })
-                    .await;
-                    break;
-                }
-            },
-            None => output.next().await,
-        };
-        match next {
-            None => break,
-            Some(Ok(LogOutput::StdErr { message })) => err.push(&message),
-            Some(Ok(LogOutput::StdOut { message })) | Some(Ok(LogOutput::Console { message })) => {
-                out.push(&message)
-            }
-            Some(Ok(LogOutput::StdIn { .. })) => {}
-            Some(Err(e)) => return Err(api_err("reading exec output", e)),
-        }
-    }
+    let (out, err, timed_out) =
+        read_output(docker, container, &marker, &mut output, deadline).await?;
     if let Some(w) = writer {
         w.abort();
     }
@@ -238,6 +200,72 @@ pub(crate) async fn run(docker: &Docker, container: &str, req: ExecRequest) -> R
         timed_out,
         duration_ms: start.elapsed().as_millis() as u64,
     })
+}
+
+/// The output stream of a started exec.
+type OutputStream = std::pin::Pin<
+    Box<
+        dyn futures_util::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>>
+            + Send,
+    >,
+>;
+
+/// Reads the exec's stdout and stderr until it ends; at `deadline` kills its processes,
+/// keeps what they already wrote ([`DRAIN_GRACE`]) and reports it timed out.
+async fn read_output(
+    docker: &Docker,
+    container: &str,
+    marker: &str,
+    output: &mut OutputStream,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<(Capture, Capture, bool)> {
+    let (mut out, mut err) = (Capture::default(), Capture::default());
+    let mut timed_out = false;
+    loop {
+        let next = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, output.next()).await {
+                Ok(n) => n,
+                Err(_) if timed_out => break,
+                Err(_) => {
+                    timed_out = true;
+                    if let Err(e) = kill_marked(docker, container, marker).await {
+                        tracing::warn!("docker: killing a timed-out exec failed: {e}");
+                    }
+                    // Keep reading what the killed processes already wrote, briefly.
+                    drain(output, &mut out, &mut err).await;
+                    break;
+                }
+            },
+            None => output.next().await,
+        };
+        match next {
+            None => break,
+            Some(Ok(LogOutput::StdErr { message })) => err.push(&message),
+            Some(Ok(LogOutput::StdOut { message })) | Some(Ok(LogOutput::Console { message })) => {
+                out.push(&message)
+            }
+            Some(Ok(LogOutput::StdIn { .. })) => {}
+            Some(Err(e)) => return Err(api_err("reading exec output", e)),
+        }
+    }
+    Ok((out, err, timed_out))
+}
+
+/// Keeps reading what the killed processes already wrote, for at most [`DRAIN_GRACE`].
+async fn drain(output: &mut OutputStream, out: &mut Capture, err: &mut Capture) {
+    let grace = tokio::time::Instant::now() + DRAIN_GRACE;
+    let _ = tokio::time::timeout_at(grace, async {
+        while let Some(item) = output.next().await {
+            match item {
+                Ok(LogOutput::StdErr { message }) => err.push(&message),
+                Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                    out.push(&message)
+                }
+                _ => {}
+            }
+        }
+    })
+    .await;
 }
 
 /// Marks the error of an exec whose program is not in the image.
