@@ -146,36 +146,10 @@ impl ImageCache {
         // Why the named image could not be used: the researcher's next step depends on it.
         let mut unavailable: Option<String> = None;
         if let Some(name) = &spec.docker_image {
-            let known = self
-                .named
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(name)
-                .cloned();
-            if let Some((info, notes)) = known {
-                return Ok(Resolved { info, notes });
+            match self.named_image(docker, name, puller).await? {
+                Ok(resolved) => return Ok(resolved),
+                Err(why) => unavailable = Some(why),
             }
-            let (info, pull_error) = obtain(docker, puller, name).await?;
-            if let Some(info) = info {
-                if let Some(e) = &pull_error {
-                    notes.push(format!(
-                        "pulling {name} failed ({e}); the local copy of {name} was used"
-                    ));
-                }
-                let info = Arc::new(info);
-                self.named
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(name.clone(), (info.clone(), notes.clone()));
-                return Ok(Resolved { info, notes });
-            }
-            unavailable = Some(match pull_error {
-                Some(e) => format!("image {name} is not in the local engine and pulling it failed: {e}"),
-                None if puller.policy() == PullPolicy::Never => format!(
-                    "image {name} is not in the local engine and nothing is pulled ([sandbox] pull = \"never\")"
-                ),
-                None => format!("image {name} was pulled but is not in the local engine"),
-            });
         }
         let Some(ctx) = spec
             .context_dir
@@ -217,6 +191,47 @@ impl ImageCache {
             ))),
             (Err(e), _, _) => Err(e),
         }
+    }
+
+    /// The spec's named image (remembered, else obtained under the pull policy) with its
+    /// notes, or why it cannot be used.
+    async fn named_image(
+        &self,
+        docker: &Docker,
+        name: &str,
+        puller: &Puller,
+    ) -> Result<std::result::Result<Resolved, String>> {
+        let known = self
+            .named
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned();
+        if let Some((info, notes)) = known {
+            return Ok(Ok(Resolved { info, notes }));
+        }
+        let (info, pull_error) = obtain(docker, puller, name).await?;
+        if let Some(info) = info {
+            let mut notes = Vec::new();
+            if let Some(e) = &pull_error {
+                notes.push(format!(
+                    "pulling {name} failed ({e}); the local copy of {name} was used"
+                ));
+            }
+            let info = Arc::new(info);
+            self.named
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name.to_string(), (info.clone(), notes.clone()));
+            return Ok(Ok(Resolved { info, notes }));
+        }
+        Ok(Err(match pull_error {
+            Some(e) => format!("image {name} is not in the local engine and pulling it failed: {e}"),
+            None if puller.policy() == PullPolicy::Never => format!(
+                "image {name} is not in the local engine and nothing is pulled ([sandbox] pull = \"never\")"
+            ),
+            None => format!("image {name} was pulled but is not in the local engine"),
+        }))
     }
 
     /// The image built from `ctx` (once per content hash).
