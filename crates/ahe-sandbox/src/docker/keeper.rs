@@ -301,6 +301,20 @@ async fn run(
         }
     }
     kill_guard.armed = false;
+    finish(conn, req, out, err, timed_out, start)
+}
+
+/// The outcome of an exec whose output reading ended (both end markers read, or the grace
+/// after its timeout over): the connection is broken unless both markers came; a missing
+/// working directory and an unreadable status are errors.
+fn finish(
+    conn: &mut Conn,
+    req: &ExecRequest,
+    mut out: Parser,
+    err: Parser,
+    timed_out: bool,
+    start: Instant,
+) -> Step {
     let finished = out.done() && err.done();
     conn.broken = !finished;
     let status = out.status.take().unwrap_or_default();
