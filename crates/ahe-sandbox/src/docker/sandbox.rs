@@ -1,34 +1,27 @@
 //! One trial's container: creation, exec, put/get, teardown.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, ResourcesUlimits};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
-    CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    ContainerArchiveInfoOptionsBuilder, DownloadFromContainerOptionsBuilder,
     UploadToContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
 
 use super::exec::{self, ExecRequest};
-use super::image::ImageInfo;
-use super::keeper::{Keeper, KEEPER};
-use super::lifecycle::{NetnsLease, NetnsPool, Removals};
+use super::keeper::Keeper;
+use super::lifecycle::{NetnsLease, Removals};
 use super::transfer::Transfer;
-use super::{
-    api_err, files, hostname, pid_start_time, remove_blocking, remove_container, status_of,
-    LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN, LABEL_TASK, LABEL_TRIAL, PIDS_LIMIT,
-};
-use crate::{
-    dockerfile, CopyOut, ExecOpts, ExecOutput, Result, Sandbox, SandboxError, SandboxSpec,
-};
+use super::{api_err, files, remove_blocking, status_of};
+use crate::{dockerfile, CopyOut, ExecOpts, ExecOutput, Result, Sandbox, SandboxError};
 
-/// Docker's smallest memory limit.
-const MIN_MEMORY: i64 = 6 << 20;
+mod create;
+
+use create::check_env;
+pub(crate) use create::{create, Shared};
 
 /// One trial's container (removed by `destroy`, or when dropped).
 pub struct DockerSandbox {
@@ -59,265 +52,6 @@ impl std::fmt::Debug for DockerSandbox {
             .field("workdir", &self.workdir)
             .finish()
     }
-}
-
-/// Keeps `[A-Za-z0-9._-]`, replaces the rest, truncates.
-fn sanitize(s: &str, max: usize) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(max)
-        .collect()
-}
-
-/// A unique, readable container name.
-fn container_name(spec: &SandboxSpec) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let what = if spec.trial_id.is_empty() {
-        &spec.task
-    } else {
-        &spec.trial_id
-    };
-    format!(
-        "ahe-{}-{:x}-{n:x}{:x}",
-        sanitize(what, 60),
-        std::process::id(),
-        nanos & 0xfff
-    )
-}
-
-/// The labels of a new container.
-fn labels(spec: &SandboxSpec) -> HashMap<String, String> {
-    let pid = std::process::id();
-    let mut l = HashMap::from([
-        (LABEL_RUN.to_string(), spec.run.clone()),
-        (LABEL_TRIAL.to_string(), spec.trial_id.clone()),
-        (LABEL_TASK.to_string(), spec.task.clone()),
-        (LABEL_PID.to_string(), pid.to_string()),
-        (LABEL_HOST.to_string(), hostname()),
-    ]);
-    if let Some(start) = pid_start_time(pid) {
-        l.insert(LABEL_PID_START.to_string(), start.to_string());
-    }
-    l
-}
-
-/// Engine-wide state a container needs besides its spec.
-pub(crate) struct Shared<'a> {
-    /// The engine.
-    pub docker: &'a Docker,
-    /// Host CPUs (caps the cpu limit).
-    pub host_cpus: Option<f64>,
-    /// Network-namespace holders, unless fresh namespaces were asked for.
-    pub netns: Option<&'a Arc<NetnsPool>>,
-    /// Background removals.
-    pub removals: &'a Arc<Removals>,
-    /// Whether the engine's storage driver caps a container's size (see
-    /// [`super::StorageDriver::native_size`]); cleared when the engine refuses it.
-    pub native_size: &'a std::sync::atomic::AtomicBool,
-}
-
-/// Creates, prepares and starts the container of one trial (once more with another
-/// network holder when a leased holder turns out dead).
-pub(crate) async fn create(
-    shared: &Shared<'_>,
-    spec: &SandboxSpec,
-    img: &ImageInfo,
-) -> Result<DockerSandbox> {
-    match create_once(shared, spec, img).await {
-        Err((e, _)) if storage_opt_refused(shared, spec, &e) => {
-            tracing::warn!(
-                "docker: the engine refuses per-container sizes ({e}); containers are made without one from now on"
-            );
-            shared.native_size.store(false, Ordering::SeqCst);
-            create_once(shared, spec, img).await.map_err(|(e, _)| e)
-        }
-        Err((e, true)) => {
-            tracing::warn!("docker: {e}; retrying with a new network holder");
-            create_once(shared, spec, img).await.map_err(|(e, _)| e)
-        }
-        r => r.map_err(|(e, _)| e),
-    }
-}
-
-/// Whether a failed create is the engine refusing `storage_opt` (overlay2 on xfs without
-/// `pquota`, a driver that cannot): then containers are made without it from now on.
-fn storage_opt_refused(shared: &Shared<'_>, spec: &SandboxSpec, e: &SandboxError) -> bool {
-    let m = e.to_string().to_ascii_lowercase();
-    shared.native_size.load(Ordering::SeqCst)
-        && spec.storage_mb.is_some_and(|m| m > 0)
-        && (m.contains("storage-opt") || m.contains("storage opt") || m.contains("quota"))
-}
-
-/// The engine's own cap of a container's writable layer: 1.5× the task's limit, so the
-/// host's watcher trips first (and the trial ends with the reason) while the engine bounds
-/// any writer, however fast.
-fn storage_opt(shared: &Shared<'_>, spec: &SandboxSpec) -> Option<HashMap<String, String>> {
-    let mb = spec.storage_mb.filter(|m| *m > 0)?;
-    shared
-        .native_size
-        .load(Ordering::SeqCst)
-        .then(|| HashMap::from([("size".to_string(), format!("{}m", mb + mb / 2 + 1))]))
-}
-
-/// One attempt of [`create`]; the flag tells whether a discarded network holder was involved.
-async fn create_once(
-    shared: &Shared<'_>,
-    spec: &SandboxSpec,
-    img: &ImageInfo,
-) -> std::result::Result<DockerSandbox, (SandboxError, bool)> {
-    let (docker, host_cpus) = (shared.docker, shared.host_cpus);
-    let nano_cpus = spec.cpus.filter(|c| *c > 0.0).map(|c| {
-        let c = host_cpus.map_or(c, |h| c.min(h)).max(0.01);
-        (c * 1e9) as i64
-    });
-    let memory = spec
-        .memory_mb
-        .filter(|m| *m > 0)
-        .map(|m| ((m as i64).saturating_mul(1 << 20)).max(MIN_MEMORY));
-    for (k, v) in &spec.env {
-        check_env(k, v).map_err(|e| (e, false))?;
-    }
-    // The keeper prepares the dirs (as root; for a USER image they are copied in instead)
-    // and serves the fast exec path (see `keeper`).
-    let keeper: Vec<String> = ["sh", "-c", KEEPER, "ahe-keeper", &img.workdir]
-        .map(String::from)
-        .to_vec();
-    // No network unless the task allows it (then the engine's default bridge): a leased
-    // loopback-only namespace, or a fresh one.
-    let lease = match (spec.allow_internet, shared.netns) {
-        (false, Some(pool)) => Some(pool.lease(&img.id).await.map_err(|e| (e, false))?),
-        _ => None,
-    };
-    let network_mode = match (&lease, spec.allow_internet) {
-        (Some(l), _) => Some(l.network_mode()),
-        (None, false) => Some("none".to_string()),
-        (None, true) => None,
-    };
-    let host_config = HostConfig {
-        init: Some(true),
-        network_mode,
-        nano_cpus,
-        memory,
-        memory_swap: memory,
-        pids_limit: Some(PIDS_LIMIT),
-        storage_opt: storage_opt(shared, spec),
-        // No single file outgrows the task's storage limit (the trial watches the total).
-        ulimits: crate::storage::fsize_limit(spec.storage_mb).map(|b| {
-            vec![ResourcesUlimits {
-                name: Some("fsize".into()),
-                soft: Some(b as i64),
-                hard: Some(b as i64),
-            }]
-        }),
-        log_config: Some(HostConfigLogConfig {
-            typ: Some("none".into()),
-            config: None,
-        }),
-        ..Default::default()
-    };
-    let body = ContainerCreateBody {
-        image: Some(img.id.clone()),
-        entrypoint: Some(vec![]),
-        cmd: Some(keeper),
-        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        working_dir: Some(img.workdir.clone()),
-        labels: Some(labels(spec)),
-        tty: Some(false),
-        open_stdin: Some(true),
-        stdin_once: Some(false),
-        attach_stdin: Some(true),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        host_config: Some(host_config),
-        ..Default::default()
-    };
-    let name = container_name(spec);
-    let opts = CreateContainerOptionsBuilder::default().name(&name).build();
-    let created = match docker.create_container(Some(opts), body).await {
-        Ok(c) => c,
-        Err(e) => {
-            let holder = lease.is_some();
-            if let Some(l) = lease {
-                l.discard().await;
-            }
-            let e = api_err(&format!("creating container for {}", spec.task), e);
-            return Err((e, holder));
-        }
-    };
-    // From here on, dropping `sb` (an error below) removes the container.
-    let mut sb = DockerSandbox {
-        docker: docker.clone(),
-        id: created.id,
-        name,
-        image: img.id.clone(),
-        workdir: img.workdir.clone(),
-        keeper: Keeper::disabled(),
-        root_user: img.root_user,
-        no_bash: AtomicBool::new(false),
-        no_tar: AtomicBool::new(false),
-        destroyed: AtomicBool::new(false),
-        removals: shared.removals.clone(),
-        netns: Mutex::new(lease),
-        layer: tokio::sync::OnceCell::new(),
-        notes: Vec::new(),
-    };
-    // Attach before the start so the keeper's greeting is not lost.
-    let attach = AttachContainerOptionsBuilder::default()
-        .stdin(true)
-        .stdout(true)
-        .stderr(true)
-        .stream(true)
-        .logs(false)
-        .build();
-    match docker.attach_container(&sb.id, Some(attach)).await {
-        Ok(a) => sb.keeper = Keeper::new(a.input, a.output),
-        Err(e) => tracing::warn!("docker: attach failed ({e}); every exec uses docker exec"),
-    }
-    if !img.root_user {
-        let mut dirs = vec![("/logs/verifier", 0o777), ("/logs/agent", 0o777)];
-        if !img.has_workdir {
-            dirs.push((sb.workdir.as_str(), 0o755));
-        }
-        let tar = files::dirs_archive(&dirs).map_err(|e| (e, false))?;
-        sb.upload("/", tar).await.map_err(|e| (e, false))?;
-    }
-    if let Err(e) = docker.start_container(&sb.id, None).await {
-        // A holder that died would fail every trial: drop it from the pool.
-        sb.destroyed.store(true, Ordering::SeqCst);
-        let _ = remove_container(docker, &sb.id).await;
-        let lease = sb.netns.lock().unwrap().take();
-        let holder = lease.is_some();
-        if let Some(l) = lease {
-            tracing::warn!("docker: start failed; discarding network holder {}", l.id());
-            l.discard().await;
-        }
-        return Err((
-            api_err(&format!("starting container {}", sb.name), e),
-            holder,
-        ));
-    }
-    Ok(sb)
-}
-
-/// Rejects environment variables the engine would mangle.
-fn check_env(k: &str, v: &str) -> Result<()> {
-    if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
-        return Err(SandboxError::Backend(format!(
-            "invalid environment variable {k:?}"
-        )));
-    }
-    Ok(())
 }
 
 impl DockerSandbox {
