@@ -128,6 +128,25 @@ struct Parser {
     froms: usize,
 }
 
+/// The command of a `RUN`'s arguments: a JSON array is an exec form, `<<EOF` a heredoc
+/// script, anything else a shell command.
+fn run_command(args: &str) -> RunCommand {
+    // Flags (`--mount=...`, `--network=...`) are ignored.
+    let (_flags, rest) = split_flags(args);
+    match parse_json_array(rest) {
+        Some(argv) => RunCommand::Exec(argv),
+        None => match rest.strip_prefix("<<") {
+            // `RUN <<EOF` runs the heredoc body as the script.
+            Some(_) => {
+                let body: Vec<&str> = rest.lines().skip(1).collect();
+                let body = &body[..body.len().saturating_sub(1)];
+                RunCommand::Shell(body.join("\n"))
+            }
+            None => RunCommand::Shell(rest.to_string()),
+        },
+    }
+}
+
 impl Parser {
     fn new(path: &Path) -> Parser {
         Parser {
@@ -215,39 +234,12 @@ impl Parser {
             }
             "ARG" => {
                 need_args(self)?;
-                let words = split_words(args).map_err(|m| self.err(line, kw, m))?;
-                let mut out = Vec::new();
-                for w in words {
-                    let (name, default) = match w.split_once('=') {
-                        Some((k, v)) => (unquote(k), Some(unquote(&self.subst(v, line, kw)?))),
-                        None => (unquote(&w), None),
-                    };
-                    if name.is_empty() {
-                        return Err(self.err(line, kw, format!("empty name in {w:?}")));
-                    }
-                    self.args
-                        .insert(name.clone(), default.clone().unwrap_or_default());
-                    out.push(Instruction::Arg { name, default });
-                }
-                return Ok(out);
+                return self.arg(args, line, kw);
             }
             "COPY" | "ADD" => self.copy(args, line, kw)?,
             "RUN" => {
                 need_args(self)?;
-                // Flags (`--mount=...`, `--network=...`) are ignored.
-                let (_flags, rest) = split_flags(args);
-                Instruction::Run(match parse_json_array(rest) {
-                    Some(argv) => RunCommand::Exec(argv),
-                    None => match rest.strip_prefix("<<") {
-                        // `RUN <<EOF` runs the heredoc body as the script.
-                        Some(_) => {
-                            let body: Vec<&str> = rest.lines().skip(1).collect();
-                            let body = &body[..body.len().saturating_sub(1)];
-                            RunCommand::Shell(body.join("\n"))
-                        }
-                        None => RunCommand::Shell(rest.to_string()),
-                    },
-                })
+                Instruction::Run(run_command(args))
             }
             "SHELL" => match parse_json_array(args) {
                 Some(argv) if !argv.is_empty() => Instruction::Shell(argv),
@@ -260,6 +252,31 @@ impl Parser {
             },
             _ => return Err(self.err(line, kw, "unknown instruction")),
         }])
+    }
+
+    /// `ARG a b=default ...`: one instruction per name, each name's default (substituted,
+    /// or empty) added to the variables.
+    fn arg(
+        &mut self,
+        args: &str,
+        line: usize,
+        kw: &str,
+    ) -> Result<Vec<Instruction>, DockerfileError> {
+        let words = split_words(args).map_err(|m| self.err(line, kw, m))?;
+        let mut out = Vec::new();
+        for w in words {
+            let (name, default) = match w.split_once('=') {
+                Some((k, v)) => (unquote(k), Some(unquote(&self.subst(v, line, kw)?))),
+                None => (unquote(&w), None),
+            };
+            if name.is_empty() {
+                return Err(self.err(line, kw, format!("empty name in {w:?}")));
+            }
+            self.args
+                .insert(name.clone(), default.clone().unwrap_or_default());
+            out.push(Instruction::Arg { name, default });
+        }
+        Ok(out)
     }
 
     /// Parses `K=V K2="v 2"` (or legacy `K V...`), substituting values.
