@@ -6,7 +6,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
 use crate::{ExecOutput, Result, SandboxError};
@@ -122,23 +122,7 @@ pub(crate) async fn run(
     kill_leftovers: bool,
 ) -> Result<ExecOutput> {
     let start = Instant::now();
-    cmd.process_group(0)
-        .kill_on_drop(true)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    let spawned = {
-        let _fork = spawning();
-        cmd.spawn()
-    };
-    let mut child = spawned.map_err(|e| {
-        let prog = cmd.as_std().get_program().to_string_lossy().into_owned();
-        SandboxError::Backend(format!("cannot spawn {prog}: {e}"))
-    })?;
+    let mut child = spawn(&mut cmd, stdin.is_some())?;
     let pid = child.id().unwrap_or(0) as i32;
     let mut guard = GroupGuard {
         pgid: pid,
@@ -194,6 +178,28 @@ pub(crate) async fn run(
         stderr,
         timed_out,
         duration_ms: start.elapsed().as_millis() as u64,
+    })
+}
+
+/// Spawns `cmd` in a process group of its own (killed when dropped), stdout and stderr
+/// piped, stdin piped only when there is input, while no sandbox file is open for writing.
+fn spawn(cmd: &mut Command, piped_stdin: bool) -> Result<Child> {
+    cmd.process_group(0)
+        .kill_on_drop(true)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(if piped_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    let spawned = {
+        let _fork = spawning();
+        cmd.spawn()
+    };
+    spawned.map_err(|e| {
+        let prog = cmd.as_std().get_program().to_string_lossy().into_owned();
+        SandboxError::Backend(format!("cannot spawn {prog}: {e}"))
     })
 }
 
