@@ -22,7 +22,6 @@
 //! [`EXEC_DIR`] (FIFOs stay writable on a read-only mount).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -279,34 +278,8 @@ impl ExecServer {
             .worker
             .as_ref()
             .ok_or_else(|| backend("worker vanished"))?;
-        let [out_path, err_path] = ["out", "err"].map(|s| format!("{EXEC_DIR}/{}", w.fifo(s)));
-        let vars = env.iter().map(|(k, v)| format!("{k}={v}"));
-        // Bash exports the variables itself when it can do so faithfully, else `env -i`.
-        let (exports, argv): (Vec<String>, Vec<String>) = if env.keys().all(|k| exportable(k)) {
-            (vars.collect(), argv)
-        } else {
-            let env_i = [self.env_bin.clone(), "-i".into(), "--".into()];
-            let argv = env_i.into_iter().chain(vars).chain(argv).collect();
-            (Vec::new(), argv)
-        };
-        let n = exports.len().to_string();
-        let head = [cwd, &stdin.inside, &out_path, &err_path, &n];
-        let strings: Vec<&str> = head
-            .into_iter()
-            .chain(exports.iter().chain(&argv).map(String::as_str))
-            .collect();
-        let mut args = Vec::new();
-        for a in &strings {
-            args.extend_from_slice(a.as_bytes());
-            args.push(0);
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.dir.join(format!("w{}.args", w.n)))?
-            .write_all(&args)?;
-        let request = format!("{id} {}\n", strings.len());
+        let count = self.write_args(w, cwd, &stdin.inside, env, argv)?;
+        let request = format!("{id} {count}\n");
         let mut poke = Poke(["out", "err"].map(|s| Some(self.dir.join(w.fifo(s)))));
         let (stop_tx, stop) = watch::channel(false);
         let out = capture(out_fifo, stop.clone());
@@ -448,47 +421,6 @@ impl ExecServer {
         }
         SandboxError::Backend(msg)
     }
-}
-
-/// Whether bash can `export NAME=value` with no side effect: a plain name that is not one of
-/// bash's special (readonly, dynamic or self-adjusting) variables.
-fn exportable(name: &str) -> bool {
-    const SPECIAL: &[&str] = &[
-        "_",
-        "DIRSTACK",
-        "ENV",
-        "EPOCHREALTIME",
-        "EPOCHSECONDS",
-        "EUID",
-        "EXECIGNORE",
-        "FUNCNAME",
-        "GLOBIGNORE",
-        "GROUPS",
-        "HISTCMD",
-        "IFS",
-        "LINENO",
-        "OLDPWD",
-        "OPTERR",
-        "OPTIND",
-        "PIPESTATUS",
-        "POSIXLY_CORRECT",
-        "PPID",
-        "PWD",
-        "RANDOM",
-        "SECONDS",
-        "SHELLOPTS",
-        "SHLVL",
-        "SRANDOM",
-        "UID",
-    ];
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with("BASH")
-        && !name.starts_with("COMP_")
-        && !SPECIAL.contains(&name)
 }
 
 /// Writes request lines to the server's stdin until the channel closes or the pipe breaks.

@@ -1,7 +1,10 @@
-//! The files of one exec: its output FIFOs (made, captured, poked awake) and its stdin file.
+//! The files of one exec: its output FIFOs (made, captured, poked awake), its stdin file
+//! and the description its worker reads (`w<n>.args`).
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::future::Future;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tokio::net::unix::pipe;
@@ -9,7 +12,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::super::owner::Owner;
 use super::super::process::{self, Captured};
-use super::{backend, EXEC_DIR};
+use super::{backend, ExecServer, Worker, EXEC_DIR};
 use crate::Result;
 
 /// Reads a FIFO in a task (capped); resolves when it hits EOF or `stop` fires. The task
@@ -103,4 +106,89 @@ pub(super) fn mkfifo(path: &Path, owner: Option<Owner>) -> Result<()> {
         o.chown(path)?;
     }
     Ok(())
+}
+
+impl ExecServer {
+    /// Writes the exec's description over worker `w`'s `w<n>.args` (cwd, the stdin, stdout
+    /// and stderr paths, how many variables bash exports, those, argv; each NUL-terminated)
+    /// and returns how many strings it holds. Variables bash cannot export faithfully are
+    /// passed through `env -i` instead.
+    pub(super) fn write_args(
+        &self,
+        w: &Worker,
+        cwd: &str,
+        stdin: &str,
+        env: &BTreeMap<String, String>,
+        argv: Vec<String>,
+    ) -> Result<usize> {
+        let [out_path, err_path] = ["out", "err"].map(|s| format!("{EXEC_DIR}/{}", w.fifo(s)));
+        let vars = env.iter().map(|(k, v)| format!("{k}={v}"));
+        // Bash exports the variables itself when it can do so faithfully, else `env -i`.
+        let (exports, argv): (Vec<String>, Vec<String>) = if env.keys().all(|k| exportable(k)) {
+            (vars.collect(), argv)
+        } else {
+            let env_i = [self.env_bin.clone(), "-i".into(), "--".into()];
+            let argv = env_i.into_iter().chain(vars).chain(argv).collect();
+            (Vec::new(), argv)
+        };
+        let n = exports.len().to_string();
+        let head = [cwd, stdin, &out_path, &err_path, &n];
+        let strings: Vec<&str> = head
+            .into_iter()
+            .chain(exports.iter().chain(&argv).map(String::as_str))
+            .collect();
+        let mut args = Vec::new();
+        for a in &strings {
+            args.extend_from_slice(a.as_bytes());
+            args.push(0);
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(format!("w{}.args", w.n)))?
+            .write_all(&args)?;
+        Ok(strings.len())
+    }
+}
+
+/// Whether bash can `export NAME=value` with no side effect: a plain name that is not one of
+/// bash's special (readonly, dynamic or self-adjusting) variables.
+fn exportable(name: &str) -> bool {
+    const SPECIAL: &[&str] = &[
+        "_",
+        "DIRSTACK",
+        "ENV",
+        "EPOCHREALTIME",
+        "EPOCHSECONDS",
+        "EUID",
+        "EXECIGNORE",
+        "FUNCNAME",
+        "GLOBIGNORE",
+        "GROUPS",
+        "HISTCMD",
+        "IFS",
+        "LINENO",
+        "OLDPWD",
+        "OPTERR",
+        "OPTIND",
+        "PIPESTATUS",
+        "POSIXLY_CORRECT",
+        "PPID",
+        "PWD",
+        "RANDOM",
+        "SECONDS",
+        "SHELLOPTS",
+        "SHLVL",
+        "SRANDOM",
+        "UID",
+    ];
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("BASH")
+        && !name.starts_with("COMP_")
+        && !SPECIAL.contains(&name)
 }
