@@ -226,23 +226,7 @@ impl LocalBackend {
             ),
             _ => None,
         };
-        let mut writable: BTreeSet<String> = fsmap::DEFAULT_WRITABLE
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        if let Some(df) = &df {
-            for step in &df.steps {
-                let (path, copy) = match &step.instruction {
-                    Instruction::Workdir(d) => (d, false),
-                    Instruction::Copy { dest, .. } => (dest, true),
-                    _ => continue,
-                };
-                let top = self
-                    .writable_top(path, copy)
-                    .map_err(|m| step_error(df, step.line, &step.instruction, &m))?;
-                writable.extend(top);
-            }
-        }
+        let writable = self.writable_dirs(df.as_ref())?;
         let dir = make_trial_dir(spec)?;
         let fs = FsMap {
             root: dir.join("fs"),
@@ -273,8 +257,43 @@ impl LocalBackend {
                 ),
             }
         }
-        // The exec server starts while the Dockerfile is replayed (its RUN steps run in
-        // one-off `bwrap`s with network); it only needs the writable dirs to exist.
+        self.start_and_replay(&mut sb, df.as_ref(), spec).await?;
+        sb.env.extend(spec.env.clone());
+        Ok(sb)
+    }
+
+    /// The top-level dirs a sandbox may write: the defaults and those the Dockerfile's
+    /// WORKDIR and COPY destinations need (an error when one cannot be written).
+    fn writable_dirs(&self, df: Option<&Dockerfile>) -> Result<BTreeSet<String>> {
+        let mut writable: BTreeSet<String> = fsmap::DEFAULT_WRITABLE
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if let Some(df) = df {
+            for step in &df.steps {
+                let (path, copy) = match &step.instruction {
+                    Instruction::Workdir(d) => (d, false),
+                    Instruction::Copy { dest, .. } => (dest, true),
+                    _ => continue,
+                };
+                let top = self
+                    .writable_top(path, copy)
+                    .map_err(|m| step_error(df, step.line, &step.instruction, &m))?;
+                writable.extend(top);
+            }
+        }
+        Ok(writable)
+    }
+
+    /// Starts the exec server (isolated sandboxes) while the Dockerfile is replayed (its RUN
+    /// steps run in one-off `bwrap`s with network; the server only needs the writable dirs
+    /// to exist); a failed replay shuts the server down.
+    async fn start_and_replay(
+        &self,
+        sb: &mut LocalSandbox,
+        df: Option<&Dockerfile>,
+        spec: &SandboxSpec,
+    ) -> Result<()> {
         let start = sb.isolated.then(|| -> Result<_> {
             let exec_dir = sb.dir.join("exec");
             std::fs::create_dir(&exec_dir)?;
@@ -294,7 +313,7 @@ impl LocalBackend {
             }
         };
         let replay = async {
-            match (&df, &spec.context_dir) {
+            match (df, &spec.context_dir) {
                 (Some(df), Some(ctx)) => sb.replay(df, ctx, self.setup_timeout).await,
                 _ => Ok(()),
             }
@@ -307,8 +326,7 @@ impl LocalBackend {
             return Err(e);
         }
         sb.server = server?;
-        sb.env.extend(spec.env.clone());
-        Ok(sb)
+        Ok(())
     }
 
     /// The top-level dir a WORKDIR/COPY destination needs, or why it cannot be written.
