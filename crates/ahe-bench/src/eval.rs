@@ -149,24 +149,10 @@ pub async fn run_eval(
 ) -> anyhow::Result<Scores> {
     let t0 = Instant::now();
     std::fs::create_dir_all(&opts.out_dir)?;
-    let sem = Arc::new(Semaphore::new(opts.concurrency.max(1)));
-    let mut set = tokio::task::JoinSet::new();
-    let done: HashSet<(&str, u32)> = opts
-        .prior
-        .iter()
-        .map(|r| (r.task.as_str(), r.attempt))
-        .collect();
     let shared: Vec<Arc<Task>> = tasks.iter().cloned().map(Arc::new).collect();
-    let expected = |t: &Task| {
-        opts.expected_sec
-            .get(&t.name)
-            .copied()
-            .or(t.agent_timeout_sec)
-            .unwrap_or(env.default_agent_timeout.as_secs_f64())
-    };
-    let jobs: Vec<(&Arc<Task>, u32)> = plan(tasks, opts.k, &done, opts.schedule, &expected)
+    let jobs: Vec<(Arc<Task>, u32)> = jobs_to_run(&env, tasks, opts)
         .into_iter()
-        .map(|(i, a)| (&shared[i], a))
+        .map(|(i, a)| (shared[i].clone(), a))
         .collect();
     progress(Progress::Start { total: jobs.len() });
     send_hosts(env.backend.as_ref(), progress.as_ref());
@@ -175,26 +161,70 @@ pub async fn run_eval(
     env.backend
         .set_pull_sink(Some(Arc::new(move |e| pull_progress(Progress::Pull(e)))));
     let _unhook = Unhook(env.backend.clone());
-    // The host reserve watches the run's directory and where the sandboxes write.
-    let _monitor = match &env.disk {
-        Some(d) => {
-            let mut paths = vec![opts.out_dir.clone()];
-            paths.extend(env.backend.disk_paths().await);
-            let p = progress.clone();
-            let task = tokio::spawn(
-                d.clone()
-                    .monitor(paths, Arc::new(move |e| p(Progress::Disk(e)))),
-            );
-            Some(AbortOnDrop(task))
-        }
-        None => None,
-    };
+    let _monitor = start_disk_monitor(&env, opts, &progress).await;
     let mut results: Vec<TrialResult> = opts
         .prior
         .iter()
         .filter(|r| tasks.iter().any(|t| t.name == r.task) && r.attempt <= opts.k)
         .cloned()
         .collect();
+    run_trials(&env, jobs, opts, &progress, &mut results).await?;
+    // Sandboxes may finish their teardown in the background: part of the run's wall time.
+    env.backend.drain().await;
+    check_finished(tasks, opts, &results)?;
+    let mut s = scores::compute(opts.k, &results, t0.elapsed().as_secs_f64());
+    scores::add_host_loads(&mut s.meta.hosts, &env.backend.hosts());
+    Ok(s)
+}
+
+/// The (task index, attempt) pairs to run, in start order: the prior trials skipped, a task
+/// expected to take its listed seconds, else its agent timeout, else the default one.
+fn jobs_to_run(env: &TrialEnv, tasks: &[Task], opts: &EvalOptions) -> Vec<(usize, u32)> {
+    let done: HashSet<(&str, u32)> = opts
+        .prior
+        .iter()
+        .map(|r| (r.task.as_str(), r.attempt))
+        .collect();
+    let expected = |t: &Task| {
+        opts.expected_sec
+            .get(&t.name)
+            .copied()
+            .or(t.agent_timeout_sec)
+            .unwrap_or(env.default_agent_timeout.as_secs_f64())
+    };
+    plan(tasks, opts.k, &done, opts.schedule, &expected)
+}
+
+/// Starts the host disk reserve's watch over the run's directory and where the sandboxes
+/// write (if the environment has a reserve); it stops when the returned guard drops.
+async fn start_disk_monitor(
+    env: &TrialEnv,
+    opts: &EvalOptions,
+    progress: &Arc<dyn Fn(Progress) + Send + Sync>,
+) -> Option<AbortOnDrop> {
+    let d = env.disk.as_ref()?;
+    let mut paths = vec![opts.out_dir.clone()];
+    paths.extend(env.backend.disk_paths().await);
+    let p = progress.clone();
+    let task = tokio::spawn(
+        d.clone()
+            .monitor(paths, Arc::new(move |e| p(Progress::Disk(e)))),
+    );
+    Some(AbortOnDrop(task))
+}
+
+/// Runs the jobs, at most `concurrency` at once (and one slot of the shared pool each, inside
+/// [`with_shared_slots`]), pushing each finished trial's result; stops starting new ones when
+/// cancelled and waits for those started.
+async fn run_trials(
+    env: &TrialEnv,
+    jobs: Vec<(Arc<Task>, u32)>,
+    opts: &EvalOptions,
+    progress: &Arc<dyn Fn(Progress) + Send + Sync>,
+    results: &mut Vec<TrialResult>,
+) -> anyhow::Result<()> {
+    let sem = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+    let mut set = tokio::task::JoinSet::new();
     // A trial is spawned only once it holds a permit, so at most `concurrency` trials (and
     // their futures) exist at a time; each finished one leaves only its small result.
     let pool = SHARED_SLOTS.try_with(Arc::clone).ok();
@@ -216,7 +246,6 @@ pub async fn run_eval(
             }
         }
         let env = env.clone();
-        let task = task.clone();
         let dir = EvalDir::new(&opts.out_dir)
             .trial(&task.name, attempt)
             .path()
@@ -241,8 +270,16 @@ pub async fn run_eval(
             results.push(r);
         }
     }
-    // Sandboxes may finish their teardown in the background: part of the run's wall time.
-    env.backend.drain().await;
+    Ok(())
+}
+
+/// The error of an evaluation that must not be scored: it was interrupted, or a trial found
+/// the model unusable.
+fn check_finished(
+    tasks: &[Task],
+    opts: &EvalOptions,
+    results: &[TrialResult],
+) -> anyhow::Result<()> {
     if opts.cancel.is_cancelled() {
         anyhow::bail!(
             "interrupted: {} of {} trials finished (kept under {})",
@@ -260,9 +297,7 @@ pub async fn run_eval(
             fatal.error.as_deref().unwrap_or("permanent model error")
         );
     }
-    let mut s = scores::compute(opts.k, &results, t0.elapsed().as_secs_f64());
-    scores::add_host_loads(&mut s.meta.hosts, &env.backend.hosts());
-    Ok(s)
+    Ok(())
 }
 
 /// Writes `scores.json` of the evaluation in `out_dir` atomically.
