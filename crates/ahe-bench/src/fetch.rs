@@ -230,55 +230,74 @@ fn unreachable(spec: &Spec, cache: &Path, e: impl std::fmt::Display) -> anyhow::
 pub fn fetch(spec_text: &str, to: Option<&Path>) -> anyhow::Result<Fetched> {
     let spec = parse(spec_text)?;
     let cache = cache_root();
-    let with_subdir = |checkout: &Path| -> anyhow::Result<PathBuf> {
-        let p = match &spec.subdir {
-            Some(s) => checkout.join(s),
-            None => checkout.to_path_buf(),
-        };
-        if !p.is_dir() {
-            bail!(
-                "{}: #{} is not a directory at this commit",
-                spec.text,
-                spec.subdir.as_deref().unwrap_or("")
-            );
-        }
-        Ok(p)
-    };
-    let target = |commit: &str| match to {
-        Some(d) => d.to_path_buf(),
-        None => cache.join(&spec.name).join(commit),
-    };
     // A known commit already fetched: no network.
     if let Some(c) = &spec.pinned {
-        let dir = target(c);
-        if verified(&dir, c) {
-            return Ok(Fetched {
-                path: with_subdir(&dir)?,
-                checkout: dir,
-                commit: c.clone(),
-                url: spec.url.clone(),
-                cached: true,
-            });
-        }
-        // Filled by hand: a clone at the right commit is accepted (and marked).
-        if head_commit(&dir).as_deref() == Some(c.as_str()) {
-            write_marker(&dir, &spec.url, c)?;
-            return Ok(Fetched {
-                path: with_subdir(&dir)?,
-                checkout: dir,
-                commit: c.clone(),
-                url: spec.url.clone(),
-                cached: true,
-            });
-        }
-        if dir.exists() && std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
-            bail!(
-                "{} exists but is not a checkout of {c} (HEAD is {}); remove it and fetch again",
-                dir.display(),
-                head_commit(&dir).unwrap_or_else(|| "not a git repository".into())
-            );
+        if let Some(f) = cached_checkout(&spec, &target(&spec, &cache, to, c), c)? {
+            return Ok(f);
         }
     }
+    clone_into_place(&spec, &cache, to)
+}
+
+/// Where the checkout of `commit` goes: `to`, else its folder in the cache.
+fn target(spec: &Spec, cache: &Path, to: Option<&Path>, commit: &str) -> PathBuf {
+    match to {
+        Some(d) => d.to_path_buf(),
+        None => cache.join(&spec.name).join(commit),
+    }
+}
+
+/// The tasks' folder of a checkout (its `#SUBDIR`, else the checkout), which must exist.
+fn with_subdir(spec: &Spec, checkout: &Path) -> anyhow::Result<PathBuf> {
+    let p = match &spec.subdir {
+        Some(s) => checkout.join(s),
+        None => checkout.to_path_buf(),
+    };
+    if !p.is_dir() {
+        bail!(
+            "{}: #{} is not a directory at this commit",
+            spec.text,
+            spec.subdir.as_deref().unwrap_or("")
+        );
+    }
+    Ok(p)
+}
+
+/// The result of a fetch whose checkout of `commit` is at `dir`.
+fn fetched(spec: &Spec, dir: PathBuf, commit: String, cached: bool) -> anyhow::Result<Fetched> {
+    Ok(Fetched {
+        path: with_subdir(spec, &dir)?,
+        checkout: dir,
+        commit,
+        url: spec.url.clone(),
+        cached,
+    })
+}
+
+/// The checkout of the pinned commit `c` at `dir` if it is there (verified, or a clone at
+/// that commit filled by hand, which gets marked); an error if `dir` holds something else.
+fn cached_checkout(spec: &Spec, dir: &Path, c: &str) -> anyhow::Result<Option<Fetched>> {
+    if verified(dir, c) {
+        return fetched(spec, dir.to_path_buf(), c.to_string(), true).map(Some);
+    }
+    // Filled by hand: a clone at the right commit is accepted (and marked).
+    if head_commit(dir).as_deref() == Some(c) {
+        write_marker(dir, &spec.url, c)?;
+        return fetched(spec, dir.to_path_buf(), c.to_string(), true).map(Some);
+    }
+    if dir.exists() && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+        bail!(
+            "{} exists but is not a checkout of {c} (HEAD is {}); remove it and fetch again",
+            dir.display(),
+            head_commit(dir).unwrap_or_else(|| "not a git repository".into())
+        );
+    }
+    Ok(None)
+}
+
+/// Clones the SPEC into a temporary folder beside its target, checks the pinned commit, marks
+/// it, and moves it into place (unless a verified checkout of that commit is there already).
+fn clone_into_place(spec: &Spec, cache: &Path, to: Option<&Path>) -> anyhow::Result<Fetched> {
     let parent = match to {
         Some(d) => d
             .parent()
@@ -292,8 +311,8 @@ pub fn fetch(spec_text: &str, to: Option<&Path>) -> anyhow::Result<Fetched> {
         .prefix(".fetch-")
         .tempdir_in(&parent)
         .with_context(|| format!("creating a temp dir in {}", parent.display()))?;
-    let commit = clone_at(&spec, tmp.path()).map_err(|e| match e {
-        CloneError::Net(m) => unreachable(&spec, &cache, m),
+    let commit = clone_at(spec, tmp.path()).map_err(|e| match e {
+        CloneError::Net(m) => unreachable(spec, cache, m),
         CloneError::Other(e) => e,
     })?;
     if let Some(p) = &spec.pinned {
@@ -305,16 +324,10 @@ pub fn fetch(spec_text: &str, to: Option<&Path>) -> anyhow::Result<Fetched> {
         }
     }
     write_marker(tmp.path(), &spec.url, &commit)?;
-    let dir = target(&commit);
+    let dir = target(spec, cache, to, &commit);
     if verified(&dir, &commit) {
         // Fetched meanwhile (or a moving rev that resolved to a commit we have).
-        return Ok(Fetched {
-            path: with_subdir(&dir)?,
-            checkout: dir,
-            commit,
-            url: spec.url.clone(),
-            cached: true,
-        });
+        return fetched(spec, dir, commit, true);
     }
     if dir.exists() {
         std::fs::remove_dir(&dir).map_err(|e| {
@@ -327,13 +340,7 @@ pub fn fetch(spec_text: &str, to: Option<&Path>) -> anyhow::Result<Fetched> {
     let kept = tmp.keep();
     std::fs::rename(&kept, &dir)
         .with_context(|| format!("moving the checkout to {}", dir.display()))?;
-    Ok(Fetched {
-        path: with_subdir(&dir)?,
-        checkout: dir,
-        commit,
-        url: spec.url.clone(),
-        cached: false,
-    })
+    fetched(spec, dir, commit, false)
 }
 
 fn write_marker(dir: &Path, url: &str, commit: &str) -> anyhow::Result<()> {
