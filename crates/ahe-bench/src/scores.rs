@@ -298,69 +298,116 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
         by_task.entry(r.task.clone()).or_default().push(r);
     }
     let mut tasks = BTreeMap::new();
-    let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
-    let mut tokens = Tokens::default();
-    let mut cost = 0.0;
-    let mut d = Durations {
-        wall_sec,
+    let mut totals = Totals {
+        durations: Durations {
+            wall_sec,
+            ..Default::default()
+        },
         ..Default::default()
     };
     for (name, mut trs) in by_task {
         trs.sort_by_key(|t| t.attempt);
         for t in &trs {
-            *statuses.entry(t.status.as_str().into()).or_default() += 1;
-            tokens.input += t.usage.input_tokens;
-            tokens.cached_input += t.usage.cached_input_tokens;
-            tokens.output += t.usage.output_tokens;
-            tokens.cache_write_input += t.usage.cache_write_input_tokens;
-            tokens.reasoning += t.usage.reasoning_tokens;
-            cost += t.cost_usd;
-            d.setup_sec += t.timings.setup_ms as f64 / 1000.0;
-            d.agent_sec += t.timings.agent_ms as f64 / 1000.0;
-            d.verifier_sec += t.timings.verifier_ms as f64 / 1000.0;
-            d.mean_trial_sec += t.timings.total_ms as f64 / 1000.0;
+            totals.add(t);
         }
-        // A suspect pass is no pass for the optimiser (its raw figure is `pass_at_1_raw`).
-        let passed = trs.iter().filter(|t| t.clean_pass()).count() as u32;
-        let n = trs.len() as u32;
-        let st: Vec<TrialStatus> = trs
-            .iter()
-            .map(|t| match t.status {
-                TrialStatus::Pass if !t.clean_pass() => TrialStatus::Fail,
-                s => s,
-            })
-            .collect();
-        tasks.insert(
-            name,
-            TaskScore {
-                k: n,
-                passed,
-                status: task_status(&st),
-                pass_at_1: if n == 0 {
-                    0.0
-                } else {
-                    passed as f64 / n as f64
-                },
-                trials: trs
-                    .iter()
-                    .map(|t| TrialSummary {
-                        attempt: t.attempt,
-                        status: t.status,
-                        reward: t.reward,
-                        duration_sec: t.timings.total_ms as f64 / 1000.0,
-                        turns: t.turns,
-                        tokens: t.usage.total(),
-                        suspect: t.suspect.is_some(),
-                        checked: t.witness.as_ref().map(|_| t.change_set.is_some()),
-                    })
-                    .collect(),
-            },
-        );
+        tasks.insert(name, task_score(&trs));
     }
+    let mut d = totals.durations;
     if !results.is_empty() {
         d.mean_trial_sec /= results.len() as f64;
     }
     let suspect_trials = results.iter().filter(|r| r.suspect.is_some()).count() as u64;
+    let rates: Vec<f64> = tasks.values().map(|t| t.pass_at_1).collect();
+    let (pass_at_1, ci) = mean_with_ci(&rates);
+    Scores {
+        pass_at_1,
+        pass_at_1_ci: ci,
+        pass_at_1_excluding_infra: mean_excluding_infra(&tasks),
+        n_tasks: tasks.len(),
+        k,
+        statuses: totals.statuses,
+        suspect_trials,
+        pass_at_1_raw: raw_pass_at_1(&tasks),
+        pass_at_1_excluding_suspect: (suspect_trials > 0).then_some(pass_at_1),
+        tasks,
+        tokens: totals.tokens,
+        cost_usd: totals.cost,
+        durations: d,
+        meta: ScoresMeta {
+            hosts: host_counts(results),
+            ..Default::default()
+        },
+    }
+}
+
+/// Sums over every trial of an evaluation: trials per status, tokens, dollars, and seconds
+/// per phase (`mean_trial_sec` holds the total until divided).
+#[derive(Default)]
+struct Totals {
+    statuses: BTreeMap<String, u64>,
+    tokens: Tokens,
+    cost: f64,
+    durations: Durations,
+}
+
+impl Totals {
+    /// Counts one trial in.
+    fn add(&mut self, t: &TrialResult) {
+        *self.statuses.entry(t.status.as_str().into()).or_default() += 1;
+        let tokens = &mut self.tokens;
+        tokens.input += t.usage.input_tokens;
+        tokens.cached_input += t.usage.cached_input_tokens;
+        tokens.output += t.usage.output_tokens;
+        tokens.cache_write_input += t.usage.cache_write_input_tokens;
+        tokens.reasoning += t.usage.reasoning_tokens;
+        self.cost += t.cost_usd;
+        let d = &mut self.durations;
+        d.setup_sec += t.timings.setup_ms as f64 / 1000.0;
+        d.agent_sec += t.timings.agent_ms as f64 / 1000.0;
+        d.verifier_sec += t.timings.verifier_ms as f64 / 1000.0;
+        d.mean_trial_sec += t.timings.total_ms as f64 / 1000.0;
+    }
+}
+
+/// One task's score from its trials (sorted by attempt); a suspect pass counts as a fail.
+fn task_score(trs: &[&TrialResult]) -> TaskScore {
+    // A suspect pass is no pass for the optimiser (its raw figure is `pass_at_1_raw`).
+    let passed = trs.iter().filter(|t| t.clean_pass()).count() as u32;
+    let n = trs.len() as u32;
+    let st: Vec<TrialStatus> = trs
+        .iter()
+        .map(|t| match t.status {
+            TrialStatus::Pass if !t.clean_pass() => TrialStatus::Fail,
+            s => s,
+        })
+        .collect();
+    TaskScore {
+        k: n,
+        passed,
+        status: task_status(&st),
+        pass_at_1: if n == 0 {
+            0.0
+        } else {
+            passed as f64 / n as f64
+        },
+        trials: trs
+            .iter()
+            .map(|t| TrialSummary {
+                attempt: t.attempt,
+                status: t.status,
+                reward: t.reward,
+                duration_sec: t.timings.total_ms as f64 / 1000.0,
+                turns: t.turns,
+                tokens: t.usage.total(),
+                suspect: t.suspect.is_some(),
+                checked: t.witness.as_ref().map(|_| t.change_set.is_some()),
+            })
+            .collect(),
+    }
+}
+
+/// Mean pass@1 over the tasks counting every verifier pass, suspect ones included.
+fn raw_pass_at_1(tasks: &BTreeMap<String, TaskScore>) -> f64 {
     let raw_rates: Vec<f64> = tasks
         .values()
         .map(|t| {
@@ -376,36 +423,20 @@ pub fn compute(k: u32, results: &[TrialResult], wall_sec: f64) -> Scores {
             }
         })
         .collect();
-    let rates: Vec<f64> = tasks.values().map(|t| t.pass_at_1).collect();
-    let (pass_at_1, ci) = mean_with_ci(&rates);
+    raw_rates.iter().sum::<f64>() / raw_rates.len().max(1) as f64
+}
+
+/// Mean pass@1 over the tasks that ran at all (0 when none did).
+fn mean_excluding_infra(tasks: &BTreeMap<String, TaskScore>) -> f64 {
     let ran: Vec<f64> = tasks
         .values()
         .filter(|t| t.status != TaskStatus::Infra)
         .map(|t| t.pass_at_1)
         .collect();
-    let excl = if ran.is_empty() {
+    if ran.is_empty() {
         0.0
     } else {
         ran.iter().sum::<f64>() / ran.len() as f64
-    };
-    Scores {
-        pass_at_1,
-        pass_at_1_ci: ci,
-        pass_at_1_excluding_infra: excl,
-        n_tasks: tasks.len(),
-        k,
-        statuses,
-        suspect_trials,
-        pass_at_1_raw: raw_rates.iter().sum::<f64>() / raw_rates.len().max(1) as f64,
-        pass_at_1_excluding_suspect: (suspect_trials > 0).then_some(pass_at_1),
-        tasks,
-        tokens,
-        cost_usd: cost,
-        durations: d,
-        meta: ScoresMeta {
-            hosts: host_counts(results),
-            ..Default::default()
-        },
     }
 }
 
