@@ -165,17 +165,7 @@ impl Task {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| err(dir, "task directory has no name"))?;
-
-        let instr_path = dir.join("instruction.md");
-        let instruction = std::fs::read_to_string(&instr_path).map_err(|e| {
-            err(
-                &instr_path,
-                format!("cannot read the task instruction: {e}"),
-            )
-        })?;
-        if instruction.trim().is_empty() {
-            return Err(err(&instr_path, "instruction is empty"));
-        }
+        let instruction = read_instruction(dir)?;
         let test_sh = dir.join("tests/test.sh");
         if !test_sh.is_file() {
             return Err(err(
@@ -183,40 +173,11 @@ impl Task {
                 "missing: every task needs tests/test.sh writing /logs/verifier/reward.txt",
             ));
         }
-
-        let env = raw.environment;
-        let memory_mb = match (env.memory_mb, &env.memory) {
-            (Some(mb), _) => Some(mb),
-            (None, Some(s)) => Some(parse_size_mb(s).ok_or_else(|| {
-                err(
-                    &toml_path,
-                    format!("environment.memory = {s:?} is not a size; use e.g. \"2G\" or memory_mb = 2048"),
-                )
-            })?),
-            (None, None) => None,
-        };
-        let storage_mb = match (env.storage_mb, &env.storage) {
-            (Some(mb), _) => Some(mb),
-            (None, Some(s)) => Some(parse_size_mb(s).ok_or_else(|| {
-                err(
-                    &toml_path,
-                    format!("environment.storage = {s:?} is not a size; use e.g. \"10G\" or storage_mb = 10240"),
-                )
-            })?),
-            (None, None) => None,
-        };
-        let dockerfile = dir.join("environment/Dockerfile");
-        let context_dir = dockerfile.is_file().then(|| dir.join("environment"));
-        if context_dir.is_none() && env.docker_image.is_none() {
-            return Err(err(
-                &toml_path,
-                "environment: neither environment/Dockerfile nor environment.docker_image is given",
-            ));
-        }
+        let environment = environment(dir, &toml_path, raw.environment)?;
         for (field, v) in [
             ("agent.timeout_sec", raw.agent.timeout_sec),
             ("verifier.timeout_sec", raw.verifier.timeout_sec),
-            ("environment.cpus", env.cpus),
+            ("environment.cpus", environment.cpus),
         ] {
             if let Some(v) = v {
                 if !(v > 0.0 && v.is_finite()) {
@@ -237,15 +198,7 @@ impl Task {
                 .verifier
                 .timeout_sec
                 .unwrap_or(DEFAULT_VERIFIER_TIMEOUT_SEC),
-            environment: Environment {
-                docker_image: env.docker_image,
-                context_dir,
-                build_timeout_sec: env.build_timeout_sec,
-                cpus: env.cpus,
-                memory_mb,
-                storage_mb,
-                allow_internet: env.allow_internet.unwrap_or(true),
-            },
+            environment,
             has_solution: dir.join("solution/solve.sh").is_file(),
             verifier_mode: raw.verifier.environment_mode.unwrap_or_default(),
             artifacts: raw
@@ -266,6 +219,78 @@ impl Task {
     /// The task's `solution/` directory.
     pub fn solution_dir(&self) -> PathBuf {
         self.dir.join("solution")
+    }
+}
+
+/// The task's `instruction.md`, which must not be empty.
+fn read_instruction(dir: &Path) -> Result<String, TaskError> {
+    let instr_path = dir.join("instruction.md");
+    let instruction = std::fs::read_to_string(&instr_path).map_err(|e| {
+        err(
+            &instr_path,
+            format!("cannot read the task instruction: {e}"),
+        )
+    })?;
+    if instruction.trim().is_empty() {
+        return Err(err(&instr_path, "instruction is empty"));
+    }
+    Ok(instruction)
+}
+
+/// The `[environment]` of `task.toml` normalised: sizes in MiB, the build context when
+/// `environment/Dockerfile` exists (else an image must be named).
+fn environment(dir: &Path, toml_path: &Path, env: RawEnv) -> Result<Environment, TaskError> {
+    let memory_mb = size_mb(
+        toml_path,
+        "memory",
+        env.memory_mb,
+        env.memory.as_deref(),
+        "\"2G\" or memory_mb = 2048",
+    )?;
+    let storage_mb = size_mb(
+        toml_path,
+        "storage",
+        env.storage_mb,
+        env.storage.as_deref(),
+        "\"10G\" or storage_mb = 10240",
+    )?;
+    let dockerfile = dir.join("environment/Dockerfile");
+    let context_dir = dockerfile.is_file().then(|| dir.join("environment"));
+    if context_dir.is_none() && env.docker_image.is_none() {
+        return Err(err(
+            toml_path,
+            "environment: neither environment/Dockerfile nor environment.docker_image is given",
+        ));
+    }
+    Ok(Environment {
+        docker_image: env.docker_image,
+        context_dir,
+        build_timeout_sec: env.build_timeout_sec,
+        cpus: env.cpus,
+        memory_mb,
+        storage_mb,
+        allow_internet: env.allow_internet.unwrap_or(true),
+    })
+}
+
+/// A size of `[environment]` in MiB: `<field>_mb` when set, else `<field>` parsed as a size
+/// (an error naming `example` when it is not one).
+fn size_mb(
+    toml_path: &Path,
+    field: &str,
+    mb: Option<u64>,
+    text: Option<&str>,
+    example: &str,
+) -> Result<Option<u64>, TaskError> {
+    match (mb, text) {
+        (Some(mb), _) => Ok(Some(mb)),
+        (None, Some(s)) => parse_size_mb(s).map(Some).ok_or_else(|| {
+            err(
+                toml_path,
+                format!("environment.{field} = {s:?} is not a size; use e.g. {example}"),
+            )
+        }),
+        (None, None) => Ok(None),
     }
 }
 
