@@ -199,6 +199,7 @@ pub(crate) async fn verify(
     v
 }
 
+/// The verifier phase: hand-over, the tests run, the reward and the suspicions read.
 async fn run(
     task: &Task,
     sb: &dyn Sandbox,
@@ -208,54 +209,16 @@ async fn run(
     mut guard: Option<&mut Guard>,
     v: &mut Verified,
 ) -> Result<f64, VerifyError> {
-    let infra = |e: ahe_sandbox::SandboxError| VerifyError::Infra(format!("verifier: {e}"));
-    let t = std::time::Instant::now();
-    let leftovers = (policy.leftover_processes, policy.start_window());
-    let ended = ended_inside(guard.as_deref_mut(), sb, leftovers).await?;
-    let (handover, after) = hand_over(sb, leftovers, programs, ended)
-        .await
-        .map_err(infra)?;
-    v.handover_ms = t.elapsed().as_millis() as u64;
-    // Whether servers the agent phase left run beside the verifier.
-    let kept = !handover.kept.is_empty();
-    v.handover = Some(handover);
-    if !programs.is_empty() {
-        v.suspect.extend(after.changes_since(before));
-    }
-    if let Some(g) = guard.as_deref_mut() {
-        let stale = g.after_agent().await;
-        remove_files(sb, &stale).await.map_err(infra)?;
-        g.arm(sb).await;
-    }
-    sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
-    if let Some(g) = guard.as_deref_mut() {
-        g.arm_tests(sb).await;
-    }
-    let out_dir = format!("/logs/.verifier-{:016x}", rand::random::<u64>());
-    let out = sb
-        .exec(
-            &run_tests_command(&out_dir),
-            ExecOpts {
-                timeout: Some(Duration::from_secs_f64(task.verifier_timeout_sec)),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(infra)?;
-    if out.exit_code == Some(4) && !out.timed_out && out.stdout.is_empty() {
-        // With a process the agent left running (kept as a server), the set-up's failure may
-        // be its doing (a writer racing the swap of /logs/verifier): the agent's, not infra.
-        if kept {
-            return Err(VerifyError::Reward(format!(
-                "verifier: could not make its output directory while a process the agent left running was kept: {}",
-                out.stderr.chars().take(400).collect::<String>()
-            )));
-        }
-        return Err(VerifyError::Infra(format!(
-            "verifier: could not make its output directory: {}",
-            out.stderr.chars().take(400).collect::<String>()
-        )));
-    }
+    let kept = prepare(
+        task,
+        sb,
+        policy,
+        (programs, before),
+        guard.as_deref_mut(),
+        v,
+    )
+    .await?;
+    let (out, out_dir) = run_tests(task, sb, kept).await?;
     // A verifier may replace /logs/verifier itself (its reward is then in the new directory),
     // but so may a server the agent left running, which can write there too.
     let replaced = out.stdout.lines().any(|l| l == "replaced");
@@ -297,6 +260,82 @@ async fn run(
     v.suspect
         .extend(testimony.contradictions(reward.as_ref().ok().copied(), sb.workdir()));
     reward
+}
+
+/// An infra error of the verifier phase from a sandbox error.
+fn infra(e: ahe_sandbox::SandboxError) -> VerifyError {
+    VerifyError::Infra(format!("verifier: {e}"))
+}
+
+/// Readies the sandbox for the tests: leftovers ended or kept, the verifier's ground reset,
+/// programs fingerprinted again (a change is a suspicion), files the guard marks stale
+/// removed, `/tests` put back, the guard armed. Returns whether a leftover was kept.
+async fn prepare(
+    task: &Task,
+    sb: &dyn Sandbox,
+    policy: &VerifierPolicy,
+    (programs, before): (&[String], &Fingerprint),
+    mut guard: Option<&mut Guard>,
+    v: &mut Verified,
+) -> Result<bool, VerifyError> {
+    let t = std::time::Instant::now();
+    let leftovers = (policy.leftover_processes, policy.start_window());
+    let ended = ended_inside(guard.as_deref_mut(), sb, leftovers).await?;
+    let (handover, after) = hand_over(sb, leftovers, programs, ended)
+        .await
+        .map_err(infra)?;
+    v.handover_ms = t.elapsed().as_millis() as u64;
+    // Whether servers the agent phase left run beside the verifier.
+    let kept = !handover.kept.is_empty();
+    v.handover = Some(handover);
+    if !programs.is_empty() {
+        v.suspect.extend(after.changes_since(before));
+    }
+    if let Some(g) = guard.as_deref_mut() {
+        let stale = g.after_agent().await;
+        remove_files(sb, &stale).await.map_err(infra)?;
+        g.arm(sb).await;
+    }
+    sb.put(&task.tests_dir(), "/tests").await.map_err(infra)?;
+    if let Some(g) = guard {
+        g.arm_tests(sb).await;
+    }
+    Ok(kept)
+}
+
+/// Runs `tests/test.sh` with its output in a fresh directory under `/logs` (returned with the
+/// output); a failure to make that directory is the agent's doing when a leftover was `kept`.
+async fn run_tests(
+    task: &Task,
+    sb: &dyn Sandbox,
+    kept: bool,
+) -> Result<(ahe_sandbox::ExecOutput, String), VerifyError> {
+    let out_dir = format!("/logs/.verifier-{:016x}", rand::random::<u64>());
+    let out = sb
+        .exec(
+            &run_tests_command(&out_dir),
+            ExecOpts {
+                timeout: Some(Duration::from_secs_f64(task.verifier_timeout_sec)),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(infra)?;
+    if out.exit_code == Some(4) && !out.timed_out && out.stdout.is_empty() {
+        // With a process the agent left running (kept as a server), the set-up's failure may
+        // be its doing (a writer racing the swap of /logs/verifier): the agent's, not infra.
+        if kept {
+            return Err(VerifyError::Reward(format!(
+                "verifier: could not make its output directory while a process the agent left running was kept: {}",
+                out.stderr.chars().take(400).collect::<String>()
+            )));
+        }
+        return Err(VerifyError::Infra(format!(
+            "verifier: could not make its output directory: {}",
+            out.stderr.chars().take(400).collect::<String>()
+        )));
+    }
+    Ok((out, out_dir))
 }
 
 /// The agent's processes ended inside the sandbox by `guard` with ahe's busybox, when its

@@ -236,94 +236,106 @@ impl Testimony {
     /// holds the task's deliverables.
     pub fn contradictions(&self, reward: Option<f64>, workdir: &str) -> Vec<SuspectReason> {
         let pass = reward.is_some_and(|r| r >= 1.0);
-        let mut out = Vec::new();
-        let mut say = |s: String| {
-            out.push(SuspectReason {
-                reason: format!("witness: {s}"),
-                turn: None,
-            })
-        };
+        let mut found = Vec::new();
         for (pid, s) in &self.sessions {
             if pass {
-                let forced = s.exits.iter().find(|(st, _)| *st == 0);
-                let from_work = s.exits.iter().find(|(st, who)| {
-                    *st == 0 && workdir != "/" && who.starts_with(&format!("{workdir}/"))
-                });
-                let what = if s.argv.is_empty() {
-                    format!("pid {pid}")
-                } else {
-                    format!("pid {pid}, {}", s.argv.join(" "))
-                };
-                if let (Some(why), Some((_, who))) = (&s.failing, forced) {
-                    say(format!(
-                        "a Python process of the verifier ({what}) {why} but ended with \
-                         status 0 through os._exit, called from {who}"
-                    ));
-                } else if let Some((_, who)) = from_work {
-                    say(format!(
-                        "a Python process of the verifier ({what}) ended through os._exit(0) \
-                         called from the task's own files ({who}), skipping the rest of its run"
-                    ));
-                }
+                found.extend(forced_exit(*pid, s, workdir));
             }
             if !s.configured {
                 continue;
             }
             if !s.replaced.is_empty() {
-                say(format!(
+                found.push(format!(
                     "pytest's own objects were replaced while the tests ran (pid {pid}): {}",
                     s.replaced.join(", ")
                 ));
             }
-            if !pass {
-                continue;
-            }
-            for (node, outcome, raised, xfail) in &s.calls {
-                let func = s.funcs.get(node).cloned().flatten();
-                let raised = raised.clone().or(func);
-                if let (true, Some(exc)) = (outcome == "passed" && !xfail, raised) {
-                    if !NOT_A_FAILURE.contains(&exc.as_str()) {
-                        say(format!(
-                            "{node} was reported passed although its call raised {exc}; \
-                             the reward is {}",
-                            reward.unwrap_or(0.0)
-                        ));
-                    }
-                }
-            }
-            let forced = s.exits.iter().any(|(st, _)| *st == 0);
-            match s.finished {
-                // A failing session is the task's business (a verifier may expect failures,
-                // as one that runs the agent's tests against mutants does) unless its status
-                // was then forced to 0.
-                Some((status, failed, _)) if forced && (failed > 0 || !matches!(status, 0 | 5)) => {
-                    say(format!(
-                        "pytest's session ended with exit status {status} ({failed} failed), \
-                         then its process ended with status 0 through os._exit{}; the reward \
-                         is {}",
-                        exit_note(&s.exits),
-                        reward.unwrap_or(0.0)
-                    ))
-                }
-                None => say(format!(
-                    "pytest (pid {pid}) ended before its session finished, yet the reward is \
-                     {}{}",
-                    reward.unwrap_or(0.0),
-                    exit_note(&s.exits)
-                )),
-                _ => {}
+            if pass {
+                found.extend(passed_against_session(*pid, s, reward.unwrap_or(0.0)));
             }
         }
         if pass {
             for (name, n) in &self.report_failures {
-                say(format!(
+                found.push(format!(
                     "the test report {name} lists {n} failed test(s) but the reward is {}",
                     reward.unwrap_or(0.0)
                 ));
             }
         }
-        out
+        found
+            .into_iter()
+            .map(|s| SuspectReason {
+                reason: format!("witness: {s}"),
+                turn: None,
+            })
+            .collect()
     }
+}
+
+/// Under a pass: a Python process of the verifier that failed yet ended with status 0 through
+/// `os._exit`, or that the task's own files (below `workdir`) ended with `os._exit(0)`.
+fn forced_exit(pid: u32, s: &Session, workdir: &str) -> Option<String> {
+    let forced = s.exits.iter().find(|(st, _)| *st == 0);
+    let from_work = s
+        .exits
+        .iter()
+        .find(|(st, who)| *st == 0 && workdir != "/" && who.starts_with(&format!("{workdir}/")));
+    let what = if s.argv.is_empty() {
+        format!("pid {pid}")
+    } else {
+        format!("pid {pid}, {}", s.argv.join(" "))
+    };
+    if let (Some(why), Some((_, who))) = (&s.failing, forced) {
+        Some(format!(
+            "a Python process of the verifier ({what}) {why} but ended with \
+             status 0 through os._exit, called from {who}"
+        ))
+    } else {
+        from_work.map(|(_, who)| {
+            format!(
+                "a Python process of the verifier ({what}) ended through os._exit(0) \
+                 called from the task's own files ({who}), skipping the rest of its run"
+            )
+        })
+    }
+}
+
+/// Under a pass of `reward`: what one pytest session says against it (a test reported passed
+/// whose call raised, a failing session forced to status 0, a session that never finished).
+fn passed_against_session(pid: u32, s: &Session, reward: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    for (node, outcome, raised, xfail) in &s.calls {
+        let func = s.funcs.get(node).cloned().flatten();
+        let raised = raised.clone().or(func);
+        if let (true, Some(exc)) = (outcome == "passed" && !xfail, raised) {
+            if !NOT_A_FAILURE.contains(&exc.as_str()) {
+                out.push(format!(
+                    "{node} was reported passed although its call raised {exc}; \
+                     the reward is {reward}"
+                ));
+            }
+        }
+    }
+    let forced = s.exits.iter().any(|(st, _)| *st == 0);
+    match s.finished {
+        // A failing session is the task's business (a verifier may expect failures,
+        // as one that runs the agent's tests against mutants does) unless its status
+        // was then forced to 0.
+        Some((status, failed, _)) if forced && (failed > 0 || !matches!(status, 0 | 5)) => out
+            .push(format!(
+                "pytest's session ended with exit status {status} ({failed} failed), \
+                 then its process ended with status 0 through os._exit{}; the reward \
+                 is {reward}",
+                exit_note(&s.exits),
+            )),
+        None => out.push(format!(
+            "pytest (pid {pid}) ended before its session finished, yet the reward is \
+             {reward}{}",
+            exit_note(&s.exits)
+        )),
+        _ => {}
+    }
+    out
 }
 
 /// ` (os._exit(0) called from …)` for each such call the witness saw.
