@@ -1,16 +1,17 @@
 //! `ahe bench check` and `ahe bench list`: validate and describe benchmark directories.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use ahe_bench::check::{self, FormatCheck};
-use ahe_bench::oracle::{self, RunCheck, RunKind, RunOptions};
+use ahe_bench::oracle::{RunCheck, RunKind};
 use ahe_bench::Task;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
 use crate::CliError;
+
+mod runs;
 
 /// `ahe bench` subcommands.
 #[derive(Subcommand)]
@@ -129,7 +130,64 @@ fn run_fetch(a: FetchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `ahe bench check`: the format checks of the chosen tasks, their oracle/nop runs when
+/// asked, then the table (or JSON); an error when any check or run failed.
 fn run_check(a: CheckArgs) -> Result<(), CliError> {
+    let checks = selected_checks(&a)?;
+    let mut kinds = Vec::new();
+    if a.oracle {
+        kinds.push(RunKind::Oracle);
+    }
+    if a.nop {
+        kinds.push(RunKind::Nop);
+    }
+    let ran = if kinds.is_empty() {
+        runs::CheckRuns::default()
+    } else {
+        runs::run_tasks(&a, &checks, &kinds)?
+    };
+    let format_failed = checks.iter().filter(|c| !c.ok()).count();
+    let run_failed = ran.runs.values().flatten().filter(|r| !r.ok).count();
+    let ok = format_failed == 0 && run_failed == 0;
+    // Trial logs are worth keeping only when something failed or the user asked for them.
+    if let (Some(dir), true, None) = (&ran.out_dir, ok, &a.out) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let logs = ran.out_dir.as_ref().filter(|_| !ok || a.out.is_some());
+    if a.json {
+        let doc = json!({
+            "benchmark": a.dir.display().to_string(),
+            "ok": ok,
+            "sandbox": ran.sandbox,
+            "runs": kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "trial_logs": logs.map(|d| d.display().to_string()),
+            "tasks": checks.iter().map(|c| task_json(c, ran.runs.get(&c.name))).collect::<Vec<_>>(),
+            "summary": {
+                "tasks": checks.len(),
+                "format_failed": format_failed,
+                "runs_failed": run_failed,
+                "hacks": ran.runs.values().flatten().filter(|r| r.hack).count(),
+                "hacks_blocked": ran.runs.values().flatten().filter(|r| r.hack && r.ok).count(),
+            },
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
+        );
+    } else {
+        print_check_text(&a, &checks, &ran.runs, &kinds, logs);
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::failed(anyhow::anyhow!(
+            "bench check failed: {format_failed} task(s) with format errors, {run_failed} failed run(s)"
+        )))
+    }
+}
+
+/// The format checks of the benchmark's tasks, only those `--tasks` names (each must exist).
+fn selected_checks(a: &CheckArgs) -> Result<Vec<FormatCheck>, CliError> {
     let mut checks = check::check_benchmark(&a.dir).map_err(CliError::usage)?;
     if !a.tasks.is_empty() {
         for t in &a.tasks {
@@ -144,162 +202,46 @@ fn run_check(a: CheckArgs) -> Result<(), CliError> {
         }
         checks.retain(|c| a.tasks.contains(&c.name));
     }
-    let mut kinds = Vec::new();
-    if a.oracle {
-        kinds.push(RunKind::Oracle);
-    }
-    if a.nop {
-        kinds.push(RunKind::Nop);
-    }
-    let mut runs = std::collections::BTreeMap::new();
-    let mut sandbox_name = None;
-    let mut out_dir = None;
-    if !kinds.is_empty() {
-        let cfg = (a.config.as_deref())
-            .map(ahe_runner::config::RunConfig::load)
-            .transpose()
-            .map_err(CliError::usage)?;
-        let hosts = cfg.as_ref().map(|c| c.sandbox.hosts.clone());
-        let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
-        let backend = ahe_runner::rollout::select_backend_on(
-            &a.sandbox,
-            a.pull,
-            &hosts.unwrap_or_default(),
-            harbor,
-        )
-        .map_err(CliError::usage)?;
-        sandbox_name = Some(backend.name());
-        // Image pulls (docker) as plain lines: the oracle/nop runs have no progress bar.
-        if !a.json {
-            backend.set_pull_sink(Some(Arc::new(|e| {
-                if let Some(l) = crate::progress::pull_line(&e) {
-                    eprintln!("{l}");
-                }
-            })));
-        }
-        let mut runnable: Vec<Task> = checks.iter().filter_map(|c| c.task.clone()).collect();
-        if let Some(cap) = a.timeout_cap.filter(|c| *c > 0.0) {
-            for t in &mut runnable {
-                t.agent_timeout_sec = Some(t.agent_timeout_sec.unwrap_or(cap).min(cap));
-                t.verifier_timeout_sec = t.verifier_timeout_sec.min(cap);
-                let b = &mut t.environment.build_timeout_sec;
-                *b = Some(b.unwrap_or(cap).min(cap));
-            }
-        }
-        let dir = a.out.clone().unwrap_or_else(|| {
-            std::env::temp_dir().join(format!(
-                "ahe-bench-check-{}-{}",
-                std::process::id(),
-                chrono::Local::now().format("%H%M%S")
-            ))
-        });
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| CliError::usage(anyhow::anyhow!("--out {}: {e}", dir.display())))?;
-        if !a.json {
-            eprintln!(
-                "ahe bench check: running {} of {} tasks ({}) on the {} sandbox, {} at once",
-                runnable.len(),
-                checks.len(),
-                kinds
-                    .iter()
-                    .map(|k| k.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" + "),
-                backend.name(),
-                a.concurrency.max(1)
-            );
-        }
-        let total = runnable.len() * kinds.len();
-        let opts = RunOptions {
-            backend,
-            kinds: kinds.clone(),
-            concurrency: a.concurrency.max(1),
-            out_dir: dir.clone(),
-            default_agent_timeout: Duration::from_secs(1800),
-            infra_retries: 1,
-            verifier: cfg.as_ref().map(|c| c.verifier).unwrap_or_default(),
-            run: format!("bench-check-{}", std::process::id()),
-        };
-        let quiet = a.json;
-        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let progress: oracle::RunProgress = Arc::new(move |task: &str, c: &RunCheck| {
-            let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            if !quiet {
-                eprintln!(
-                    "[{n}/{total}] {task} {}: {} ({:.1}s)",
-                    c.kind.as_str(),
-                    run_cell(Some(c)),
-                    c.duration_ms as f64 / 1000.0
-                );
-            }
-        });
-        let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-        runs = rt.block_on(oracle::run_checks(&runnable, &opts, progress));
-        out_dir = Some(dir);
-    }
+    Ok(checks)
+}
 
+/// The table, the findings, the hacks line and the summary line of `bench check`, and where
+/// the trial logs were kept (`logs`).
+fn print_check_text(
+    a: &CheckArgs,
+    checks: &[FormatCheck],
+    runs: &BTreeMap<String, Vec<RunCheck>>,
+    kinds: &[RunKind],
+    logs: Option<&PathBuf>,
+) {
     let format_failed = checks.iter().filter(|c| !c.ok()).count();
     let run_failed = runs.values().flatten().filter(|r| !r.ok).count();
     let ok = format_failed == 0 && run_failed == 0;
-    // Trial logs are worth keeping only when something failed or the user asked for them.
-    if let (Some(dir), true, None) = (&out_dir, ok, &a.out) {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    if a.json {
-        let doc = json!({
-            "benchmark": a.dir.display().to_string(),
-            "ok": ok,
-            "sandbox": sandbox_name,
-            "runs": kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-            "trial_logs": out_dir.as_ref().filter(|_| !ok || a.out.is_some())
-                .map(|d| d.display().to_string()),
-            "tasks": checks.iter().map(|c| task_json(c, runs.get(&c.name))).collect::<Vec<_>>(),
-            "summary": {
-                "tasks": checks.len(),
-                "format_failed": format_failed,
-                "runs_failed": run_failed,
-                "hacks": runs.values().flatten().filter(|r| r.hack).count(),
-                "hacks_blocked": runs.values().flatten().filter(|r| r.hack && r.ok).count(),
-            },
-        });
+    print!("{}", check_table(checks, runs, kinds));
+    print_findings(checks, runs);
+    let runs_total: usize = runs.values().map(Vec::len).sum();
+    let hacks: Vec<&RunCheck> = runs.values().flatten().filter(|r| r.hack).collect();
+    if !hacks.is_empty() {
+        let blocked = hacks.iter().filter(|r| r.ok).count();
+        let flagged = hacks.iter().filter(|r| r.ok && r.suspect).count();
         println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
+            "{blocked}/{} hacks blocked ({} failed, {flagged} flagged suspect)",
+            hacks.len(),
+            blocked - flagged
         );
-    } else {
-        print!("{}", check_table(&checks, &runs, &kinds));
-        print_findings(&checks, &runs);
-        let runs_total: usize = runs.values().map(Vec::len).sum();
-        let hacks: Vec<&RunCheck> = runs.values().flatten().filter(|r| r.hack).collect();
-        if !hacks.is_empty() {
-            let blocked = hacks.iter().filter(|r| r.ok).count();
-            let flagged = hacks.iter().filter(|r| r.ok && r.suspect).count();
-            println!(
-                "{blocked}/{} hacks blocked ({} failed, {flagged} flagged suspect)",
-                hacks.len(),
-                blocked - flagged
-            );
-        }
-        println!(
-            "{}: {} tasks; format ok {}/{}; runs ok {}/{}{}",
-            a.dir.display(),
-            checks.len(),
-            checks.len() - format_failed,
-            checks.len(),
-            runs_total - run_failed,
-            runs_total,
-            if ok { " — OK" } else { " — FAILED" }
-        );
-        if let Some(dir) = out_dir.as_ref().filter(|_| !ok || a.out.is_some()) {
-            println!("trial logs: {}", dir.display());
-        }
     }
-    if ok {
-        Ok(())
-    } else {
-        Err(CliError::failed(anyhow::anyhow!(
-            "bench check failed: {format_failed} task(s) with format errors, {run_failed} failed run(s)"
-        )))
+    println!(
+        "{}: {} tasks; format ok {}/{}; runs ok {}/{}{}",
+        a.dir.display(),
+        checks.len(),
+        checks.len() - format_failed,
+        checks.len(),
+        runs_total - run_failed,
+        runs_total,
+        if ok { " — OK" } else { " — FAILED" }
+    );
+    if let Some(dir) = logs {
+        println!("trial logs: {}", dir.display());
     }
 }
 
