@@ -61,27 +61,8 @@ fn role_of(role: &str) -> ahe_model::Role {
 /// A request of at most one output token, retried after transient errors as the run would;
 /// mock and local models are not asked.
 async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, String> {
-    match m.provider.as_str() {
-        "mock" => return Ok("mock model: no request needed".into()),
-        "local" => {
-            return match &m.path {
-                Some(p) if !p.is_file() => Err(format!(
-                    "model file {} does not exist (scripts/fetch-model.sh fetches the default)",
-                    p.display()
-                )),
-                _ => Ok("local model: not loaded by the check".into()),
-            }
-        }
-        _ => {}
-    }
-    if m.cache == ahe_model::CacheMode::Replay {
-        return match &m.cache_dir {
-            Some(d) if !d.is_dir() => Err(format!(
-                "cache = \"replay\": the cache directory {} does not exist",
-                d.display()
-            )),
-            _ => Ok("replays from its recording: no request needed".into()),
-        };
+    if let Some(r) = answer_without_request(&m) {
+        return r;
     }
     m.timeout_sec = m.timeout_sec.min(MODEL_TIMEOUT_SEC);
     m.cache = ahe_model::CacheMode::Off;
@@ -105,32 +86,13 @@ async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, Strin
     let result = match once.chat(&req).await {
         // Nothing listens there (or DNS/TLS fails): waiting would not change the answer.
         Err(e) if e.is_retryable() && !e.is_cannot_connect() => {
-            let malformed = matches!(e, ahe_model::ModelError::Malformed(_));
             (m.max_retries, m.max_malformed_retries) = retries;
-            let left = if malformed {
-                &mut m.max_malformed_retries
-            } else {
-                &mut m.max_retries
-            };
-            match left.checked_sub(1) {
-                None => Err(e),
-                Some(n) => {
-                    *left = n;
-                    let rest = ahe_model::build_client(&m).map_err(|e| format!("{e:#}"))?;
-                    let r = rest.chat(&req).await;
-                    retried = rest.stats().retries + 1;
-                    r.map_err(|last| {
-                        ahe_model::ModelError::Permanent(format!(
-                            "{last} (still failing after {retried} retries; first: {e})"
-                        ))
-                    })
-                }
-            }
+            retry_rest(&mut m, &req, e, &mut retried).await?
         }
-        r => r,
+        r => r.map(drop),
     };
     match result {
-        Ok(_) => match retried {
+        Ok(()) => match retried {
             0 => Ok("answers a one-token request".into()),
             n => Ok(format!(
                 "answers a one-token request (after {n} transient error(s), retried as the run would)"
@@ -146,4 +108,61 @@ async fn probe_model(mut m: ModelConfig, roles: &[&str]) -> Result<String, Strin
             })
         }
     }
+}
+
+/// The probe's answer for a model that needs no request (mock, local, a cache replay), or an
+/// error when the file or directory it would read is missing; `None` for the others.
+fn answer_without_request(m: &ModelConfig) -> Option<Result<String, String>> {
+    match m.provider.as_str() {
+        "mock" => return Some(Ok("mock model: no request needed".into())),
+        "local" => {
+            return Some(match &m.path {
+                Some(p) if !p.is_file() => Err(format!(
+                    "model file {} does not exist (scripts/fetch-model.sh fetches the default)",
+                    p.display()
+                )),
+                _ => Ok("local model: not loaded by the check".into()),
+            })
+        }
+        _ => {}
+    }
+    if m.cache == ahe_model::CacheMode::Replay {
+        return Some(match &m.cache_dir {
+            Some(d) if !d.is_dir() => Err(format!(
+                "cache = \"replay\": the cache directory {} does not exist",
+                d.display()
+            )),
+            _ => Ok("replays from its recording: no request needed".into()),
+        });
+    }
+    None
+}
+
+/// After the transient error `first`, the request again with the rest of the config's retries
+/// of that kind (`m` holds its full counts); `retried` becomes how many were made.
+async fn retry_rest(
+    m: &mut ModelConfig,
+    req: &ChatRequest,
+    first: ahe_model::ModelError,
+    retried: &mut u64,
+) -> Result<Result<(), ahe_model::ModelError>, String> {
+    let malformed = matches!(first, ahe_model::ModelError::Malformed(_));
+    let left = if malformed {
+        &mut m.max_malformed_retries
+    } else {
+        &mut m.max_retries
+    };
+    let Some(n) = left.checked_sub(1) else {
+        return Ok(Err(first));
+    };
+    *left = n;
+    let rest = ahe_model::build_client(m).map_err(|e| format!("{e:#}"))?;
+    let r = rest.chat(req).await;
+    *retried = rest.stats().retries + 1;
+    let retried = *retried;
+    Ok(r.map(drop).map_err(|last| {
+        ahe_model::ModelError::Permanent(format!(
+            "{last} (still failing after {retried} retries; first: {first})"
+        ))
+    }))
 }
