@@ -192,78 +192,91 @@ pub fn text(doc: &Value) -> String {
         ));
     }
     for c in doc["comparisons"].as_array().into_iter().flatten() {
+        s.push_str(&comparison_text(c));
+    }
+    s
+}
+
+/// One comparison of the document as text: its delta line, the tasks left out, and the table
+/// of tasks that differ (largest gain first).
+fn comparison_text(c: &Value) -> String {
+    let mut s = format!(
+        "\n{} vs {}: ",
+        c["other"].as_str().unwrap_or(""),
+        c["baseline"].as_str().unwrap_or("")
+    );
+    match (c["delta"].as_f64(), c["delta_ci"].as_array()) {
+        (Some(d), Some(ci)) => s.push_str(&format!(
+            "Δ pass@1 {d:+.3} (paired bootstrap 95% CI {:+.3}…{:+.3}, {} tasks{})\n",
+            ci[0].as_f64().unwrap_or(0.0),
+            ci[1].as_f64().unwrap_or(0.0),
+            c["n_paired"],
+            if c["significant"].as_bool() == Some(true) {
+                ", significant"
+            } else {
+                ", within noise"
+            }
+        )),
+        _ => s.push_str("no tasks in common\n"),
+    }
+    let left_out: Vec<&str> = c["excluded_infra"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !left_out.is_empty() {
         s.push_str(&format!(
-            "\n{} vs {}: ",
-            c["other"].as_str().unwrap_or(""),
-            c["baseline"].as_str().unwrap_or("")
+            "  left out (no trial of one side could run: infra): {}\n",
+            left_out.join(", ")
         ));
-        match (c["delta"].as_f64(), c["delta_ci"].as_array()) {
-            (Some(d), Some(ci)) => s.push_str(&format!(
-                "Δ pass@1 {d:+.3} (paired bootstrap 95% CI {:+.3}…{:+.3}, {} tasks{})\n",
-                ci[0].as_f64().unwrap_or(0.0),
-                ci[1].as_f64().unwrap_or(0.0),
-                c["n_paired"],
-                if c["significant"].as_bool() == Some(true) {
-                    ", significant"
-                } else {
-                    ", within noise"
-                }
-            )),
-            _ => s.push_str("no tasks in common\n"),
-        }
-        let left_out: Vec<&str> = c["excluded_infra"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        if !left_out.is_empty() {
-            s.push_str(&format!(
-                "  left out (no trial of one side could run: infra): {}\n",
-                left_out.join(", ")
-            ));
-        }
-        let mut rows: Vec<&Value> = c["tasks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["delta"].as_f64().unwrap_or(0.0) != 0.0)
-            .collect();
-        rows.sort_by(|a, b| {
-            b["delta"]
-                .as_f64()
-                .unwrap_or(0.0)
-                .total_cmp(&a["delta"].as_f64().unwrap_or(0.0))
-        });
-        if rows.is_empty() {
-            s.push_str("  no task differs\n");
-            continue;
-        }
-        let tw = rows
-            .iter()
-            .filter_map(|t| t["task"].as_str().map(|x| x.chars().count()))
-            .max()
-            .unwrap_or(4)
-            .max(4);
+    }
+    s.push_str(&differing_tasks_table(c));
+    s
+}
+
+/// The tasks of one comparison whose pass rate differs, as a table sorted by delta (largest
+/// gain first), with each difference's Fisher p-value; a line saying so when none differs.
+fn differing_tasks_table(c: &Value) -> String {
+    let mut rows: Vec<&Value> = c["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["delta"].as_f64().unwrap_or(0.0) != 0.0)
+        .collect();
+    rows.sort_by(|a, b| {
+        b["delta"]
+            .as_f64()
+            .unwrap_or(0.0)
+            .total_cmp(&a["delta"].as_f64().unwrap_or(0.0))
+    });
+    if rows.is_empty() {
+        return "  no task differs\n".to_string();
+    }
+    let tw = rows
+        .iter()
+        .filter_map(|t| t["task"].as_str().map(|x| x.chars().count()))
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut s = format!(
+        "  {:<tw$}  {:>8}  {:>8}  {:>6}  {}\n",
+        "task", "baseline", "other", "Δ", "p (Fisher)"
+    );
+    for t in rows {
         s.push_str(&format!(
-            "  {:<tw$}  {:>8}  {:>8}  {:>6}  {}\n",
-            "task", "baseline", "other", "Δ", "p (Fisher)"
+            "  {:<tw$}  {:>8}  {:>8}  {:>+6.2}  {:.3}{}\n",
+            t["task"].as_str().unwrap_or(""),
+            format!("{}/{}", t["baseline_passed"], t["baseline_k"]),
+            format!("{}/{}", t["other_passed"], t["other_k"]),
+            t["delta"].as_f64().unwrap_or(0.0),
+            t["p_value"].as_f64().unwrap_or(1.0),
+            if t["within_noise"].as_bool() == Some(true) {
+                " (within noise)"
+            } else {
+                ""
+            }
         ));
-        for t in rows {
-            s.push_str(&format!(
-                "  {:<tw$}  {:>8}  {:>8}  {:>+6.2}  {:.3}{}\n",
-                t["task"].as_str().unwrap_or(""),
-                format!("{}/{}", t["baseline_passed"], t["baseline_k"]),
-                format!("{}/{}", t["other_passed"], t["other_k"]),
-                t["delta"].as_f64().unwrap_or(0.0),
-                t["p_value"].as_f64().unwrap_or(1.0),
-                if t["within_noise"].as_bool() == Some(true) {
-                    " (within noise)"
-                } else {
-                    ""
-                }
-            ));
-        }
     }
     s
 }

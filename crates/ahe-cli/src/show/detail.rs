@@ -7,6 +7,8 @@ use ahe_report::view::trial::{
     excerpt_lines, one_line_clip, TrialView, TurnView, EXCERPT_LINE_CHARS, TEXT_SUMMARY_CHARS,
 };
 
+/// One task's history as text: a row per iteration (result, status, move, trials, the
+/// predictions about it), and with `only` (one iteration) a row per trial of it.
 pub(super) fn task_text(run: &RunReport, doc: &serde_json::Value, only: Option<u32>) -> String {
     let task = doc["task"].as_str().unwrap_or("");
     let mut s = format!(
@@ -19,44 +21,8 @@ pub(super) fn task_text(run: &RunReport, doc: &serde_json::Value, only: Option<u
         only.map(|t| format!(" · iteration {t}"))
             .unwrap_or_default()
     );
-    let strs = |v: &serde_json::Value| -> String {
-        let l: Vec<String> = v
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        list(&l)
-    };
     let hist = doc["history"].as_array().cloned().unwrap_or_default();
-    let rows: Vec<Vec<String>> = hist
-        .iter()
-        .map(|h| {
-            let trials: Vec<String> = h["trials"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|x| x["status"].as_str().unwrap_or("?").to_string())
-                        .collect()
-                })
-                .unwrap_or_default();
-            let t = h["iteration"].as_u64().unwrap_or(0) as u32;
-            vec![
-                run.iteration(t)
-                    .map(iter_label)
-                    .unwrap_or_else(|| t.to_string()),
-                format!("{}/{}", h["passed"], h["k"]),
-                h["status"].as_str().unwrap_or("").to_string(),
-                h["move"].as_str().unwrap_or("").to_string(),
-                trials.join(" "),
-                strs(&h["predicted_fix_by"]),
-                strs(&h["risk_of"]),
-                h["detail"].as_str().unwrap_or("").to_string(),
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = hist.iter().map(|h| history_row(run, h)).collect();
     s.push_str(&table(
         &[
             "iter",
@@ -73,46 +39,89 @@ pub(super) fn task_text(run: &RunReport, doc: &serde_json::Value, only: Option<u
     ));
     if let (Some(t), Some(h)) = (only, hist.first()) {
         s.push('\n');
-        let rows: Vec<Vec<String>> = h["trials"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|x| {
-                        vec![
-                            format!("#{}", x["attempt"]),
-                            x["status"].as_str().unwrap_or("").to_string(),
-                            x["reward"]
-                                .as_f64()
-                                .map(|r| r.to_string())
-                                .unwrap_or_else(|| "–".into()),
-                            x["turns"]
-                                .as_u64()
-                                .map(|r| r.to_string())
-                                .unwrap_or_else(|| "–".into()),
-                            x["tokens"]
-                                .as_u64()
-                                .map(tokens)
-                                .unwrap_or_else(|| "–".into()),
-                            x["duration_sec"]
-                                .as_f64()
-                                .map(secs)
-                                .unwrap_or_else(|| "–".into()),
-                        ]
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        s.push_str(&table(
-            &["trial", "status", "reward", "turns", "tokens", "time"],
-            &rows,
-            &[2, 3, 4, 5],
-        ));
+        s.push_str(&trials_table(h));
         s.push_str(&format!(
             "turns of one trial: ahe show {} --iteration {t} --task {task} --trial N\n",
             run.dir.display()
         ));
     }
     s
+}
+
+/// The row of one iteration in a task's history (`h`, an entry of the task document's
+/// `history`).
+fn history_row(run: &RunReport, h: &serde_json::Value) -> Vec<String> {
+    let strs = |v: &serde_json::Value| -> String {
+        let l: Vec<String> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        list(&l)
+    };
+    let trials: Vec<String> = h["trials"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| x["status"].as_str().unwrap_or("?").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let t = h["iteration"].as_u64().unwrap_or(0) as u32;
+    vec![
+        run.iteration(t)
+            .map(iter_label)
+            .unwrap_or_else(|| t.to_string()),
+        format!("{}/{}", h["passed"], h["k"]),
+        h["status"].as_str().unwrap_or("").to_string(),
+        h["move"].as_str().unwrap_or("").to_string(),
+        trials.join(" "),
+        strs(&h["predicted_fix_by"]),
+        strs(&h["risk_of"]),
+        h["detail"].as_str().unwrap_or("").to_string(),
+    ]
+}
+
+/// The table of one iteration's trials of a task: attempt, status, reward, turns, tokens,
+/// time (`–` where unknown).
+fn trials_table(h: &serde_json::Value) -> String {
+    let rows: Vec<Vec<String>> = h["trials"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    vec![
+                        format!("#{}", x["attempt"]),
+                        x["status"].as_str().unwrap_or("").to_string(),
+                        x["reward"]
+                            .as_f64()
+                            .map(|r| r.to_string())
+                            .unwrap_or_else(|| "–".into()),
+                        x["turns"]
+                            .as_u64()
+                            .map(|r| r.to_string())
+                            .unwrap_or_else(|| "–".into()),
+                        x["tokens"]
+                            .as_u64()
+                            .map(tokens)
+                            .unwrap_or_else(|| "–".into()),
+                        x["duration_sec"]
+                            .as_f64()
+                            .map(secs)
+                            .unwrap_or_else(|| "–".into()),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    table(
+        &["trial", "status", "reward", "turns", "tokens", "time"],
+        &rows,
+        &[2, 3, 4, 5],
+    )
 }
 
 /// At most `n` lines of `text` (control characters made visible first), each cut to
