@@ -69,21 +69,7 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         .map(RunConfig::load)
         .transpose()
         .map_err(CliError::usage)?;
-    let model_cfg = match (&a.model, &cfg) {
-        (Some(spec), _) => {
-            ModelConfig::from_spec(spec).map_err(|e| CliError::usage(e.context("--model")))?
-        }
-        (None, Some(c)) => c.model("code_agent"),
-        (None, None) => {
-            return Err(CliError::usage(anyhow::anyhow!(
-                "no model: pass --model SPEC ({}) or --config FILE",
-                ahe_model::config::SPEC_FORMS
-            )))
-        }
-    };
-    model_cfg
-        .validate()
-        .map_err(|e| CliError::usage(e.context("model")))?;
+    let model_cfg = model_config(&a, cfg.as_ref())?;
     // Every harness is resolved and validated before anything runs.
     let mut harness_args: Vec<PathBuf> = a.against.iter().cloned().collect();
     harness_args.extend(a.harness.iter().cloned());
@@ -97,43 +83,8 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         }
         harnesses.push((harness, replay));
     }
-    let (tasks, errors) = ahe_bench::load_benchmark(&a.benchmark).map_err(CliError::usage)?;
-    if !errors.is_empty() {
-        let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
-        return Err(CliError::usage(anyhow::anyhow!(
-            "benchmark {} has invalid tasks:\n{}",
-            a.benchmark.display(),
-            list.join("\n")
-        )));
-    }
-    let include = if a.tasks.is_empty() {
-        cfg.as_ref()
-            .map(|c| c.benchmark.include.clone())
-            .unwrap_or_default()
-    } else {
-        a.tasks.clone()
-    };
-    let exclude = cfg
-        .as_ref()
-        .map(|c| c.benchmark.exclude.clone())
-        .unwrap_or_default();
-    let tasks = ahe_bench::select_tasks(tasks, &include, &exclude).map_err(CliError::usage)?;
-    let sandbox_name = a
-        .sandbox
-        .clone()
-        .or_else(|| cfg.as_ref().map(|c| c.sandbox.backend.clone()))
-        .unwrap_or_else(|| "auto".into());
-    let pull = a
-        .pull
-        .or(cfg.as_ref().map(|c| c.sandbox.pull))
-        .unwrap_or_default();
-    let hosts = cfg
-        .as_ref()
-        .map(|c| c.sandbox.hosts.clone())
-        .unwrap_or_default();
-    let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
-    let backend = ahe_runner::rollout::select_backend_on(&sandbox_name, pull, &hosts, harbor)
-        .map_err(CliError::usage)?;
+    let tasks = selected_tasks(&a, cfg.as_ref())?;
+    let backend = backend(&a, cfg.as_ref())?;
     let k = a.k.or(cfg.as_ref().map(|c| c.k)).unwrap_or(1);
     if k == 0 {
         return Err(CliError::usage(anyhow::anyhow!("-k: must be at least 1")));
@@ -180,26 +131,112 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
     };
     if harnesses.len() == 1 {
         let (h, replay) = harnesses.remove(0);
-        let scores = evaluate(&common, &harness_args[0], h, replay, &out_dir)?;
-        if a.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&scores).map_err(CliError::failed)?
-            );
-        } else {
-            print!("{}", ahe_bench::eval::table(&scores));
-            println!(
-                "scores: {}",
-                ahe_bench::EvalDir::new(out_dir).scores_path().display()
-            );
-        }
-        return Ok(());
+        return evaluate_one(&common, &harness_args[0], (h, replay), &out_dir, a.json);
     }
-    // Comparison: every harness on the same tasks, k and model, each into <out>/<label>/.
+    let harnesses: Vec<(&PathBuf, &String, Loaded)> = harness_args
+        .iter()
+        .zip(&labels)
+        .zip(harnesses)
+        .map(|((h, label), loaded)| (h, label, loaded))
+        .collect();
+    compare(&common, harnesses, &out_dir, a.json)
+}
+
+/// The model of the code agent: `--model`, else the config's `code_agent` role; validated.
+fn model_config(a: &EvalArgs, cfg: Option<&RunConfig>) -> Result<ModelConfig, CliError> {
+    let model_cfg = match (&a.model, cfg) {
+        (Some(spec), _) => {
+            ModelConfig::from_spec(spec).map_err(|e| CliError::usage(e.context("--model")))?
+        }
+        (None, Some(c)) => c.model("code_agent"),
+        (None, None) => {
+            return Err(CliError::usage(anyhow::anyhow!(
+                "no model: pass --model SPEC ({}) or --config FILE",
+                ahe_model::config::SPEC_FORMS
+            )))
+        }
+    };
+    model_cfg
+        .validate()
+        .map_err(|e| CliError::usage(e.context("model")))?;
+    Ok(model_cfg)
+}
+
+/// The benchmark's tasks (every one must load) that `--tasks` (else the config's `include`)
+/// names, minus the config's `exclude`.
+fn selected_tasks(a: &EvalArgs, cfg: Option<&RunConfig>) -> Result<Vec<ahe_bench::Task>, CliError> {
+    let (tasks, errors) = ahe_bench::load_benchmark(&a.benchmark).map_err(CliError::usage)?;
+    if !errors.is_empty() {
+        let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+        return Err(CliError::usage(anyhow::anyhow!(
+            "benchmark {} has invalid tasks:\n{}",
+            a.benchmark.display(),
+            list.join("\n")
+        )));
+    }
+    let include = if a.tasks.is_empty() {
+        cfg.map(|c| c.benchmark.include.clone()).unwrap_or_default()
+    } else {
+        a.tasks.clone()
+    };
+    let exclude = cfg.map(|c| c.benchmark.exclude.clone()).unwrap_or_default();
+    ahe_bench::select_tasks(tasks, &include, &exclude).map_err(CliError::usage)
+}
+
+/// The sandbox backend: `--sandbox` and `--pull`, else the config's `[sandbox]` (its hosts and
+/// Harbor settings too), else `auto` pulling missing images.
+fn backend(
+    a: &EvalArgs,
+    cfg: Option<&RunConfig>,
+) -> Result<Arc<dyn ahe_sandbox::Backend>, CliError> {
+    let sandbox_name = a
+        .sandbox
+        .clone()
+        .or_else(|| cfg.map(|c| c.sandbox.backend.clone()))
+        .unwrap_or_else(|| "auto".into());
+    let pull = a.pull.or(cfg.map(|c| c.sandbox.pull)).unwrap_or_default();
+    let hosts = cfg.map(|c| c.sandbox.hosts.clone()).unwrap_or_default();
+    let harbor = cfg.and_then(|c| c.sandbox.harbor.as_ref());
+    ahe_runner::rollout::select_backend_on(&sandbox_name, pull, &hosts, harbor)
+        .map_err(CliError::usage)
+}
+
+/// Evaluates the one harness into `out_dir` and prints its scores (a table, or JSON).
+fn evaluate_one(
+    common: &Common,
+    arg: &std::path::Path,
+    (h, replay): Loaded,
+    out_dir: &std::path::Path,
+    json: bool,
+) -> Result<(), CliError> {
+    let scores = evaluate(common, arg, h, replay, out_dir)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&scores).map_err(CliError::failed)?
+        );
+    } else {
+        print!("{}", ahe_bench::eval::table(&scores));
+        println!(
+            "scores: {}",
+            ahe_bench::EvalDir::new(out_dir).scores_path().display()
+        );
+    }
+    Ok(())
+}
+
+/// A comparison: every harness (argument, label, loaded) on the same tasks, k and model, each
+/// into `<out>/<label>/`; prints the comparison (text, or its JSON document).
+fn compare(
+    common: &Common,
+    harnesses: Vec<(&PathBuf, &String, Loaded)>,
+    out_dir: &std::path::Path,
+    json: bool,
+) -> Result<(), CliError> {
     let mut evaluated = Vec::new();
-    for ((h, label), (harness, replay)) in harness_args.iter().zip(&labels).zip(harnesses) {
+    for (h, label, (harness, replay)) in harnesses {
         let dir = out_dir.join(label);
-        let scores = evaluate(&common, h, harness, replay, &dir)?;
+        let scores = evaluate(common, h, harness, replay, &dir)?;
         evaluated.push(crate::compare::Evaluated {
             label: label.clone(),
             harness: h.display().to_string(),
@@ -208,7 +245,7 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         });
     }
     let doc = crate::compare::document(&evaluated, common.k, &common.model_cfg.describe());
-    if a.json {
+    if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(CliError::failed)?
