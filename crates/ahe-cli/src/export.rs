@@ -125,37 +125,66 @@ fn harbor(a: &HarborArgs) -> anyhow::Result<usize> {
     let (provider, model_name) = model
         .split_once(':')
         .map_or((None, model.as_str()), |(p, m)| (Some(p), m));
-    let agent = json!({"name": "ahe", "model_name": model});
-    let agent_info = json!({"name": "ahe", "version": env!("CARGO_PKG_VERSION"),
-        "model_info": {"name": model_name, "provider": provider}});
     std::fs::create_dir_all(&a.out)?;
-    let job_id = uuid(&name);
+    let job = Job {
+        out: &a.out,
+        eval: &eval,
+        bench: bench.as_deref(),
+        job_id: uuid(&name),
+        name: &name,
+        model: &model,
+        model_name,
+        agent: json!({"name": "ahe", "model_name": model}),
+        agent_info: json!({"name": "ahe", "version": env!("CARGO_PKG_VERSION"),
+            "model_info": {"name": model_name, "provider": provider}}),
+    };
     let mut summaries = Vec::new();
     for r in &results {
-        let task_dir = bench
-            .as_ref()
-            .map(|b| b.join(&r.task))
-            .filter(|d| d.is_dir());
+        summaries.push(job.write_trial(r)?);
+    }
+    job.write_summary(&scores, &results)?;
+    Ok(summaries.len())
+}
+
+/// What every file of one exported Harbor job shares: where it goes, the evaluation it comes
+/// from, the benchmark's tasks (when at hand), its name and id, and the agent it names.
+struct Job<'a> {
+    out: &'a Path,
+    eval: &'a EvalDir,
+    bench: Option<&'a Path>,
+    name: &'a str,
+    job_id: String,
+    model: &'a str,
+    model_name: &'a str,
+    agent: Value,
+    agent_info: Value,
+}
+
+impl Job<'_> {
+    /// Writes one trial's folder (`agent/trajectory.json`, `verifier/reward.txt`, its config
+    /// and result); returns its result document.
+    fn write_trial(&self, r: &TrialResult) -> anyhow::Result<Value> {
+        let task_dir = self.bench.map(|b| b.join(&r.task)).filter(|d| d.is_dir());
         let trial_name = format!(
             "{}__{}",
             r.task.chars().take(32).collect::<String>(),
             &uuid(&r.trial_id)[..7]
         );
-        let dir = a.out.join(&trial_name);
+        let dir = self.out.join(&trial_name);
         std::fs::create_dir_all(dir.join("agent"))?;
         std::fs::create_dir_all(dir.join("verifier"))?;
         let task_path = task_dir.clone().unwrap_or_else(|| PathBuf::from(&r.task));
         let config = json!({
             "task": {"path": task_path},
             "trial_name": trial_name,
-            "trials_dir": a.out,
-            "agent": agent,
-            "job_id": job_id,
+            "trials_dir": self.out,
+            "agent": self.agent,
+            "job_id": self.job_id,
         });
-        let trial_dir = eval.trial(&r.task, r.attempt);
+        let trial_dir = self.eval.trial(&r.task, r.attempt);
         let trace = std::fs::read_to_string(trial_dir.trace_path()).unwrap_or_default();
         // A trial that never reached its agent (infra error) has no trajectory, as in Harbor.
-        let t = atif(&trace, &model);
+        let t = atif(&trace, self.model);
         if t["steps"].as_array().is_some_and(|s| !s.is_empty()) {
             std::fs::write(
                 dir.join("agent/trajectory.json"),
@@ -172,7 +201,7 @@ fn harbor(a: &HarborArgs) -> anyhow::Result<usize> {
             &task_path,
             task_dir.as_deref(),
             &config,
-            &agent_info,
+            &self.agent_info,
         )?;
         std::fs::write(
             dir.join(harbor_job::CONFIG),
@@ -182,42 +211,52 @@ fn harbor(a: &HarborArgs) -> anyhow::Result<usize> {
             dir.join(harbor_job::RESULT),
             serde_json::to_string_pretty(&result)?,
         )?;
-        summaries.push(result);
+        Ok(result)
     }
-    let errored = results
-        .iter()
-        .filter(|r| r.status == TrialStatus::InfraError)
-        .count();
-    let rewards: Vec<f64> = results.iter().map(|r| r.reward.unwrap_or(0.0)).collect();
-    let mean = rewards.iter().sum::<f64>() / rewards.len() as f64;
-    let eval_key = format!("ahe__{model_name}__{name}");
-    let started = results.iter().map(|r| r.started_at.clone()).min();
-    let finished = results.iter().map(|r| r.finished_at.clone()).max();
-    let job = json!({
-        "id": job_id,
-        "started_at": started,
-        "finished_at": finished,
-        "n_total_trials": results.len(),
-        "stats": {
-            "n_completed_trials": results.len(),
-            "n_errored_trials": errored,
-            "evals": {eval_key: {"n_trials": results.len(), "n_errors": errored, "metrics": [{"mean": mean}]}},
-            "n_input_tokens": scores.tokens.input,
-            "n_cache_tokens": scores.tokens.cached_input,
-            "n_output_tokens": scores.tokens.output,
-            "cost_usd": scores.cost_usd,
-        },
-    });
-    let job_config = json!({"job_name": name, "n_attempts": scores.k, "agents": [agent]});
-    std::fs::write(
-        a.out.join(harbor_job::CONFIG),
-        serde_json::to_string_pretty(&job_config)?,
-    )?;
-    std::fs::write(
-        a.out.join(harbor_job::RESULT),
-        serde_json::to_string_pretty(&job)?,
-    )?;
-    Ok(summaries.len())
+
+    /// Writes the job's own config and result: trial and error counts, the mean reward, the
+    /// tokens and dollars of the evaluation.
+    fn write_summary(
+        &self,
+        scores: &ahe_bench::Scores,
+        results: &[TrialResult],
+    ) -> anyhow::Result<()> {
+        let errored = results
+            .iter()
+            .filter(|r| r.status == TrialStatus::InfraError)
+            .count();
+        let rewards: Vec<f64> = results.iter().map(|r| r.reward.unwrap_or(0.0)).collect();
+        let mean = rewards.iter().sum::<f64>() / rewards.len() as f64;
+        let eval_key = format!("ahe__{}__{}", self.model_name, self.name);
+        let started = results.iter().map(|r| r.started_at.clone()).min();
+        let finished = results.iter().map(|r| r.finished_at.clone()).max();
+        let job = json!({
+            "id": self.job_id,
+            "started_at": started,
+            "finished_at": finished,
+            "n_total_trials": results.len(),
+            "stats": {
+                "n_completed_trials": results.len(),
+                "n_errored_trials": errored,
+                "evals": {eval_key: {"n_trials": results.len(), "n_errors": errored, "metrics": [{"mean": mean}]}},
+                "n_input_tokens": scores.tokens.input,
+                "n_cache_tokens": scores.tokens.cached_input,
+                "n_output_tokens": scores.tokens.output,
+                "cost_usd": scores.cost_usd,
+            },
+        });
+        let job_config =
+            json!({"job_name": self.name, "n_attempts": scores.k, "agents": [self.agent]});
+        std::fs::write(
+            self.out.join(harbor_job::CONFIG),
+            serde_json::to_string_pretty(&job_config)?,
+        )?;
+        std::fs::write(
+            self.out.join(harbor_job::RESULT),
+            serde_json::to_string_pretty(&job)?,
+        )?;
+        Ok(())
+    }
 }
 
 /// A stable UUID (v4 layout) from a string: the same trial gets the same id on re-export.

@@ -182,7 +182,6 @@ fn main() -> ExitCode {
 /// Harbor environments of dead processes (see `ahe_sandbox::harbor`), then docker: connecting reaps dead processes' containers; `--all` removes the rest. With a
 /// config naming `[sandbox] hosts`, every one of those engines.
 fn reap(all: bool, config: Option<&std::path::Path>) -> Result<(), CliError> {
-    use ahe_sandbox::docker::{self, DockerBackend};
     let hosts = match config {
         Some(c) => {
             ahe_runner::config::RunConfig::load(c)
@@ -192,6 +191,13 @@ fn reap(all: bool, config: Option<&std::path::Path>) -> Result<(), CliError> {
         }
         None => Vec::new(),
     };
+    reap_local();
+    reap_harbor(all)?;
+    reap_docker(all, &hosts)
+}
+
+/// Removes the local sandboxes and cgroups of dead ahe processes, and says how many.
+fn reap_local() {
     let local = ahe_sandbox::local::reap_dead();
     for (p, e) in &local.failed {
         eprintln!("warning: cannot remove {}: {e}", p.display());
@@ -204,21 +210,34 @@ fn reap(all: bool, config: Option<&std::path::Path>) -> Result<(), CliError> {
         if local.cgroups == 1 { "" } else { "s" },
         local.live
     );
-    // Harbor environments recorded by dead ahe processes (all with --all), before docker:
-    // deleting them through Harbor also removes their compose projects and images.
-    if ahe_sandbox::harbor::state_dir().join("live").is_dir() {
-        let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
-        let h = rt.block_on(ahe_sandbox::harbor::reap(all));
-        for f in &h.failed {
-            eprintln!("warning: harbor environment not deleted: {f}");
-        }
-        println!(
-            "ahe sandbox reap: deleted {} Harbor environment{} ({} of running ahe processes kept)",
-            h.removed,
-            if h.removed == 1 { "" } else { "s" },
-            h.live
-        );
+}
+
+/// Deletes the Harbor environments recorded by dead ahe processes (all with `all`), if any
+/// were recorded; before docker: deleting them through Harbor also removes their compose
+/// projects and images.
+fn reap_harbor(all: bool) -> Result<(), CliError> {
+    if !ahe_sandbox::harbor::state_dir().join("live").is_dir() {
+        return Ok(());
     }
+    let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
+    let h = rt.block_on(ahe_sandbox::harbor::reap(all));
+    for f in &h.failed {
+        eprintln!("warning: harbor environment not deleted: {f}");
+    }
+    println!(
+        "ahe sandbox reap: deleted {} Harbor environment{} ({} of running ahe processes kept)",
+        h.removed,
+        if h.removed == 1 { "" } else { "s" },
+        h.live
+    );
+    Ok(())
+}
+
+/// Connects to the local docker engine (or each of `hosts`), which reaps dead processes'
+/// containers, and with `all` removes every ahe container; an error names the engines not
+/// reached.
+fn reap_docker(all: bool, hosts: &[ahe_sandbox::docker::HostSpec]) -> Result<(), CliError> {
+    use ahe_sandbox::docker::{self, DockerBackend};
     let engines: Vec<(String, ahe_sandbox::Result<DockerBackend>)> = if hosts.is_empty() {
         vec![(String::new(), DockerBackend::connect())]
     } else {
