@@ -96,19 +96,7 @@ pub struct Plan {
 
 /// Runs `ahe matrix`.
 pub fn run(a: MatrixArgs) -> Result<(), CliError> {
-    let mut file = match &a.config {
-        Some(p) => MatrixFile::load(p).map_err(CliError::usage)?,
-        None => MatrixFile::default(),
-    };
-    file.harnesses.extend(a.harness.iter().cloned());
-    file.benchmarks.extend(a.benchmark.iter().cloned());
-    file.models.extend(a.model.iter().cloned());
-    let cfg = file
-        .run_config
-        .as_deref()
-        .map(RunConfig::load)
-        .transpose()
-        .map_err(CliError::usage)?;
+    let (file, cfg) = load_file(&a)?;
     let k = a.k.or(file.k).or(cfg.as_ref().map(|c| c.k)).unwrap_or(1);
     if k == 0 {
         return Err(CliError::usage(anyhow!("-k: must be at least 1")));
@@ -133,26 +121,12 @@ pub fn run(a: MatrixArgs) -> Result<(), CliError> {
         .or(cfg.as_ref().map(|c| c.sandbox.concurrency))
         .unwrap_or(4)
         .max(1);
-    let sandbox = a
-        .sandbox
-        .clone()
-        .or_else(|| cfg.as_ref().map(|c| c.sandbox.backend.clone()))
-        .unwrap_or_else(|| "auto".into());
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
     let cancel = crate::cancel_on_interrupt(&rt, "stopping the matrix's trials...")?;
     let t0 = std::time::Instant::now();
     let env = Env {
         cfg: cfg.clone(),
-        backend: {
-            let pull = cfg.as_ref().map(|c| c.sandbox.pull).unwrap_or_default();
-            let hosts = cfg
-                .as_ref()
-                .map(|c| c.sandbox.hosts.clone())
-                .unwrap_or_default();
-            let harbor = cfg.as_ref().and_then(|c| c.sandbox.harbor.as_ref());
-            ahe_runner::rollout::select_backend_on(&sandbox, pull, &hosts, harbor)
-                .map_err(CliError::usage)?
-        },
+        backend: backend(&a, cfg.as_ref())?,
         concurrency,
         budget: cfg
             .as_ref()
@@ -192,6 +166,42 @@ pub fn run(a: MatrixArgs) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+/// The matrix file (`--config`, else empty) with the command line's harnesses, benchmarks and
+/// models added, and the run config it names.
+fn load_file(a: &MatrixArgs) -> Result<(MatrixFile, Option<RunConfig>), CliError> {
+    let mut file = match &a.config {
+        Some(p) => MatrixFile::load(p).map_err(CliError::usage)?,
+        None => MatrixFile::default(),
+    };
+    file.harnesses.extend(a.harness.iter().cloned());
+    file.benchmarks.extend(a.benchmark.iter().cloned());
+    file.models.extend(a.model.iter().cloned());
+    let cfg = file
+        .run_config
+        .as_deref()
+        .map(RunConfig::load)
+        .transpose()
+        .map_err(CliError::usage)?;
+    Ok((file, cfg))
+}
+
+/// The sandbox backend every cell shares: `--sandbox`, else the run config's (with its pull
+/// policy, hosts and Harbor settings), else `auto`.
+fn backend(
+    a: &MatrixArgs,
+    cfg: Option<&RunConfig>,
+) -> Result<Arc<dyn ahe_sandbox::Backend>, CliError> {
+    let sandbox = a
+        .sandbox
+        .clone()
+        .or_else(|| cfg.map(|c| c.sandbox.backend.clone()))
+        .unwrap_or_else(|| "auto".into());
+    let pull = cfg.map(|c| c.sandbox.pull).unwrap_or_default();
+    let hosts = cfg.map(|c| c.sandbox.hosts.clone()).unwrap_or_default();
+    let harbor = cfg.and_then(|c| c.sandbox.harbor.as_ref());
+    ahe_runner::rollout::select_backend_on(&sandbox, pull, &hosts, harbor).map_err(CliError::usage)
 }
 
 /// Resolves every harness (exporting `runs/NAME@REF`), generates the ablations, validates.
@@ -390,6 +400,72 @@ impl Env {
     }
 }
 
+/// What a cell runs: its harness (turns capped by the run config's `[agent]`), model and
+/// tasks, with the run config's sandbox, verifier, agent-timeout, judge and disk settings.
+fn cell_spec(
+    plan: &Plan,
+    c: &Cell,
+    env: &Env,
+    prior: Vec<ahe_bench::TrialResult>,
+) -> anyhow::Result<RolloutSpec> {
+    let (h, b, m) = (
+        &plan.harnesses[c.at.0],
+        &plan.benchmarks[c.at.1],
+        &plan.models[c.at.2],
+    );
+    let mut harness =
+        ahe_harness::load(&h.dir).map_err(|p| anyhow!("harness {}: {p:?}", h.label))?;
+    if let Some(cfg) = &env.cfg {
+        cfg.agent.cap(&mut harness);
+    }
+    Ok(RolloutSpec {
+        harness: Arc::new(harness),
+        model_cfg: m.cfg.clone(),
+        tasks: b.tasks.clone(),
+        backend: env.backend.clone(),
+        k: plan.k,
+        concurrency: env.concurrency,
+        infra_retries: env.cfg.as_ref().map_or(1, |c| c.sandbox.infra_retries),
+        verifier: env.cfg.as_ref().map(|c| c.verifier).unwrap_or_default(),
+        default_agent_timeout_sec: env
+            .cfg
+            .as_ref()
+            .map_or(1800.0, |c| c.agent.default_timeout_sec),
+        out_dir: c.dir.clone(),
+        run: format!("matrix-{}", c.key.dir_name()),
+        prior,
+        schedule: Default::default(),
+        expected_sec: Default::default(),
+        judge: env.cfg.as_ref().and_then(|c| c.judge_model()),
+        min_free_disk: env
+            .cfg
+            .as_ref()
+            .map_or(ahe_bench::disk::DEFAULT_MIN_FREE, |c| {
+                c.sandbox.min_free_disk
+            }),
+    })
+}
+
+/// A progress callback printing `[cell] task #attempt: status` per finished trial (nothing
+/// when `quiet`).
+fn cell_progress(c: &Cell, quiet: bool) -> Arc<dyn Fn(ahe_bench::Progress) + Send + Sync> {
+    let name = c
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Arc::new(move |p| {
+        if let (false, ahe_bench::Progress::TrialDone { result }) = (quiet, p) {
+            eprintln!(
+                "[{name}] {} #{}: {}",
+                result.task,
+                result.attempt,
+                result.status.as_str()
+            );
+        }
+    })
+}
+
 /// Evaluates the cells still to run, all at once within one pool of trial slots.
 async fn run_cells(plan: &Plan, cells: &mut [Cell], env: &Env) {
     let slots = Arc::new(tokio::sync::Semaphore::new(env.concurrency));
@@ -418,11 +494,6 @@ async fn run_cells(plan: &Plan, cells: &mut [Cell], env: &Env) {
 
 /// One cell's evaluation; its finished trials (not infra errors) from before are kept.
 async fn run_cell(plan: &Plan, c: &Cell, env: &Env) -> anyhow::Result<ahe_bench::Scores> {
-    let (h, b, m) = (
-        &plan.harnesses[c.at.0],
-        &plan.benchmarks[c.at.1],
-        &plan.models[c.at.2],
-    );
     std::fs::create_dir_all(&c.dir)?;
     std::fs::write(
         c.dir.join("cell.json"),
@@ -435,57 +506,12 @@ async fn run_cell(plan: &Plan, c: &Cell, env: &Env) -> anyhow::Result<ahe_bench:
         .into_iter()
         .filter(|r| r.status != ahe_bench::TrialStatus::InfraError && r.attempt <= plan.k)
         .collect();
-    let mut harness =
-        ahe_harness::load(&h.dir).map_err(|p| anyhow!("harness {}: {p:?}", h.label))?;
-    if let Some(cfg) = &env.cfg {
-        cfg.agent.cap(&mut harness);
-    }
-    let spec = RolloutSpec {
-        harness: Arc::new(harness),
-        model_cfg: m.cfg.clone(),
-        tasks: b.tasks.clone(),
-        backend: env.backend.clone(),
-        k: plan.k,
-        concurrency: env.concurrency,
-        infra_retries: env.cfg.as_ref().map_or(1, |c| c.sandbox.infra_retries),
-        verifier: env.cfg.as_ref().map(|c| c.verifier).unwrap_or_default(),
-        default_agent_timeout_sec: env
-            .cfg
-            .as_ref()
-            .map_or(1800.0, |c| c.agent.default_timeout_sec),
-        out_dir: c.dir.clone(),
-        run: format!("matrix-{}", c.key.dir_name()),
-        prior,
-        schedule: Default::default(),
-        expected_sec: Default::default(),
-        judge: env.cfg.as_ref().and_then(|c| c.judge_model()),
-        min_free_disk: env
-            .cfg
-            .as_ref()
-            .map_or(ahe_bench::disk::DEFAULT_MIN_FREE, |c| {
-                c.sandbox.min_free_disk
-            }),
-    };
+    let spec = cell_spec(plan, c, env, prior)?;
     let opts = ahe_model::ClientOptions {
         default_cache_dir: Some(eval.model_cache()),
         budget: env.budget.clone(),
     };
-    let name = c
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let quiet = env.quiet;
-    let progress: Arc<dyn Fn(ahe_bench::Progress) + Send + Sync> = Arc::new(move |p| {
-        if let (false, ahe_bench::Progress::TrialDone { result }) = (quiet, p) {
-            eprintln!(
-                "[{name}] {} #{}: {}",
-                result.task,
-                result.attempt,
-                result.status.as_str()
-            );
-        }
-    });
+    let progress = cell_progress(c, env.quiet);
     let scores =
         ahe_runner::rollout::rollout_with(spec, &opts, env.cancel.clone(), progress).await?;
     let all_infra = scores.n_tasks > 0
