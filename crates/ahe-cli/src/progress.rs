@@ -6,8 +6,10 @@ use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ahe_bench::{Progress, TrialStatus};
+use ahe_bench::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+mod events;
 
 /// Counters of the current stage.
 #[derive(Debug)]
@@ -309,136 +311,15 @@ impl Bar {
 
     /// The callback to hand to the evaluation or the evolve run.
     pub fn callback(&self) -> Arc<dyn Fn(Progress) + Send + Sync> {
-        let bar = self.bar.clone();
-        let state = self.state.clone();
-        let (plain, quiet) = (self.plain, self.quiet);
-        let say = move |bar: &ProgressBar, line: String| {
-            if quiet {
-            } else if plain {
-                eprintln!("{line}");
-            } else {
-                bar.println(line);
-            }
+        let view = events::View {
+            bar: self.bar.clone(),
+            plain: self.plain,
+            quiet: self.quiet,
         };
+        let state = self.state.clone();
         Arc::new(move |p| {
             let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-            if !plain && !quiet && bar.is_hidden() {
-                bar.set_draw_target(ProgressDrawTarget::stderr());
-            }
-            match p {
-                Progress::Stage { label, spent_usd } => {
-                    st.stage = label.clone();
-                    st.baseline_usd = spent_usd;
-                    st.trial_usd = 0.0;
-                    st.total = 0;
-                    st.done = 0;
-                    st.passes = 0;
-                    st.tokens = 0;
-                    let so_far = match st.cost {
-                        CostShown::Unknown => format!(" · {COST_UNKNOWN}"),
-                        CostShown::Local if !st.said_local => format!(" · {NO_API_COST}"),
-                        CostShown::Local => String::new(),
-                        CostShown::Dollars => format!(" · {} spent so far", usd(spent_usd)),
-                    };
-                    st.said_local |= st.cost == CostShown::Local;
-                    say(&bar, format!("[{label}] started{so_far}"));
-                    bar.set_style(spinner_style());
-                    bar.reset_elapsed();
-                    bar.set_prefix(label);
-                    bar.set_message(st.spent_text());
-                    bar.enable_steady_tick(Duration::from_millis(200));
-                }
-                Progress::Start { total } => {
-                    if st.cost == CostShown::Local && !st.said_local {
-                        st.said_local = true;
-                        say(&bar, NO_API_COST.to_string());
-                    }
-                    st.total = total;
-                    st.done = 0;
-                    st.passes = 0;
-                    st.started = Instant::now();
-                    bar.disable_steady_tick();
-                    bar.set_style(bar_style());
-                    bar.set_prefix(if st.stage.is_empty() {
-                        "eval".to_string()
-                    } else {
-                        st.stage.clone()
-                    });
-                    bar.set_length(total as u64);
-                    bar.set_position(0);
-                    bar.reset_eta();
-                    bar.set_message(st.message());
-                }
-                Progress::TrialDone { result } => {
-                    st.done += 1;
-                    st.passes += (result.status == TrialStatus::Pass) as usize;
-                    st.trial_usd += result.cost_usd;
-                    st.tokens += result.usage.input_tokens + result.usage.output_tokens;
-                    bar.inc(1);
-                    bar.set_message(st.message());
-                    if plain && !quiet {
-                        eprintln!(
-                            "{}",
-                            trial_line(
-                                &st,
-                                &result.task,
-                                result.attempt,
-                                &format!("{}{}", result.status.as_str(), placement(&result)),
-                                result.timings.total_ms as f64 / 1000.0
-                            )
-                        );
-                    }
-                }
-                Progress::Message { text } => say(&bar, text),
-                Progress::Disk(e) => {
-                    st.disk_low = (e.state != "ok").then(|| {
-                        format!(
-                            "PAUSED: disk low ({} free, reserve {})",
-                            ahe_bench::disk::gib(e.free_bytes),
-                            ahe_bench::disk::gib(e.min_free_bytes)
-                        )
-                    });
-                    say(&bar, e.text());
-                    bar.set_message(st.message());
-                }
-                Progress::Hosts(hosts) => {
-                    // A host that went down or came back gets a line of its own.
-                    for h in &hosts {
-                        let before = st.hosts.iter().find(|o| o.name == h.name);
-                        if before.is_some_and(|o| o.up != h.up) {
-                            say(&bar, host_change_line(h));
-                        }
-                    }
-                    st.hosts = hosts;
-                    bar.set_message(st.message());
-                }
-                Progress::Pull(e) => {
-                    use ahe_sandbox::PullPhase;
-                    match &e.phase {
-                        PullPhase::Started => {
-                            st.pulls.insert(pull_key(&e), (0, 0, 0, 0));
-                        }
-                        PullPhase::Progress {
-                            layers_done,
-                            layers_total,
-                            bytes_done,
-                            bytes_total,
-                        } => {
-                            st.pulls.insert(
-                                pull_key(&e),
-                                (*layers_done, *layers_total, *bytes_done, *bytes_total),
-                            );
-                        }
-                        PullPhase::Done { .. } | PullPhase::Failed { .. } => {
-                            st.pulls.remove(&pull_key(&e));
-                        }
-                    }
-                    if let Some(line) = pull_line(&e) {
-                        say(&bar, line);
-                    }
-                    bar.set_message(st.message());
-                }
-            }
+            view.show(&mut st, p);
         })
     }
 
