@@ -94,19 +94,8 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         .or(cfg.as_ref().map(|c| c.sandbox.concurrency))
         .unwrap_or(4)
         .max(1);
-    let out_dir = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from("runs").join(format!(
-            "eval-{}",
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
-        ))
-    });
     let labels = crate::compare::labels(&harness_args);
-    // A comparison writes into <out>/<label>/; --force clears those and <out> itself.
-    let mut subdirs = vec![""];
-    if harnesses.len() > 1 {
-        subdirs.extend(labels.iter().map(String::as_str));
-    }
-    prepare_out(&out_dir, &subdirs, a.force)?;
+    let out_dir = out_dir(&a, &labels, harnesses.len() > 1)?;
     let rt = tokio::runtime::Runtime::new().map_err(CliError::failed)?;
     let common = Common {
         model_cfg,
@@ -140,6 +129,24 @@ pub fn run(a: EvalArgs) -> Result<(), CliError> {
         .map(|((h, label), loaded)| (h, label, loaded))
         .collect();
     compare(&common, harnesses, &out_dir, a.json)
+}
+
+/// The output directory (`--out`, else `runs/eval-<time>`), refused when not empty unless
+/// `--force` clears it (and, for a comparison, each harness's `<out>/<label>/`).
+fn out_dir(a: &EvalArgs, labels: &[String], comparison: bool) -> Result<PathBuf, CliError> {
+    let out_dir = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!(
+            "eval-{}",
+            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        ))
+    });
+    // A comparison writes into <out>/<label>/; --force clears those and <out> itself.
+    let mut subdirs = vec![""];
+    if comparison {
+        subdirs.extend(labels.iter().map(String::as_str));
+    }
+    prepare_out(&out_dir, &subdirs, a.force)?;
+    Ok(out_dir)
 }
 
 /// The model of the code agent: `--model`, else the config's `code_agent` role; validated.
