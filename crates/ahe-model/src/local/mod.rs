@@ -12,10 +12,12 @@
 //! the prefix it shares with an earlier request.
 
 pub mod grammar;
+#[cfg(feature = "local-model")]
 mod repeat;
 
 #[cfg(feature = "local-model")]
 mod engine;
+#[cfg(feature = "local-model")]
 mod provider;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +35,7 @@ use crate::types::{
 
 #[cfg(feature = "local-model")]
 pub use engine::{Engine, GenOutput, GenRequest};
+#[cfg(feature = "local-model")]
 pub use provider::LocalProvider;
 
 const PROTOCOL: &str = include_str!("../../templates/local_protocol.md");
