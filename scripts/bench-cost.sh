@@ -6,5 +6,5 @@
 # Usage: scripts/bench-cost.sh [TASKS [TRIALS [TURNS]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo run -q -p ahe-model --no-default-features --features test-server \
+exec cargo run -q -p ahe-model --no-default-features \
   --example bench_cost -- "$@"

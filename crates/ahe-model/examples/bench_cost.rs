@@ -13,11 +13,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ahe_model::standin::{StandIn, StandInOptions};
 use ahe_model::{
     build_client, ChatRequest, ChatResponse, Message, ModelClient, ModelConfig, ModelError, Role,
     ToolCall, ToolProtocol, ToolSpec, Usage,
 };
+use ahe_testsupport::{StandIn, StandInOptions};
 use serde_json::json;
 
 /// Target: cached cost at most this share of the uncached cost.

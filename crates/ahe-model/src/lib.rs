@@ -16,10 +16,6 @@ pub mod mock;
 pub mod openai;
 pub mod prices;
 pub mod responses;
-#[cfg(feature = "test-server")]
-pub mod standin;
-#[cfg(feature = "test-server")]
-pub mod testserver;
 pub mod types;
 pub mod wire;
 

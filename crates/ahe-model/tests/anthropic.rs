@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
 use ahe_model::{
     build_client, ChatRequest, Message, ModelClient, ModelConfig, Role, ToolProtocol, ToolSpec,
 };
+use ahe_testsupport::{ScriptedReply, TestServer};
 use serde_json::json;
 
 fn cfg(server: &TestServer, key_env: &str) -> ModelConfig {

@@ -2,11 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
 use ahe_model::{
     build_client, ChatRequest, Message, ModelClient, ModelConfig, ModelError, Role, ToolProtocol,
     ToolSpec,
 };
+use ahe_testsupport::{ScriptedReply, TestServer};
 use serde_json::{json, Value};
 
 /// A config pointing at `server`, with tiny backoff and a per-test key env var.

@@ -4,11 +4,11 @@
 
 use ahe_model::mock::{MockMode, MockProvider};
 use ahe_model::openai::OpenAiProvider;
-use ahe_model::standin::{StandIn, StandInOptions};
 use ahe_model::{
     build_client, ChatRequest, Message, ModelConfig, ModelError, Provider, Role, ToolProtocol,
     ToolSpec,
 };
+use ahe_testsupport::{StandIn, StandInOptions};
 use serde_json::{json, Value};
 
 fn server() -> StandIn {

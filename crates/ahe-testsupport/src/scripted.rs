@@ -1,13 +1,12 @@
-//! A scripted OpenAI- and Anthropic-compatible HTTP server for tests (cargo feature
-//! `test-server`).
+//! A scripted OpenAI- and Anthropic-compatible HTTP server for tests.
 //!
-//! It listens on `127.0.0.1` (random port) on its own thread and runtime, answers
+//! It listens on `127.0.0.1` (random port, [`Server::start`]), answers
 //! `POST /v1/chat/completions` (and anything under it) and the Anthropic Messages route
 //! `POST /v1/messages` from one queue of [`ScriptedReply`]s (or a closure), records every
 //! request, and stops on drop. Replies are shaped by their constructor: [`ScriptedReply::text`]
 //! is a chat completion, [`ScriptedReply::anthropic_text`] a Messages response.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +18,9 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Value};
+
+use crate::lock;
+use crate::server::{RecordedRequest, Server};
 
 /// One reply the server sends.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,26 +184,6 @@ impl ScriptedReply {
     }
 }
 
-/// One request the server received.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecordedRequest {
-    /// Request path, e.g. `/v1/chat/completions`.
-    pub path: String,
-    /// Headers, names lower-cased.
-    pub headers: BTreeMap<String, String>,
-    /// Body as JSON (`Value::String(raw)` when it is not JSON).
-    pub body: Value,
-}
-
-impl RecordedRequest {
-    /// A header's value by (case-insensitive) name.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(&name.to_ascii_lowercase())
-            .map(String::as_str)
-    }
-}
-
 /// Computes a reply from the request body and its 0-based index.
 pub type ReplyFn = dyn Fn(&Value, usize) -> ScriptedReply + Send + Sync;
 
@@ -216,15 +198,14 @@ struct Shared {
 
 /// A running scripted server; stops when dropped.
 pub struct TestServer {
-    port: u16,
+    server: Server,
     shared: Arc<Shared>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl std::fmt::Debug for TestServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TestServer")
-            .field("port", &self.port)
+            .field("port", &self.server.port())
             .finish()
     }
 }
@@ -260,47 +241,25 @@ impl TestServer {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
         });
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("set_nonblocking");
-        let port = listener.local_addr().expect("local_addr").port();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/chat/completions/*rest", post(handle))
             .route("/v1/messages", post(handle))
             .with_state(shared.clone());
-        std::thread::Builder::new()
-            .name(format!("ahe-testserver-{port}"))
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("test server runtime");
-                rt.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-                    tokio::select! {
-                        _ = axum::serve(listener, app) => {}
-                        _ = stop_rx => {}
-                    }
-                });
-            })
-            .expect("spawn test server thread");
         TestServer {
-            port,
+            server: Server::start("ahe-testserver", app),
             shared,
-            stop: Some(stop_tx),
         }
     }
 
     /// The base URL to configure, `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
+        self.server.url("/v1")
     }
 
     /// The base URL to configure for the `anthropic` provider, `http://127.0.0.1:PORT`.
     pub fn anthropic_base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.server.url("")
     }
 
     /// Every request received so far, in arrival order.
@@ -334,37 +293,14 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 async fn handle(
     State(shared): State<Arc<Shared>>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let text = String::from_utf8_lossy(&body).into_owned();
-    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    let recorded = RecordedRequest {
-        path: uri.path().to_string(),
-        headers: headers
-            .iter()
-            .map(|(k, v)| {
-                let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
-                (k.as_str().to_ascii_lowercase(), v)
-            })
-            .collect(),
-        body: value.clone(),
-    };
+    let recorded = RecordedRequest::new(&uri, &headers, &body);
+    let value = recorded.body.clone();
     let index = {
         let mut reqs = lock(&shared.requests);
         reqs.push(recorded);

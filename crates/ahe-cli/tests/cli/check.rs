@@ -8,7 +8,7 @@ use crate::common;
 use std::path::Path;
 use std::time::Instant;
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
+use ahe_testsupport::{ScriptedReply, TestServer};
 use common::{ahe, root, text};
 use serde_json::{json, Value};
 

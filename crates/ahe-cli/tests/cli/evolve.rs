@@ -361,7 +361,7 @@ fn kill_9_then_resume_completes_without_rerunning_finished_trials() {
 
 #[test]
 fn no_api_key_reaches_the_run_directory() {
-    use ahe_model::testserver::{ScriptedReply, TestServer};
+    use ahe_testsupport::{ScriptedReply, TestServer};
     let server = TestServer::start_with_fallback(vec![], ScriptedReply::text("done"));
     let d = tempfile::tempdir().unwrap();
     let cfg = d.path().join("cfg.toml");

@@ -7,7 +7,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
+use ahe_testsupport::{ScriptedReply, TestServer};
 use common::{ahe, json_file, root, system_prompt, text};
 use serde_json::Value;
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
+use ahe_testsupport::{ScriptedReply, TestServer};
 use common::*;
 use serde_json::{json, Value};
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ahe_model::mock::MockProvider;
-use ahe_model::standin::{StandIn, StandInOptions};
 use ahe_model::{ModelConfig, Role};
+use ahe_testsupport::{StandIn, StandInOptions};
 use serde_json::Value;
 
 fn root() -> PathBuf {

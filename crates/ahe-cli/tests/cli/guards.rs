@@ -6,7 +6,7 @@ use crate::common;
 
 use std::path::Path;
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
+use ahe_testsupport::{ScriptedReply, TestServer};
 use common::*;
 use serde_json::json;
 

@@ -8,7 +8,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
+use ahe_testsupport::{ScriptedReply, TestServer};
 use common::*;
 use serde_json::{json, Value};
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahe_model::testserver::{ScriptedReply, TestServer};
+use ahe_testsupport::{ScriptedReply, TestServer};
 use common::*;
 use serde_json::{json, Value};
 

@@ -1,12 +1,12 @@
 //! Shared helpers of the tests that drive the `ahe` binary against a local model server
-//! (`ahe_model::testserver`) speaking the OpenAI chat-completions API.
+//! (`ahe_testsupport::TestServer`) speaking the OpenAI chat-completions API.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use ahe_model::testserver::ScriptedReply;
+use ahe_testsupport::ScriptedReply;
 use serde_json::{json, Value};
 
 /// The workspace root.

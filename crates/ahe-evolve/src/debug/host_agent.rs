@@ -230,8 +230,8 @@ pub fn stop_on_permanent(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ahe_model::testserver::{ScriptedReply, TestServer};
     use ahe_model::{build_client, ModelConfig};
+    use ahe_testsupport::{ScriptedReply, TestServer};
 
     struct Echo;
 

@@ -4,7 +4,7 @@
 use crate::support;
 
 use ahe_harness::End;
-use ahe_model::testserver::ScriptedReply as R;
+use ahe_testsupport::ScriptedReply as R;
 use serde_json::Value;
 use support::*;
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use ahe_harness::End;
-use ahe_model::testserver::ScriptedReply as R;
+use ahe_testsupport::ScriptedReply as R;
 use support::*;
 
 #[tokio::test]

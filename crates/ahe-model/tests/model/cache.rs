@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use ahe_model::cache::request_hash;
-use ahe_model::testserver::{ScriptedReply, TestServer};
 use ahe_model::{
     build_client_with, Budget, CacheMode, ChatRequest, ClientOptions, Message, ModelConfig, Role,
     ToolProtocol,
 };
+use ahe_testsupport::{ScriptedReply, TestServer};
 use serde_json::json;
 
 fn cfg(base_url: String, mode: CacheMode) -> ModelConfig {

@@ -3,11 +3,11 @@
 //! blocks sent back unchanged), and the API's rejections with its error shape.
 
 use ahe_model::mock::{MockMode, MockProvider};
-use ahe_model::standin::{StandIn, StandInOptions};
 use ahe_model::{
     build_client, AnthropicProvider, ChatRequest, Message, ModelConfig, ModelError, Provider, Role,
     ToolProtocol, ToolSpec,
 };
+use ahe_testsupport::{StandIn, StandInOptions};
 use serde_json::{json, Value};
 
 /// A brain that calls the shell tool `turns` times, then answers.

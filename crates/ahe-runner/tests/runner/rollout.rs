@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ahe_bench::{TaskStatus, TrialStatus};
-use ahe_model::testserver::{ScriptedReply as R, TestServer};
 use ahe_model::ModelConfig;
 use ahe_runner::rollout::{rollout, select_backend, RolloutSpec};
+use ahe_testsupport::{ScriptedReply as R, TestServer};
 use tokio_util::sync::CancellationToken;
 
 fn root() -> PathBuf {

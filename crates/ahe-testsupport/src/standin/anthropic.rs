@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
+use ahe_model::anthropic::MAX_BREAKPOINTS;
+use ahe_model::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};
 use serde_json::{json, Map, Value};
 
 use super::prefix::Block;
 use super::{answer_tokens, anthropic_error, sign, tokens, Shared};
-use crate::anthropic::MAX_BREAKPOINTS;
-use crate::testserver::RecordedRequest;
-use crate::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};
+use crate::server::RecordedRequest;
 
 /// Top-level fields the real endpoint takes.
 const KNOWN: &[&str] = &[
@@ -68,37 +68,10 @@ fn thinking_on(obj: &Map<String, Value>) -> Option<u64> {
         .then(|| t.get("budget_tokens").and_then(Value::as_u64).unwrap_or(0))
 }
 
+/// Checks the request as the real API does and translates it to a [`ChatRequest`]: the
+/// top-level fields, the cache breakpoints, the conversation, kept thinking blocks.
 fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
-    for k in obj.keys() {
-        if !KNOWN.contains(&k.as_str()) && !s.opts.extra_fields.contains(k) {
-            return Err(invalid(&format!("{k}: Extra inputs are not permitted")));
-        }
-    }
-    if obj.get("model").and_then(Value::as_str).is_none() {
-        return Err(invalid("model: Field required"));
-    }
-    let Some(max_tokens) = obj.get("max_tokens").and_then(Value::as_u64) else {
-        return Err(invalid("max_tokens: Field required"));
-    };
-    if let Some(budget) = thinking_on(obj) {
-        if budget < 1024 {
-            return Err(invalid(
-                "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
-            ));
-        }
-        if max_tokens <= budget {
-            return Err(invalid("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"));
-        }
-        if obj
-            .get("temperature")
-            .is_some_and(|t| t.as_f64() != Some(1.0))
-        {
-            return Err(invalid("`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"));
-        }
-        if obj.contains_key("top_k") {
-            return Err(invalid("`top_k` is not allowed when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"));
-        }
-    }
+    let max_tokens = check_fields(s, obj)?;
     let tools = obj
         .get("tools")
         .and_then(Value::as_array)
@@ -110,22 +83,7 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let mut breakpoints = tools
-        .iter()
-        .chain(&system)
-        .filter(|b| b.get("cache_control").is_some())
-        .count();
-    for m in &messages {
-        breakpoints += blocks_of(m.get("content"))
-            .iter()
-            .filter(|b| b.get("cache_control").is_some())
-            .count();
-    }
-    if breakpoints > MAX_BREAKPOINTS {
-        return Err(invalid(&format!(
-            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
-        )));
-    }
+    check_breakpoints(&tools, &system, &messages)?;
     if messages.is_empty() {
         return Err(invalid("messages: at least one message is required"));
     }
@@ -134,131 +92,11 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
             "messages: first message must use the \"user\" role",
         ));
     }
-    let mut out: Vec<Message> = Vec::new();
-    let sys_text: Vec<String> = system
-        .iter()
-        .filter_map(|b| b.get("text").and_then(Value::as_str).map(str::to_string))
-        .collect();
-    if !sys_text.is_empty() {
-        out.push(Message::system(sys_text.join("\n\n")));
+    let out = conversation(&system, &messages)?;
+    if thinking_on(obj).is_some() {
+        check_thinking_kept(&messages)?;
     }
-    let mut prev_tool_uses: Vec<String> = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
-        let blocks = blocks_of(m.get("content"));
-        let mut text = Vec::new();
-        let mut calls = Vec::new();
-        let mut results = Vec::new();
-        for (j, b) in blocks.iter().enumerate() {
-            match b.get("type").and_then(Value::as_str).unwrap_or("") {
-                "text" => {
-                    let t = b.get("text").and_then(Value::as_str).unwrap_or("");
-                    if t.is_empty() {
-                        return Err(invalid("messages: text content blocks must be non-empty"));
-                    }
-                    text.push(t.to_string());
-                }
-                "thinking" => {
-                    if b.get("cache_control").is_some() {
-                        return Err(invalid(&format!(
-                            "messages.{i}.content.{j}.thinking.cache_control: Extra inputs are not permitted"
-                        )));
-                    }
-                    let t = b.get("thinking").and_then(Value::as_str).unwrap_or("");
-                    if b.get("signature").and_then(Value::as_str) != Some(sign(t).as_str()) {
-                        return Err(invalid(&format!(
-                            "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
-                        )));
-                    }
-                }
-                "redacted_thinking" => {}
-                "tool_use" => calls.push(ToolCall {
-                    id: b.get("id").and_then(Value::as_str).unwrap_or("").into(),
-                    name: b.get("name").and_then(Value::as_str).unwrap_or("").into(),
-                    arguments: b.get("input").cloned().unwrap_or(json!({})),
-                }),
-                "tool_result" => {
-                    let id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("");
-                    if role != "user" || !prev_tool_uses.iter().any(|p| p == id) {
-                        return Err(invalid(&format!(
-                            "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
-                        )));
-                    }
-                    let content = match b.get("content") {
-                        Some(Value::String(t)) => t.clone(),
-                        c => blocks_of(c)
-                            .iter()
-                            .filter_map(|x| x.get("text").and_then(Value::as_str))
-                            .collect::<Vec<_>>()
-                            .join(""),
-                    };
-                    results.push((id.to_string(), content));
-                }
-                other => return Err(invalid(&format!("messages.{i}.content.{j}.type: Input tag '{other}' found using 'type' does not match any of the expected tags"))),
-            }
-        }
-        // Every tool_use of the previous assistant turn must be answered right here.
-        let missing: Vec<&String> = prev_tool_uses
-            .iter()
-            .filter(|p| !results.iter().any(|(id, _)| id == *p))
-            .collect();
-        if !missing.is_empty() {
-            let ids: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-            return Err(invalid(&format!(
-                "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
-                i - 1,
-                ids.join(", ")
-            )));
-        }
-        prev_tool_uses = calls.iter().map(|c| c.id.clone()).collect();
-        if role == "assistant" {
-            let content = (!text.is_empty()).then(|| text.join(""));
-            out.push(Message::assistant(content, calls));
-        } else {
-            for (id, content) in results {
-                out.push(Message::Tool {
-                    tool_call_id: id,
-                    name: String::new(),
-                    content,
-                });
-            }
-            if !text.is_empty() {
-                out.push(Message::user(text.join("\n")));
-            }
-        }
-    }
-    // Thinking on: the assistant turn the last tool results answer must open with its
-    // thinking block, sent back unchanged.
-    if thinking_on(obj).is_some() && messages.len() >= 2 {
-        let last = &messages[messages.len() - 1];
-        let has_results = blocks_of(last.get("content"))
-            .iter()
-            .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
-        let ai = messages.len() - 2;
-        let prev = blocks_of(messages[ai].get("content"));
-        let first = prev
-            .first()
-            .and_then(|b| b.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if has_results && !matches!(first, "thinking" | "redacted_thinking") {
-            return Err(invalid(&format!(
-                "messages.{ai}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
-            )));
-        }
-    }
-    let mut specs = Vec::new();
-    for t in &tools {
-        specs.push(ToolSpec {
-            name: t.get("name").and_then(Value::as_str).unwrap_or("").into(),
-            description: t
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
-            input_schema: t.get("input_schema").cloned().unwrap_or(json!({})),
-        });
-    }
+    let specs = tool_specs(&tools);
     Ok(ChatRequest {
         role: s.opts.role,
         messages: out,
@@ -276,6 +114,237 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
             ToolChoice::Auto
         },
     })
+}
+
+/// The top-level fields: none unknown, `model` and `max_tokens` given, thinking's budget
+/// and what it forbids. Returns `max_tokens`.
+fn check_fields(s: &Shared, obj: &Map<String, Value>) -> Result<u64, Reply> {
+    for k in obj.keys() {
+        if !KNOWN.contains(&k.as_str()) && !s.opts.extra_fields.contains(k) {
+            return Err(invalid(&format!("{k}: Extra inputs are not permitted")));
+        }
+    }
+    if obj.get("model").and_then(Value::as_str).is_none() {
+        return Err(invalid("model: Field required"));
+    }
+    let Some(max_tokens) = obj.get("max_tokens").and_then(Value::as_u64) else {
+        return Err(invalid("max_tokens: Field required"));
+    };
+    let Some(budget) = thinking_on(obj) else {
+        return Ok(max_tokens);
+    };
+    if budget < 1024 {
+        return Err(invalid(
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+        ));
+    }
+    if max_tokens <= budget {
+        return Err(invalid("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"));
+    }
+    if obj
+        .get("temperature")
+        .is_some_and(|t| t.as_f64() != Some(1.0))
+    {
+        return Err(invalid("`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"));
+    }
+    if obj.contains_key("top_k") {
+        return Err(invalid("`top_k` is not allowed when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"));
+    }
+    Ok(max_tokens)
+}
+
+/// At most [`MAX_BREAKPOINTS`] blocks with `cache_control` over tools, system and messages.
+fn check_breakpoints(tools: &[Value], system: &[Value], messages: &[Value]) -> Result<(), Reply> {
+    let mut breakpoints = tools
+        .iter()
+        .chain(system)
+        .filter(|b| b.get("cache_control").is_some())
+        .count();
+    for m in messages {
+        breakpoints += blocks_of(m.get("content"))
+            .iter()
+            .filter(|b| b.get("cache_control").is_some())
+            .count();
+    }
+    if breakpoints > MAX_BREAKPOINTS {
+        return Err(invalid(&format!(
+            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
+        )));
+    }
+    Ok(())
+}
+
+/// What one message's content blocks hold, once checked.
+#[derive(Default)]
+struct Turn {
+    /// Its text blocks.
+    text: Vec<String>,
+    /// Its `tool_use` blocks.
+    calls: Vec<ToolCall>,
+    /// Its `tool_result` blocks: the call's id and the result's text.
+    results: Vec<(String, String)>,
+}
+
+/// The system blocks and messages as the brain's conversation: every `tool_use` of an
+/// assistant turn answered by a `tool_result` in the next message, and no result without
+/// its call.
+fn conversation(system: &[Value], messages: &[Value]) -> Result<Vec<Message>, Reply> {
+    let mut out: Vec<Message> = Vec::new();
+    let sys_text: Vec<String> = system
+        .iter()
+        .filter_map(|b| b.get("text").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    if !sys_text.is_empty() {
+        out.push(Message::system(sys_text.join("\n\n")));
+    }
+    let mut prev_tool_uses: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        let turn = read_turn(i, role, &blocks_of(m.get("content")), &prev_tool_uses)?;
+        // Every tool_use of the previous assistant turn must be answered right here.
+        let missing: Vec<&str> = prev_tool_uses
+            .iter()
+            .filter(|p| !turn.results.iter().any(|(id, _)| id == *p))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(invalid(&format!(
+                "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                i - 1,
+                missing.join(", ")
+            )));
+        }
+        prev_tool_uses = turn.calls.iter().map(|c| c.id.clone()).collect();
+        push_turn(&mut out, role, turn);
+    }
+    Ok(out)
+}
+
+/// Message `i`'s content blocks, checked: non-empty text, thinking blocks with their
+/// signature and no `cache_control`, tool results only for `prev_tool_uses` in a user turn,
+/// known block types only.
+fn read_turn(
+    i: usize,
+    role: &str,
+    blocks: &[Value],
+    prev_tool_uses: &[String],
+) -> Result<Turn, Reply> {
+    let mut turn = Turn::default();
+    for (j, b) in blocks.iter().enumerate() {
+        match b.get("type").and_then(Value::as_str).unwrap_or("") {
+            "text" => {
+                let t = b.get("text").and_then(Value::as_str).unwrap_or("");
+                if t.is_empty() {
+                    return Err(invalid("messages: text content blocks must be non-empty"));
+                }
+                turn.text.push(t.to_string());
+            }
+            "thinking" => check_thinking_block(i, j, b)?,
+            "redacted_thinking" => {}
+            "tool_use" => turn.calls.push(ToolCall {
+                id: b.get("id").and_then(Value::as_str).unwrap_or("").into(),
+                name: b.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                arguments: b.get("input").cloned().unwrap_or(json!({})),
+            }),
+            "tool_result" => {
+                let id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("");
+                if role != "user" || !prev_tool_uses.iter().any(|p| p == id) {
+                    return Err(invalid(&format!(
+                        "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                    )));
+                }
+                let content = match b.get("content") {
+                    Some(Value::String(t)) => t.clone(),
+                    c => blocks_of(c)
+                        .iter()
+                        .filter_map(|x| x.get("text").and_then(Value::as_str))
+                        .collect::<Vec<_>>()
+                        .join(""),
+                };
+                turn.results.push((id.to_string(), content));
+            }
+            other => return Err(invalid(&format!("messages.{i}.content.{j}.type: Input tag '{other}' found using 'type' does not match any of the expected tags"))),
+        }
+    }
+    Ok(turn)
+}
+
+/// A thinking block sent back (block `j` of message `i`): signed by the stand-in, unchanged,
+/// without `cache_control`.
+fn check_thinking_block(i: usize, j: usize, b: &Value) -> Result<(), Reply> {
+    if b.get("cache_control").is_some() {
+        return Err(invalid(&format!(
+            "messages.{i}.content.{j}.thinking.cache_control: Extra inputs are not permitted"
+        )));
+    }
+    let t = b.get("thinking").and_then(Value::as_str).unwrap_or("");
+    if b.get("signature").and_then(Value::as_str) != Some(sign(t).as_str()) {
+        return Err(invalid(&format!(
+            "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+        )));
+    }
+    Ok(())
+}
+
+/// Appends a checked turn: an assistant message with its calls, or the tool results and
+/// then the user's text.
+fn push_turn(out: &mut Vec<Message>, role: &str, turn: Turn) {
+    if role == "assistant" {
+        let content = (!turn.text.is_empty()).then(|| turn.text.join(""));
+        out.push(Message::assistant(content, turn.calls));
+        return;
+    }
+    for (id, content) in turn.results {
+        out.push(Message::Tool {
+            tool_call_id: id,
+            name: String::new(),
+            content,
+        });
+    }
+    if !turn.text.is_empty() {
+        out.push(Message::user(turn.text.join("\n")));
+    }
+}
+
+/// Thinking on: the assistant turn the last tool results answer must open with its
+/// thinking block, sent back unchanged.
+fn check_thinking_kept(messages: &[Value]) -> Result<(), Reply> {
+    if messages.len() < 2 {
+        return Ok(());
+    }
+    let last = &messages[messages.len() - 1];
+    let has_results = blocks_of(last.get("content"))
+        .iter()
+        .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
+    let ai = messages.len() - 2;
+    let prev = blocks_of(messages[ai].get("content"));
+    let first = prev
+        .first()
+        .and_then(|b| b.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if has_results && !matches!(first, "thinking" | "redacted_thinking") {
+        return Err(invalid(&format!(
+            "messages.{ai}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+        )));
+    }
+    Ok(())
+}
+
+/// The request's tools as the brain sees them.
+fn tool_specs(tools: &[Value]) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.get("name").and_then(Value::as_str).unwrap_or("").into(),
+            description: t
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            input_schema: t.get("input_schema").cloned().unwrap_or(json!({})),
+        })
+        .collect()
 }
 
 /// The prompt as the cache sees it: tools, system, then message blocks, in order.

@@ -1,12 +1,12 @@
 //! The chat-completions stand-in (`POST /v1/chat/completions`).
 
+use ahe_model::config::frontier::REASONING_EFFORTS;
+use ahe_model::openai::{arguments_text, parse_arguments};
+use ahe_model::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};
 use serde_json::{json, Map, Value};
 
 use super::{answer_tokens, bad_request, openai_auth, reasoning_model, reasoning_spend, Shared};
-use crate::config::frontier::REASONING_EFFORTS;
-use crate::openai::{arguments_text, parse_arguments};
-use crate::testserver::RecordedRequest;
-use crate::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};
+use crate::server::RecordedRequest;
 
 /// Top-level fields the real endpoint takes.
 const KNOWN: &[&str] = &[
@@ -186,6 +186,11 @@ fn unanswered(at: usize, ids: &[String]) -> Reply {
     )
 }
 
+/// The last assistant turn with calls: its index and the call ids not answered yet.
+type Pending = Option<(usize, Vec<String>)>;
+
+/// The messages, checked and translated: known roles only, every call of an assistant turn
+/// answered by the tool messages right after it, and no tool message without its call.
 fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
     let Some(list) = obj.get("messages").and_then(Value::as_array) else {
         return Err(bad_request(
@@ -195,82 +200,25 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
         ));
     };
     let mut out = Vec::new();
-    // The last assistant turn with calls: its index and the ids still unanswered.
-    let mut pending: Option<(usize, Vec<String>)> = None;
+    let mut pending: Pending = None;
     for (i, m) in list.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if role != "tool" {
-            if let Some((at, ids)) = pending.take() {
-                if !ids.is_empty() {
-                    return Err(unanswered(at, &ids));
-                }
-            }
+            all_answered(pending.take())?;
         }
         match role {
             "system" | "developer" => out.push(Message::system(text_of(m.get("content")))),
             "user" => out.push(Message::user(text_of(m.get("content")))),
             "assistant" => {
-                let content = match m.get("content") {
-                    None | Some(Value::Null) => None,
-                    c => Some(text_of(c)),
-                };
-                let mut calls = Vec::new();
-                for c in m
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let f = c.get("function");
-                    calls.push(ToolCall {
-                        id: c
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                        name: f
-                            .and_then(|f| f.get("name"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                        arguments: parse_arguments(
-                            f.and_then(|f| f.get("arguments"))
-                                .and_then(Value::as_str)
-                                .unwrap_or(""),
-                        ),
-                    });
+                let message = assistant_message(m);
+                if let Message::Assistant { tool_calls, .. } = &message {
+                    if !tool_calls.is_empty() {
+                        pending = Some((i, tool_calls.iter().map(|c| c.id.clone()).collect()));
+                    }
                 }
-                if !calls.is_empty() {
-                    pending = Some((i, calls.iter().map(|c| c.id.clone()).collect()));
-                }
-                out.push(Message::assistant(content, calls));
+                out.push(message);
             }
-            "tool" => {
-                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-                let known = match &mut pending {
-                    Some((_, ids)) => match ids.iter().position(|x| x == id) {
-                        Some(p) => {
-                            ids.remove(p);
-                            true
-                        }
-                        None => false,
-                    },
-                    None => false,
-                };
-                if !known {
-                    let p = format!("messages.[{i}].role");
-                    return Err(bad_request(
-                        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
-                        Some(&p),
-                        None,
-                    ));
-                }
-                out.push(Message::Tool {
-                    tool_call_id: id.to_string(),
-                    name: String::new(),
-                    content: text_of(m.get("content")),
-                });
-            }
+            "tool" => out.push(tool_message(i, m, &mut pending)?),
             other => {
                 let p = format!("messages[{i}].role");
                 return Err(bad_request(
@@ -281,12 +229,69 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, Reply> {
             }
         }
     }
-    if let Some((at, ids)) = pending {
-        if !ids.is_empty() {
-            return Err(unanswered(at, &ids));
-        }
-    }
+    all_answered(pending)?;
     Ok(out)
+}
+
+/// An error when the pending assistant turn still has calls without a tool message.
+fn all_answered(pending: Pending) -> Result<(), Reply> {
+    match pending {
+        Some((at, ids)) if !ids.is_empty() => Err(unanswered(at, &ids)),
+        _ => Ok(()),
+    }
+}
+
+/// An assistant message with its tool calls (argument text parsed as the provider does).
+fn assistant_message(m: &Value) -> Message {
+    let content = match m.get("content") {
+        None | Some(Value::Null) => None,
+        c => Some(text_of(c)),
+    };
+    let calls = m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let f = c.get("function");
+            let field = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
+            ToolCall {
+                id: field(c.get("id")),
+                name: field(f.and_then(|f| f.get("name"))),
+                arguments: parse_arguments(&field(f.and_then(|f| f.get("arguments")))),
+            }
+        })
+        .collect();
+    Message::assistant(content, calls)
+}
+
+/// Tool message `i`, which must answer a call of the pending assistant turn (the call is
+/// then no longer pending).
+fn tool_message(i: usize, m: &Value, pending: &mut Pending) -> Result<Message, Reply> {
+    let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+    let known = match pending {
+        Some((_, ids)) => match ids.iter().position(|x| x == id) {
+            Some(p) => {
+                ids.remove(p);
+                true
+            }
+            None => false,
+        },
+        None => false,
+    };
+    if !known {
+        let p = format!("messages.[{i}].role");
+        return Err(bad_request(
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+            Some(&p),
+            None,
+        ));
+    }
+    Ok(Message::Tool {
+        tool_call_id: id.to_string(),
+        name: String::new(),
+        content: text_of(m.get("content")),
+    })
 }
 
 /// The prompt as the cache sees it: system messages, then tools, then the rest.

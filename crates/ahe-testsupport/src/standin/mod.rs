@@ -1,5 +1,5 @@
-//! Strict stand-ins for the frontier model APIs (cargo feature `test-server`): a real HTTP
-//! server on `127.0.0.1` speaking OpenAI chat completions (`/v1/chat/completions`), the
+//! Strict stand-ins for the frontier model APIs: a real HTTP server on `127.0.0.1`
+//! ([`Server::start`]) speaking OpenAI chat completions (`/v1/chat/completions`), the
 //! OpenAI Responses API (`/v1/responses`) and Anthropic Messages (`/v1/messages`), written
 //! from the published references (shared/reference/model-apis.md).
 //!
@@ -25,6 +25,8 @@ mod responses;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use ahe_model::mock::MockProvider;
+use ahe_model::types::{ChatRequest, ChatResponse, ModelError, Role};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -34,9 +36,8 @@ use axum::Router;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::mock::MockProvider;
-use crate::testserver::RecordedRequest;
-use crate::types::{ChatRequest, ChatResponse, ModelError, Role};
+use crate::lock;
+use crate::server::{RecordedRequest, Server};
 
 pub use prefix::{tokens, PrefixCache};
 
@@ -89,14 +90,15 @@ pub(crate) struct Shared {
 
 /// A running stand-in server; stops when dropped.
 pub struct StandIn {
-    port: u16,
+    server: Server,
     shared: Arc<Shared>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl std::fmt::Debug for StandIn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StandIn").field("port", &self.port).finish()
+        f.debug_struct("StandIn")
+            .field("port", &self.server.port())
+            .finish()
     }
 }
 
@@ -106,10 +108,6 @@ pub(crate) fn sign(what: &str) -> String {
     h.update(b"ahe-standin-signing-key\0");
     h.update(what.as_bytes());
     hex::encode(h.finalize())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl StandIn {
@@ -126,37 +124,14 @@ impl StandIn {
             fc_reasoning: Mutex::new(BTreeMap::new()),
             next_id: Mutex::new(0),
         });
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("set_nonblocking");
-        let port = listener.local_addr().expect("local_addr").port();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/responses", post(handle))
             .route("/v1/messages", post(handle))
             .with_state(shared.clone());
-        std::thread::Builder::new()
-            .name(format!("ahe-standin-{port}"))
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("stand-in runtime");
-                rt.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-                    tokio::select! {
-                        _ = axum::serve(listener, app) => {}
-                        _ = stop_rx => {}
-                    }
-                });
-            })
-            .expect("spawn stand-in thread");
         StandIn {
-            port,
+            server: Server::start("ahe-standin", app),
             shared,
-            stop: Some(stop_tx),
         }
     }
 
@@ -167,12 +142,12 @@ impl StandIn {
 
     /// The openai `base_url`, `http://127.0.0.1:PORT/v1`.
     pub fn openai_base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
+        self.server.url("/v1")
     }
 
     /// The anthropic `base_url`, `http://127.0.0.1:PORT`.
     pub fn anthropic_base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.server.url("")
     }
 
     /// Every exchange so far, in arrival order.
@@ -183,14 +158,6 @@ impl StandIn {
     /// The last exchange, if any.
     pub fn last(&self) -> Option<Exchange> {
         lock(&self.shared.exchanges).last().cloned()
-    }
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
     }
 }
 
@@ -266,19 +233,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let text = String::from_utf8_lossy(&body).into_owned();
-    let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    let request = RecordedRequest {
-        path: uri.path().to_string(),
-        headers: headers
-            .iter()
-            .map(|(k, v)| {
-                let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
-                (k.as_str().to_ascii_lowercase(), v)
-            })
-            .collect(),
-        body: value.clone(),
-    };
+    let request = RecordedRequest::new(&uri, &headers, &body);
     let path = request.path.clone();
     let (status, reply) = {
         let s = shared.clone();
@@ -330,9 +285,9 @@ pub(super) fn openai_auth(s: &Shared, req: &RecordedRequest) -> Option<(u16, Val
     })
 }
 
-/// Whether `model` is an OpenAI reasoning family (see [`crate::config::frontier::is_reasoning_model`]).
+/// Whether `model` is an OpenAI reasoning family (see [`ahe_model::config::frontier::is_reasoning_model`]).
 pub(crate) fn reasoning_model(model: &str) -> bool {
-    crate::config::frontier::is_reasoning_model(model)
+    ahe_model::config::frontier::is_reasoning_model(model)
 }
 
 /// Reasoning tokens the stand-in "spends" at an effort level (medium by default).

@@ -1,14 +1,17 @@
 //! The Responses API stand-in (`POST /v1/responses`).
 
+use ahe_model::config::frontier::REASONING_EFFORTS;
+use ahe_model::openai::{arguments_text, parse_arguments};
+use ahe_model::types::{
+    ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec,
+};
 use serde_json::{json, Map, Value};
 
 use super::{
-    answer_tokens, bad_request, lock, openai_auth, reasoning_model, reasoning_spend, sign, Shared,
+    answer_tokens, bad_request, openai_auth, reasoning_model, reasoning_spend, sign, Shared,
 };
-use crate::config::frontier::REASONING_EFFORTS;
-use crate::openai::{arguments_text, parse_arguments};
-use crate::testserver::RecordedRequest;
-use crate::types::{ChatRequest, Message, ToolCall, ToolChoice, ToolProtocol, ToolSpec};
+use crate::lock;
+use crate::server::RecordedRequest;
 
 /// Top-level fields the real endpoint takes.
 const KNOWN: &[&str] = &[
@@ -63,6 +66,8 @@ pub(super) fn handle(s: &Shared, req: &RecordedRequest) -> Reply {
     }
 }
 
+/// Checks the request as the real API does and translates it to a [`ChatRequest`]: the
+/// top-level fields, reasoning options, tools, then the input items.
 fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
     for k in obj.keys() {
         if !KNOWN.contains(&k.as_str()) && !s.opts.extra_fields.contains(k) {
@@ -81,7 +86,35 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
             Some("missing_required_parameter"),
         ));
     }
-    let reasoning = reasoning_model(model);
+    check_reasoning(obj, reasoning_model(model))?;
+    let tools = tools(obj)?;
+    let mut messages = Vec::new();
+    if let Some(i) = obj.get("instructions").and_then(Value::as_str) {
+        messages.push(Message::system(i));
+    }
+    input(s, obj, &mut messages)?;
+    Ok(ChatRequest {
+        role: s.opts.role,
+        messages,
+        protocol: if tools.is_empty() {
+            ToolProtocol::JsonInText
+        } else {
+            ToolProtocol::Native
+        },
+        tools,
+        temperature: None,
+        max_tokens: None,
+        tool_choice: if obj.get("tool_choice") == Some(&json!("none")) {
+            ToolChoice::None
+        } else {
+            ToolChoice::Auto
+        },
+    })
+}
+
+/// Sampling and reasoning options against the model: a reasoning model takes only the
+/// default `temperature`/`top_p`, and only it takes a `reasoning.effort`, of a known level.
+fn check_reasoning(obj: &Map<String, Value>, reasoning: bool) -> Result<(), Reply> {
     if reasoning {
         for p in ["temperature", "top_p"] {
             if obj.get(p).is_some_and(|v| v.as_f64() != Some(1.0)) {
@@ -93,22 +126,28 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
             }
         }
     }
-    if let Some(e) = obj.get("reasoning").and_then(|r| r.get("effort")) {
-        if !reasoning {
-            return Err(bad_request(
-                "Unsupported parameter: 'reasoning.effort' is not supported with this model.",
-                Some("reasoning.effort"),
-                Some("unsupported_parameter"),
-            ));
-        }
-        if !e.as_str().is_some_and(|e| REASONING_EFFORTS.contains(&e)) {
-            return Err(bad_request(
-                &format!("Invalid value: {e}. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'."),
-                Some("reasoning.effort"),
-                Some("invalid_value"),
-            ));
-        }
+    let Some(e) = obj.get("reasoning").and_then(|r| r.get("effort")) else {
+        return Ok(());
+    };
+    if !reasoning {
+        return Err(bad_request(
+            "Unsupported parameter: 'reasoning.effort' is not supported with this model.",
+            Some("reasoning.effort"),
+            Some("unsupported_parameter"),
+        ));
     }
+    if !e.as_str().is_some_and(|e| REASONING_EFFORTS.contains(&e)) {
+        return Err(bad_request(
+            &format!("Invalid value: {e}. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'."),
+            Some("reasoning.effort"),
+            Some("invalid_value"),
+        ));
+    }
+    Ok(())
+}
+
+/// The request's function tools as the brain sees them (each must have a name).
+fn tools(obj: &Map<String, Value>) -> Result<Vec<ToolSpec>, Reply> {
     let mut tools = Vec::new();
     for (i, t) in obj
         .get("tools")
@@ -135,28 +174,7 @@ fn check(s: &Shared, obj: &Map<String, Value>) -> Result<ChatRequest, Reply> {
             input_schema: t.get("parameters").cloned().unwrap_or(json!({})),
         });
     }
-    let mut messages = Vec::new();
-    if let Some(i) = obj.get("instructions").and_then(Value::as_str) {
-        messages.push(Message::system(i));
-    }
-    input(s, obj, &mut messages)?;
-    Ok(ChatRequest {
-        role: s.opts.role,
-        messages,
-        protocol: if tools.is_empty() {
-            ToolProtocol::JsonInText
-        } else {
-            ToolProtocol::Native
-        },
-        tools,
-        temperature: None,
-        max_tokens: None,
-        tool_choice: if obj.get("tool_choice") == Some(&json!("none")) {
-            ToolChoice::None
-        } else {
-            ToolChoice::Auto
-        },
-    })
+    Ok(tools)
 }
 
 fn text_of(v: Option<&Value>) -> String {
@@ -188,17 +206,14 @@ fn input(s: &Shared, obj: &Map<String, Value>, out: &mut Vec<Message>) -> Result
             ))
         }
     };
-    let store = obj.get("store").and_then(Value::as_bool).unwrap_or(true);
-    let issued = lock(&s.fc_reasoning).clone();
-    let mut seen_reasoning: Vec<String> = Vec::new();
-    let mut calls_seen: Vec<String> = Vec::new();
-    let mut answered: Vec<String> = Vec::new();
-    // The assistant turn being assembled from consecutive output items.
-    let mut turn: Option<(Option<String>, Vec<ToolCall>)> = None;
-    let flush = |turn: &mut Option<(Option<String>, Vec<ToolCall>)>, out: &mut Vec<Message>| {
-        if let Some((c, calls)) = turn.take() {
-            out.push(Message::assistant(c, calls));
-        }
+    let mut reader = Items {
+        store: obj.get("store").and_then(Value::as_bool).unwrap_or(true),
+        issued: lock(&s.fc_reasoning).clone(),
+        seen_reasoning: Vec::new(),
+        calls_seen: Vec::new(),
+        answered: Vec::new(),
+        turn: None,
+        out,
     };
     for (i, item) in items.iter().enumerate() {
         let kind = item
@@ -207,84 +222,10 @@ fn input(s: &Shared, obj: &Map<String, Value>, out: &mut Vec<Message>) -> Result
             .unwrap_or("message");
         let id = item.get("id").and_then(Value::as_str).unwrap_or("");
         match kind {
-            "reasoning" => {
-                match item.get("encrypted_content").and_then(Value::as_str) {
-                    None if !store => return Err(input_error(&format!(
-                        "Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."
-                    ))),
-                    Some(e) if e != encrypted(id) => {
-                        return Err(bad_request(
-                            &format!("The encrypted content for item {id} could not be verified."),
-                            None,
-                            Some("invalid_encrypted_content"),
-                        ))
-                    }
-                    _ => {}
-                }
-                if i + 1 == items.len() {
-                    return Err(input_error(&format!(
-                        "Item '{id}' of type 'reasoning' was provided without its required following item."
-                    )));
-                }
-                seen_reasoning.push(id.to_string());
-                turn.get_or_insert((None, vec![]));
-            }
-            "function_call" => {
-                if let Some(rs) = issued.get(id) {
-                    if !seen_reasoning.contains(rs) {
-                        return Err(input_error(&format!(
-                            "Item '{id}' of type 'function_call' was provided without its required 'reasoning' item: '{rs}'."
-                        )));
-                    }
-                }
-                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
-                calls_seen.push(call_id.to_string());
-                let t = turn.get_or_insert((None, vec![]));
-                t.1.push(ToolCall {
-                    id: call_id.to_string(),
-                    name: item
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .into(),
-                    arguments: parse_arguments(
-                        item.get("arguments").and_then(Value::as_str).unwrap_or(""),
-                    ),
-                });
-            }
-            "function_call_output" => {
-                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
-                if !calls_seen.iter().any(|c| c == call_id) {
-                    return Err(input_error(&format!(
-                        "No tool call found for function call output with call_id {call_id}."
-                    )));
-                }
-                answered.push(call_id.to_string());
-                flush(&mut turn, out);
-                out.push(Message::Tool {
-                    tool_call_id: call_id.to_string(),
-                    name: String::new(),
-                    content: text_of(item.get("output")),
-                });
-            }
-            "message" => {
-                let role = item.get("role").and_then(Value::as_str).unwrap_or("");
-                let text = text_of(item.get("content"));
-                match role {
-                    "assistant" => {
-                        let t = turn.get_or_insert((None, vec![]));
-                        t.0 = Some(text);
-                    }
-                    "system" | "developer" => {
-                        flush(&mut turn, out);
-                        out.push(Message::system(text));
-                    }
-                    _ => {
-                        flush(&mut turn, out);
-                        out.push(Message::user(text));
-                    }
-                }
-            }
+            "reasoning" => reader.reasoning(item, id, i + 1 == items.len())?,
+            "function_call" => reader.function_call(item, id)?,
+            "function_call_output" => reader.function_call_output(item)?,
+            "message" => reader.message(item),
             other => {
                 return Err(bad_request(
                     &format!("Invalid value: '{other}'."),
@@ -294,8 +235,12 @@ fn input(s: &Shared, obj: &Map<String, Value>, out: &mut Vec<Message>) -> Result
             }
         }
     }
-    flush(&mut turn, out);
-    if let Some(c) = calls_seen.iter().find(|c| !answered.contains(c)) {
+    reader.flush();
+    if let Some(c) = reader
+        .calls_seen
+        .iter()
+        .find(|c| !reader.answered.contains(c))
+    {
         return Err(input_error(&format!(
             "No tool output found for function call {c}."
         )));
@@ -303,6 +248,124 @@ fn input(s: &Shared, obj: &Map<String, Value>, out: &mut Vec<Message>) -> Result
     Ok(())
 }
 
+/// The input items read so far, and the conversation they make.
+struct Items<'a> {
+    /// Whether the request stores its items (`store`, true by default).
+    store: bool,
+    /// Function-call item id -> the reasoning item id the stand-in issued with it.
+    issued: std::collections::BTreeMap<String, String>,
+    /// Reasoning item ids sent back so far.
+    seen_reasoning: Vec<String>,
+    /// Call ids of the function calls so far.
+    calls_seen: Vec<String>,
+    /// Call ids with an output so far.
+    answered: Vec<String>,
+    /// The assistant turn being assembled from consecutive output items.
+    turn: Option<(Option<String>, Vec<ToolCall>)>,
+    /// The conversation.
+    out: &'a mut Vec<Message>,
+}
+
+impl Items<'_> {
+    /// Ends the assistant turn being assembled, if any.
+    fn flush(&mut self) {
+        if let Some((c, calls)) = self.turn.take() {
+            self.out.push(Message::assistant(c, calls));
+        }
+    }
+
+    /// A reasoning item sent back: its encrypted content (or a stored item) verified, and
+    /// an item after it.
+    fn reasoning(&mut self, item: &Value, id: &str, last: bool) -> Result<(), Reply> {
+        match item.get("encrypted_content").and_then(Value::as_str) {
+            None if !self.store => return Err(input_error(&format!(
+                "Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."
+            ))),
+            Some(e) if e != encrypted(id) => {
+                return Err(bad_request(
+                    &format!("The encrypted content for item {id} could not be verified."),
+                    None,
+                    Some("invalid_encrypted_content"),
+                ))
+            }
+            _ => {}
+        }
+        if last {
+            return Err(input_error(&format!(
+                "Item '{id}' of type 'reasoning' was provided without its required following item."
+            )));
+        }
+        self.seen_reasoning.push(id.to_string());
+        self.turn.get_or_insert((None, vec![]));
+        Ok(())
+    }
+
+    /// A function call sent back, after the reasoning item issued with it (if one was).
+    fn function_call(&mut self, item: &Value, id: &str) -> Result<(), Reply> {
+        if let Some(rs) = self.issued.get(id) {
+            if !self.seen_reasoning.contains(rs) {
+                return Err(input_error(&format!(
+                    "Item '{id}' of type 'function_call' was provided without its required 'reasoning' item: '{rs}'."
+                )));
+            }
+        }
+        let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+        self.calls_seen.push(call_id.to_string());
+        let t = self.turn.get_or_insert((None, vec![]));
+        t.1.push(ToolCall {
+            id: call_id.to_string(),
+            name: item
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            arguments: parse_arguments(item.get("arguments").and_then(Value::as_str).unwrap_or("")),
+        });
+        Ok(())
+    }
+
+    /// A function call's output, which must follow its call.
+    fn function_call_output(&mut self, item: &Value) -> Result<(), Reply> {
+        let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+        if !self.calls_seen.iter().any(|c| c == call_id) {
+            return Err(input_error(&format!(
+                "No tool call found for function call output with call_id {call_id}."
+            )));
+        }
+        self.answered.push(call_id.to_string());
+        self.flush();
+        self.out.push(Message::Tool {
+            tool_call_id: call_id.to_string(),
+            name: String::new(),
+            content: text_of(item.get("output")),
+        });
+        Ok(())
+    }
+
+    /// A message item: an assistant's text joins its turn; others end it.
+    fn message(&mut self, item: &Value) {
+        let role = item.get("role").and_then(Value::as_str).unwrap_or("");
+        let text = text_of(item.get("content"));
+        match role {
+            "assistant" => {
+                let t = self.turn.get_or_insert((None, vec![]));
+                t.0 = Some(text);
+            }
+            "system" | "developer" => {
+                self.flush();
+                self.out.push(Message::system(text));
+            }
+            _ => {
+                self.flush();
+                self.out.push(Message::user(text));
+            }
+        }
+    }
+}
+
+/// Answers a checked request: the brain's reply as output items (a reasoning item first
+/// for a reasoning model), usage with cache reads and reasoning tokens, cut short at
+/// `max_output_tokens`.
 fn answer(s: &Shared, obj: &Map<String, Value>, chat: ChatRequest) -> Reply {
     let model = obj["model"].as_str().unwrap_or("").to_string();
     let resp = match s.answer(&chat) {
@@ -330,41 +393,14 @@ fn answer(s: &Shared, obj: &Map<String, Value>, chat: ChatRequest) -> Reply {
     let mut output = Vec::new();
     let rs_id = format!("rs_standin_{n}");
     if reasoning_on {
-        let mut item = json!({"type": "reasoning", "id": rs_id, "summary": []});
-        if obj
-            .get("reasoning")
-            .and_then(|r| r.get("summary"))
-            .is_some()
-        {
-            item["summary"] = json!([{"type": "summary_text", "text": "Planned the next step."}]);
-        }
-        let include = obj.get("include").and_then(Value::as_array);
-        if include.is_some_and(|i| i.contains(&json!("reasoning.encrypted_content"))) {
-            item["encrypted_content"] = json!(encrypted(&rs_id));
-        }
-        output.push(item);
+        output.push(reasoning_item(obj, &rs_id));
     }
     let out = answer_tokens(&resp);
     let limit = obj.get("max_output_tokens").and_then(Value::as_u64);
     let truncated = limit.is_some_and(|l| reasoning + out > l);
     if !truncated {
-        if let Some(t) = resp.content.as_deref().filter(|t| !t.is_empty()) {
-            output.push(json!({
-                "type": "message", "id": format!("msg_standin_{n}"), "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": t, "annotations": []}],
-            }));
-        }
-        for (k, c) in resp.tool_calls.iter().enumerate() {
-            let fc = format!("fc_standin_{n}_{k}");
-            if reasoning_on {
-                lock(&s.fc_reasoning).insert(fc.clone(), rs_id.clone());
-            }
-            output.push(json!({
-                "type": "function_call", "id": fc, "call_id": c.id, "name": c.name,
-                "arguments": arguments_text(&c.arguments), "status": "completed",
-            }));
-        }
+        let rs = reasoning_on.then_some(rs_id.as_str());
+        output.extend(answer_items(s, &resp, n, rs));
     }
     let completion = if truncated {
         limit.unwrap_or(0)
@@ -390,4 +426,46 @@ fn answer(s: &Shared, obj: &Map<String, Value>, chat: ChatRequest) -> Reply {
         body["incomplete_details"] = json!({"reason": "max_output_tokens"});
     }
     (200, body)
+}
+
+/// The reasoning item `rs_id`: a summary when the request asks for one, its encrypted
+/// content when it includes `reasoning.encrypted_content`.
+fn reasoning_item(obj: &Map<String, Value>, rs_id: &str) -> Value {
+    let mut item = json!({"type": "reasoning", "id": rs_id, "summary": []});
+    if obj
+        .get("reasoning")
+        .and_then(|r| r.get("summary"))
+        .is_some()
+    {
+        item["summary"] = json!([{"type": "summary_text", "text": "Planned the next step."}]);
+    }
+    let include = obj.get("include").and_then(Value::as_array);
+    if include.is_some_and(|i| i.contains(&json!("reasoning.encrypted_content"))) {
+        item["encrypted_content"] = json!(encrypted(rs_id));
+    }
+    item
+}
+
+/// The brain's text and calls as output items of answer `n`; with `reasoning` (the id of
+/// the reasoning item issued before them), each call is remembered as needing it back.
+fn answer_items(s: &Shared, resp: &ChatResponse, n: u64, reasoning: Option<&str>) -> Vec<Value> {
+    let mut output = Vec::new();
+    if let Some(t) = resp.content.as_deref().filter(|t| !t.is_empty()) {
+        output.push(json!({
+            "type": "message", "id": format!("msg_standin_{n}"), "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": t, "annotations": []}],
+        }));
+    }
+    for (k, c) in resp.tool_calls.iter().enumerate() {
+        let fc = format!("fc_standin_{n}_{k}");
+        if let Some(rs) = reasoning {
+            lock(&s.fc_reasoning).insert(fc.clone(), rs.to_string());
+        }
+        output.push(json!({
+            "type": "function_call", "id": fc, "call_id": c.id, "name": c.name,
+            "arguments": arguments_text(&c.arguments), "status": "completed",
+        }));
+    }
+    output
 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahe_harness::{End, Runtime, TraceWriter};
-use ahe_model::testserver::{ScriptedReply as R, TestServer};
 use ahe_model::{build_client, ModelClient, ModelConfig};
 use ahe_sandbox::local::LocalBackend;
 use ahe_sandbox::{Backend, ExecOpts, Sandbox, SandboxSpec};
+use ahe_testsupport::{ScriptedReply as R, TestServer};
 use serde_json::Value;
 
 pub fn seed() -> PathBuf {
