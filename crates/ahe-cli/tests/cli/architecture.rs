@@ -7,11 +7,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn crates() -> Vec<PathBuf> {
+pub(crate) fn crates() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
         .unwrap()
         .flatten()
@@ -22,7 +22,7 @@ fn crates() -> Vec<PathBuf> {
     v
 }
 
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -50,7 +50,7 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 }
 
 /// The code of a file without comments (line comments, doc comments, block comments).
-fn code(text: &str) -> String {
+pub(crate) fn code(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while !rest.is_empty() {
@@ -95,7 +95,7 @@ fn ident(s: &str) -> &str {
 /// `code` without its `#[cfg(test)] mod … { … }` blocks: unit tests may reach across
 /// modules (they build fixtures with the loader, check a backend is available, …); the
 /// architecture is what the code itself imports.
-fn without_test_modules(code: &str) -> String {
+pub(crate) fn without_test_modules(code: &str) -> String {
     let mut out = String::new();
     let mut rest = code;
     while let Some(i) = rest.find("#[cfg(test)]") {
@@ -463,6 +463,16 @@ const CLI_LOOP_FILES: &[&str] = &[
     "debug.rs",
 ];
 
+/// Whether `code` names `name` as a whole word (`my_ahe_evolve` does not name `ahe_evolve`).
+pub(crate) fn names(code: &str, name: &str) -> bool {
+    code.match_indices(name).any(|(i, _)| {
+        let before = code[..i].chars().last();
+        let after = code[i + name.len()..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
 /// The `src/`-relative paths (with `/`) of a crate's source files whose code — comments and
 /// string literals left out, test modules included — names the crate `name` (`ahe_evolve`).
 fn files_naming(krate: &Path, name: &str) -> Vec<String> {
@@ -471,15 +481,7 @@ fn files_naming(krate: &Path, name: &str) -> Vec<String> {
     rs_files(&src, &mut files);
     let mut out: Vec<String> = files
         .iter()
-        .filter(|f| {
-            let text = code(&std::fs::read_to_string(f).unwrap());
-            text.match_indices(name).any(|(i, _)| {
-                let before = text[..i].chars().last();
-                let after = text[i + name.len()..].chars().next();
-                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
-                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
-            })
-        })
+        .filter(|f| names(&code(&std::fs::read_to_string(f).unwrap()), name))
         .map(|f| {
             let rel = f.strip_prefix(&src).unwrap();
             let parts: Vec<String> = rel

@@ -24,6 +24,7 @@ mod adversarial;
 mod adversarial_offhost;
 mod architecture;
 mod architecture_loop;
+mod architecture_testsupport;
 mod attribution;
 mod attribution_small;
 mod baseline;
