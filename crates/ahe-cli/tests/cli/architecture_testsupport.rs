@@ -14,20 +14,22 @@ const CRATE: &str = "ahe_testsupport";
 /// `[build-dependencies]` and their `[target.'cfg(…)'.…]` forms, as `(label, table)`.
 fn shipped_tables(manifest: &toml::Value) -> Vec<(String, &toml::Table)> {
     let mut out = Vec::new();
-    let mut add = |prefix: &str, v: &toml::Value| {
-        for t in ["dependencies", "build-dependencies"] {
-            if let Some(table) = v.get(t).and_then(toml::Value::as_table) {
-                out.push((format!("{prefix}[{t}]"), table));
-            }
-        }
-    };
-    add("", manifest);
+    add_shipped("", manifest, &mut out);
     if let Some(targets) = manifest.get("target").and_then(toml::Value::as_table) {
         for (cfg, v) in targets {
-            add(&format!("target.{cfg} "), v);
+            add_shipped(&format!("target.{cfg} "), v, &mut out);
         }
     }
     out
+}
+
+/// The `[dependencies]` and `[build-dependencies]` of `v`, labelled after `prefix`.
+fn add_shipped<'a>(prefix: &str, v: &'a toml::Value, out: &mut Vec<(String, &'a toml::Table)>) {
+    for t in ["dependencies", "build-dependencies"] {
+        if let Some(table) = v.get(t).and_then(toml::Value::as_table) {
+            out.push((format!("{prefix}[{t}]"), table));
+        }
+    }
 }
 
 /// Where the crate at `krate` uses the test-support crate outside its tests: manifest
