@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Functions of more than [`MAX_FN_LINES`] lines in `crates/*/src` (tests excluded), as of
 /// the commit that added this check. Only ever lower it.
-const LONG_FUNCTIONS_MAX: usize = 5;
+const LONG_FUNCTIONS_MAX: usize = 0;
 
 /// A function longer than this many lines (its `fn` line to its closing brace) is long.
 const MAX_FN_LINES: usize = 80;
