@@ -301,7 +301,6 @@ impl Guard {
     }
 }
 
-/// Microseconds since `t`, for the stage figures of [`crate::record::ChangeSet`].
 /// Whether a directory the verifier's run made is walked all the same: one under the working
 /// directory (pytest collects a `conftest.py` there) or a Python package's `*.dist-info` (its
 /// `RECORD` vouches for the files an install rewrote in the image's own directories, such as a
@@ -310,6 +309,7 @@ pub(crate) fn walked_when_made(p: &str, workdir: &str) -> bool {
     (workdir != "/" && integrity::under(p, workdir)) || p.ends_with(".dist-info")
 }
 
+/// Microseconds since `t`, for the stage figures of [`crate::record::ChangeSet`].
 fn us(t: Instant) -> u64 {
     t.elapsed().as_micros() as u64
 }
