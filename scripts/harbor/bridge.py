@@ -18,8 +18,12 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
    "options": {...}, "environment_dir": DIR|null, "docker_image": IMG|null,
    "cpus": N|null, "memory_mb": N|null, "storage_mb": N|null, "allow_internet": bool,
    "env": {...}, "build_timeout_sec": N|null, "trial_dir": DIR, "record": FILE|null,
-   "workdir": DIR|null (the image's, when ahe knows it)}
-                                                        {"workdir": "/app", "notes": [...]}
+   "workdir": DIR|null (the image's, when ahe knows it),
+   "fresh": bool (docker: ahe found no container of the project),
+   "engine": bool (docker: ahe runs the start's own commands through the Engine API)}
+                                                        {"workdir": "/app", "notes": [...],
+                                                         "then": [{"command", "user"}]: with
+                                                         "engine", what ahe runs next}
   {"op": "exec", "session": S, "command": "...", "cwd": DIR|null, "env": {...},
    "timeout_sec": N|null, "stdin_b64": B64|null}      {"exit_code": N|null, "output": "...",
                                                          "timed_out": bool}
@@ -181,6 +185,42 @@ def ask_daemon_os_once() -> None:
         DockerEnvironment._detect_daemon_os = classmethod(functools.cache(ask.__func__))
 
 
+def thin_docker_start() -> None:
+    """Two calls of Harbor's docker start that cannot find anything to do in ahe's
+    environments are skipped: the `docker compose down --remove-orphans` before `up` when
+    ahe found no container of the project on the engine (`"fresh": true` in the start: its
+    session names are new, but a killed ahe's could be left), and the `docker inspect` of
+    the image's OS after the first start from that image (ahe's task images are named by
+    their content)."""
+    try:
+        from harbor.environments.docker.docker import DockerEnvironment
+    except ImportError:
+        return
+    run = getattr(DockerEnvironment, "_run_docker_compose_command", None)
+    if run is not None:
+
+        @functools.wraps(run)
+        async def run_unless_fresh_down(self, command, *args, **kwargs):
+            if command == ["down", "--remove-orphans"] and getattr(self, "_ahe_fresh", False):
+                self._ahe_fresh = False  # once: a later down (the delete) runs
+                return None  # start ignores this call's result
+            return await run(self, command, *args, **kwargs)
+
+        DockerEnvironment._run_docker_compose_command = run_unless_fresh_down
+    validate = getattr(DockerEnvironment, "_validate_image_os", None)
+    if validate is not None:
+        checked: set = set()
+
+        @functools.wraps(validate)
+        async def validate_once(self, image_name):
+            if image_name in checked:
+                return
+            await validate(self, image_name)
+            checked.add(image_name)
+
+        DockerEnvironment._validate_image_os = validate_once
+
+
 # How long a cancelled start may take to finish before its environment is deleted anyway.
 SETTLE_SEC = 120.0
 
@@ -310,6 +350,20 @@ class Bridge:
         session = req["session"]
         name = req.get("environment") or "docker"
         env, notes, cfg = self.make(req)
+        if req.get("fresh"):
+            env._ahe_fresh = True
+        then = []
+        if req.get("engine") and hasattr(env, "_ensure_dirs_command"):
+            # ahe runs the start's own `ensure_dirs` command (Harbor's, unchanged) through the
+            # Engine API once the container is up: one `docker compose exec` fewer.
+            async def ensure_dirs_later(dirs, *, chmod=True):
+                if dirs:
+                    user = env._reset_dirs_user() if chmod else None
+                    then.append({"command": env._ensure_dirs_command(dirs, chmod=chmod),
+                                 "user": user})
+                return None
+
+            env.ensure_dirs = ensure_dirs_later
         self.envs[session] = env
         if req.get("record"):
             self.records[session] = req["record"]
@@ -330,12 +384,13 @@ class Bridge:
         except Exception as e:
             await self.stop(session, True)
             raise Failure("setup", f"harbor {name}: start failed: {type(e).__name__}: {e}")
+        env.__dict__.pop("ensure_dirs", None)  # later calls: Harbor's own
         if req.get("workdir"):
             # ahe read it from the image it built: no exec needed.
-            return {"workdir": req["workdir"], "notes": notes}
+            return {"workdir": req["workdir"], "notes": notes, "then": then}
         r = await env.exec("pwd", timeout_sec=60)
         workdir = (r.stdout or "").strip().splitlines()
-        return {"workdir": workdir[-1] if workdir else "/", "notes": notes}
+        return {"workdir": workdir[-1] if workdir else "/", "notes": notes, "then": then}
 
     async def op_exec(self, req: dict, inline: bool = True) -> dict:
         env = self.env(req["session"])
@@ -577,6 +632,7 @@ class Bridge:
 
 def main() -> None:
     ask_daemon_os_once()
+    thin_docker_start()
     asyncio.run(Bridge().serve())
 
 

@@ -204,6 +204,18 @@ fn sandbox_harbor_parses_and_misuse_is_named() {
     assert_eq!(h.environment, "daytona");
     assert_eq!(h.venv.as_deref(), Some(Path::new("/opt/hv")));
     assert_eq!(h.options["auto_stop_interval_mins"], serde_json::json!(5));
+    assert_eq!(
+        h.exec,
+        ahe_sandbox::harbor::HarborExec::Engine,
+        "the default"
+    );
+    let p = write(
+        d.path(),
+        "e.toml",
+        &format!("{base}[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\nexec = \"harbor\"\n"),
+    );
+    let h = RunConfig::load(&p).unwrap().sandbox.harbor.unwrap();
+    assert_eq!(h.exec, ahe_sandbox::harbor::HarborExec::Harbor);
     // [sandbox.harbor] under another backend, an unknown key, hosts with harbor.
     for (text, needle) in [
         (
@@ -213,6 +225,10 @@ fn sandbox_harbor_parses_and_misuse_is_named() {
         (
             "[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\nenv = \"docker\"\n",
             "env",
+        ),
+        (
+            "[sandbox]\nbackend = \"harbor\"\n[sandbox.harbor]\nexec = \"compose\"\n",
+            "exec",
         ),
         (
             "[sandbox]\nbackend = \"harbor\"\nhosts = [{url = \"unix:///x.sock\"}]\n",

@@ -36,9 +36,10 @@
 //! `bash` run commands with `sh`. `.dockerignore` is honoured for the context sent and its
 //! hash (patterns anchored at the context root, `*`, `**`, `!` exceptions).
 
+pub(crate) mod api;
 pub mod auth;
 mod context;
-mod exec;
+pub(crate) mod exec;
 pub(crate) mod files;
 pub(crate) mod image;
 mod keeper;
@@ -49,7 +50,7 @@ pub use owned::{hostname, reap, remove_own};
 pub(crate) use owned::{pid_start_time, remove_blocking, remove_container, spawn_detached};
 pub mod pool;
 pub mod pull;
-mod sandbox;
+pub(crate) mod sandbox;
 mod snapshot;
 mod transfer;
 

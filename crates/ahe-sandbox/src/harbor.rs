@@ -21,6 +21,7 @@
 //! merged into stdout (Harbor's exec returns one stream).
 
 mod bridge;
+mod engine;
 mod image;
 mod records;
 mod start;
@@ -40,6 +41,7 @@ use crate::{
     SandboxSpec,
 };
 use bridge::Bridge;
+pub use engine::HarborExec;
 pub use records::{reap_in, HarborReap};
 pub use start::MAX_START_LOSSES;
 use start::{start_once, StartError};
@@ -63,6 +65,14 @@ pub struct HarborConfig {
     /// with ahe's static busybox, as on environments whose file system is elsewhere.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub host_layer: bool,
+    /// How commands and copies reach a `docker` environment read from this host: through
+    /// the Engine API on its container (`engine`, the default) or Harbor's `docker compose`.
+    #[serde(default, skip_serializing_if = "is_engine")]
+    pub exec: HarborExec,
+}
+
+fn is_engine(e: &HarborExec) -> bool {
+    *e == HarborExec::Engine
 }
 
 impl Default for HarborConfig {
@@ -72,6 +82,7 @@ impl Default for HarborConfig {
             venv: None,
             options: BTreeMap::new(),
             host_layer: true,
+            exec: HarborExec::Engine,
         }
     }
 }
@@ -203,7 +214,7 @@ impl HarborBackend {
             .map_err(|e| anyhow::anyhow!("harbor state dir {}: {e}", state.display()))?;
         let script = bridge::script_in(&state)
             .map_err(|e| anyhow::anyhow!("harbor state dir {}: {e}", state.display()))?;
-        let (hello, check) = hello(&python, &script, &cfg)?;
+        let (hello, check) = bridge::hello(&python, &script, &cfg)?;
         let version = hello["harbor"].as_str().unwrap_or("?").to_string();
         let offered: Vec<&str> = hello["environments"]
             .as_array()
@@ -275,58 +286,6 @@ impl HarborBackend {
     }
 }
 
-/// Runs a bridge for one `hello` and one `check` of `cfg`'s environment (blocking; before
-/// any runtime is needed); their answers.
-fn hello(python: &Path, script: &Path, cfg: &HarborConfig) -> anyhow::Result<(Value, Value)> {
-    use std::io::{BufRead, Read, Seek, Write};
-    let mut err = tempfile::tempfile()?;
-    let mut child = std::process::Command::new(python)
-        .arg(script)
-        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::from(err.try_clone()?))
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", python.display()))?;
-    let mut stdin = child.stdin.take();
-    if let Some(stdin) = stdin.as_mut() {
-        let check = json!({"id": 1, "op": "check", "environment": cfg.environment,
-                           "options": cfg.options});
-        let _ = stdin.write_all(format!("{{\"id\": 0, \"op\": \"hello\"}}\n{check}\n").as_bytes());
-        let _ = stdin.flush();
-    }
-    // Both answers before the input closes (a closing input cancels what is in flight).
-    let mut answers: Vec<Value> = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        for line in std::io::BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                answers.push(v);
-            }
-            if answers.len() == 2 {
-                break;
-            }
-        }
-    }
-    drop(stdin);
-    let status = child.wait()?;
-    let by_id = |id: u64| answers.iter().find(|v| v["id"] == json!(id)).cloned();
-    let check = by_id(1).unwrap_or_else(|| json!({"ok": false, "error": "no answer"}));
-    let v: Value = by_id(0)
-        .filter(|v: &Value| v["ok"] == json!(true))
-        .ok_or_else(|| {
-            let mut text = String::new();
-            let _ = err.rewind().and_then(|_| err.read_to_string(&mut text));
-            let tail: Vec<&str> = text.lines().rev().take(3).collect();
-            anyhow::anyhow!(
-                "the Harbor bridge did not answer hello with {} ({status}): {}",
-                python.display(),
-                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-            )
-        })?;
-    Ok((v, check))
-}
-
 #[async_trait::async_trait]
 impl Backend for HarborBackend {
     fn name(&self) -> &'static str {
@@ -377,6 +336,13 @@ impl Backend for HarborBackend {
                     .into(),
             );
         }
+        let engine = engine::engine_of(&inner.cfg, &session, spec, &mut notes).await;
+        let workdir = answer["workdir"].as_str().unwrap_or("/").to_string();
+        let finished = engine::finish(&inner.cfg, engine.as_ref(), &answer["then"], &workdir);
+        if let Err(e) = finished.await {
+            inner.delete_later(bridge, start, record);
+            return Err(e);
+        }
         notes.extend(
             answer["notes"]
                 .as_array()
@@ -394,12 +360,13 @@ impl Backend for HarborBackend {
             ),
             bridge,
             session,
-            workdir: answer["workdir"].as_str().unwrap_or("/").to_string(),
+            workdir,
             notes,
             start,
             record,
             destroyed: AtomicBool::new(false),
             layer: tokio::sync::OnceCell::new(),
+            engine,
             _trial_dir: trial_dir,
         }))
     }
@@ -423,27 +390,6 @@ impl Backend for HarborBackend {
     }
 }
 
-/// The writable layer of the `main` service of compose project `project` on the engine of
-/// `DOCKER_HOST` (the one Harbor's docker environment drives), when this host can read it.
-async fn compose_layer(project: &str) -> Option<crate::Layer> {
-    use bollard::query_parameters::ListContainersOptionsBuilder;
-    let docker = bollard::Docker::connect_with_defaults().ok()?;
-    let filters = std::collections::HashMap::from([(
-        "label".to_string(),
-        vec![
-            format!("com.docker.compose.project={project}"),
-            "com.docker.compose.service=main".to_string(),
-        ],
-    )]);
-    let opts = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let list = docker.list_containers(Some(opts)).await.ok()?;
-    let id = list.first()?.id.clone()?;
-    crate::docker::layer::inspect(&docker, &id).await
-}
-
 /// One trial's Harbor environment.
 pub struct HarborSandbox {
     inner: Arc<Inner>,
@@ -456,6 +402,8 @@ pub struct HarborSandbox {
     record: PathBuf,
     destroyed: AtomicBool,
     layer: tokio::sync::OnceCell<Option<crate::Layer>>,
+    /// The environment's container through the Engine API (`exec = "engine"` on `docker`).
+    engine: Option<engine::Engine>,
     _trial_dir: tempfile::TempDir,
 }
 
@@ -473,9 +421,7 @@ impl Drop for HarborSandbox {
 
 impl HarborSandbox {
     async fn call(&self, mut req: Value) -> Result<Value> {
-        if self.destroyed.load(Ordering::SeqCst) {
-            return Err(SandboxError::Backend("sandbox already destroyed".into()));
-        }
+        self.check_live()?;
         req["session"] = json!(self.session);
         self.bridge
             .call(req)
@@ -486,11 +432,26 @@ impl HarborSandbox {
     fn abs(&self, path: &str) -> String {
         crate::dockerfile::resolve(&self.workdir, path)
     }
+
+    fn check_live(&self) -> Result<()> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(SandboxError::Backend("sandbox already destroyed".into()));
+        }
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
 impl Sandbox for HarborSandbox {
     async fn exec(&self, command: &str, opts: ExecOpts) -> Result<ExecOutput> {
+        if let Some(e) = &self.engine {
+            self.check_live()?;
+            let cwd = opts
+                .cwd
+                .as_deref()
+                .map_or_else(|| self.workdir.clone(), |c| self.abs(c));
+            return e.exec(command, cwd, opts).await;
+        }
         let t0 = Instant::now();
         let b64 = base64::engine::general_purpose::STANDARD;
         let a = self
@@ -512,7 +473,30 @@ impl Sandbox for HarborSandbox {
         })
     }
 
+    async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
+        let Some(e) = &self.engine else {
+            let quoted: Vec<String> = (argv.iter())
+                .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+                .collect();
+            return self.exec(&format!("exec {}", quoted.join(" ")), opts).await;
+        };
+        self.check_live()?;
+        let cwd = opts
+            .cwd
+            .as_deref()
+            .map_or_else(|| "/".into(), |c| self.abs(c));
+        e.exec_argv(argv, cwd, opts).await
+    }
+
+    fn exec_direct(&self) -> bool {
+        self.engine.is_some()
+    }
+
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {
+        if let Some(e) = &self.engine {
+            self.check_live()?;
+            return e.put(src, dest, &self.abs(dest)).await;
+        }
         let src = std::path::absolute(src)?;
         if !src.exists() {
             return Err(SandboxError::Backend(format!(
@@ -527,6 +511,10 @@ impl Sandbox for HarborSandbox {
 
     async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut> {
         let src_abs = self.abs(src);
+        if let Some(e) = &self.engine {
+            self.check_live()?;
+            return e.get(&src_abs, dest).await;
+        }
         let tmp = tempfile::tempdir()?;
         let tar = tmp.path().join("get.tar");
         self.call(json!({"op": "get", "src": src_abs, "tar": tar}))
@@ -548,10 +536,16 @@ impl Sandbox for HarborSandbox {
         if self.inner.cfg.environment != "docker" || !self.inner.cfg.host_layer {
             return None;
         }
-        self.layer
-            .get_or_init(|| compose_layer(&self.session))
-            .await
-            .clone()
+        let find = || async {
+            match &self.engine {
+                Some(e) => e.layer().await,
+                None => {
+                    let (docker, id) = engine::compose_main(&self.session).await?;
+                    crate::docker::layer::inspect(&docker, &id).await
+                }
+            }
+        };
+        self.layer.get_or_init(find).await.clone()
     }
 
     fn handover_command(&self, policy: LeftoverPolicy, start_secs: u32) -> Option<String> {
@@ -578,11 +572,20 @@ impl Sandbox for HarborSandbox {
         Some(self.host.clone())
     }
 
+    /// The bridge's death, when commands go through it; with the Engine API the container
+    /// outlives its bridge (a new bridge deletes it), and one removed under the trial fails
+    /// its next command as an infra error instead.
     fn lost(&self) -> Option<String> {
-        self.bridge.dead()
+        match self.engine {
+            Some(_) => None,
+            None => self.bridge.dead(),
+        }
     }
 
     async fn wait_lost(&self) -> String {
-        self.bridge.wait_dead().await
+        match self.engine {
+            Some(_) => std::future::pending().await,
+            None => self.bridge.wait_dead().await,
+        }
     }
 }

@@ -274,46 +274,56 @@ fn a_sigkilled_bridge_loses_no_trial_and_leaves_no_container() {
     if !harbor_ready() {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let (out, state) = (d.path().join("out"), d.path().join("state"));
-    let child = eval_cmd("mock:oracle", &out, &state)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    wait_for_container(&child);
-    let bridge = bridge_of(pid).expect("the bridge process of ahe");
-    sigkill(bridge);
-    let o = finish(child);
-    let all = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{all}");
-    assert!(
-        all.contains(&format!("Harbor bridge (pid {bridge}) exited")),
-        "{all}"
-    );
-    let s = json_file(&out.join("scores.json"));
-    assert_eq!(s["pass_at_1"], 1.0, "{s:#}");
-    let rs = results(&out);
-    assert_eq!(rs.len(), 8, "no trial lost");
-    assert!(rs.iter().all(|r| r["status"] == "pass"), "{rs:#?}");
-    // The re-runs ran on a new bridge.
-    let new = format!("(bridge {bridge})");
-    assert!(
-        rs.iter()
-            .all(|r| !r["host"].as_str().unwrap().contains(&new)),
-        "{rs:#?}"
-    );
-    assert!(
-        projects_of(pid).is_empty(),
-        "containers left: {:?}",
-        projects_of(pid)
-    );
-    assert!(
-        records(&state).is_empty(),
-        "records left: {:?}",
-        records(&state)
-    );
+    // Commands through Harbor: the trials on the dead bridge are lost and run again on a new
+    // one. Through the Engine API (the default): their containers outlive the bridge, so they
+    // finish where they are; either way a new bridge deletes every environment.
+    for exec in ["harbor", "engine"] {
+        let d = tempfile::tempdir().unwrap();
+        let (out, state) = (d.path().join("out"), d.path().join("state"));
+        let cfg = d.path().join("run.toml");
+        let toml = format!(
+            "[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"harbor\"\n\
+             [sandbox.harbor]\nexec = \"{exec}\"\n"
+        );
+        std::fs::write(&cfg, toml).unwrap();
+        let child = eval_cmd("mock:oracle", &out, &state)
+            .arg("--config")
+            .arg(&cfg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        wait_for_container(&child);
+        let bridge = bridge_of(pid).expect("the bridge process of ahe");
+        sigkill(bridge);
+        let o = finish(child);
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{exec}: {all}");
+        let s = json_file(&out.join("scores.json"));
+        assert_eq!(s["pass_at_1"], 1.0, "{exec}: {s:#}");
+        let rs = results(&out);
+        assert_eq!(rs.len(), 8, "{exec}: no trial lost");
+        assert!(rs.iter().all(|r| r["status"] == "pass"), "{exec}: {rs:#?}");
+        if exec == "harbor" {
+            let exited = format!("Harbor bridge (pid {bridge}) exited");
+            assert!(all.contains(&exited), "{all}");
+            // The re-runs ran on a new bridge.
+            let new = format!("(bridge {bridge})");
+            assert!(
+                rs.iter()
+                    .all(|r| !r["host"].as_str().unwrap().contains(&new)),
+                "{rs:#?}"
+            );
+        } else {
+            let infra = |r: &&Value| r["infra_retries"].as_u64().unwrap_or(0) > 0;
+            assert!(!rs.iter().any(|r| infra(&r)), "{exec}: {rs:#?}");
+        }
+        let left = projects_of(pid);
+        assert!(left.is_empty(), "{exec}: containers left: {left:?}");
+        let recs = records(&state);
+        assert!(recs.is_empty(), "{exec}: records left: {recs:?}");
+    }
 }
 
 fn a_start_lost_with_its_bridge_is_made_again_without_an_infra_retry() {

@@ -4,18 +4,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bollard::query_parameters::{
-    ContainerArchiveInfoOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    UploadToContainerOptionsBuilder,
-};
 use bollard::Docker;
-use futures_util::StreamExt;
 
+use super::api::{blocking, Api};
 use super::exec::{self, ExecRequest};
 use super::keeper::Keeper;
 use super::lifecycle::{NetnsLease, Removals};
 use super::transfer::Transfer;
-use super::{api_err, files, remove_blocking, status_of};
+use super::{files, remove_blocking};
 use crate::{dockerfile, CopyOut, ExecOpts, ExecOutput, Result, Sandbox, SandboxError};
 
 mod create;
@@ -91,15 +87,12 @@ impl DockerSandbox {
         }
     }
 
-    /// Extracts a tar archive at `path` inside the container.
-    async fn upload(&self, path: &str, tar: Vec<u8>) -> Result<()> {
-        let opts = UploadToContainerOptionsBuilder::default()
-            .path(path)
-            .build();
-        self.docker
-            .upload_to_container(&self.id, Some(opts), bollard::body_full(tar.into()))
-            .await
-            .map_err(|e| api_err(&format!("copying into {path}"), e))
+    /// The Engine API on this container.
+    fn api(&self) -> Api<'_> {
+        Api {
+            docker: &self.docker,
+            id: &self.id,
+        }
     }
 
     /// The keeper transport for put/get.
@@ -109,43 +102,6 @@ impl DockerSandbox {
             docker: &self.docker,
             container: &self.id,
             unavailable: &self.no_tar,
-        }
-    }
-
-    /// A tar of `path` through the archive API.
-    async fn download(&self, path: &str) -> Result<Vec<u8>> {
-        let opts = DownloadFromContainerOptionsBuilder::default()
-            .path(path)
-            .build();
-        let mut stream = self.docker.download_from_container(&self.id, Some(opts));
-        let mut data = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(b) => data.extend_from_slice(&b),
-                Err(e) if status_of(&e) == Some(404) => {
-                    return Err(SandboxError::Backend(format!(
-                        "get: {path}: no such file or directory in the sandbox"
-                    )))
-                }
-                Err(e) => return Err(api_err(&format!("get: {path}"), e)),
-            }
-        }
-        Ok(data)
-    }
-
-    /// Whether `path` is an existing directory inside the container.
-    async fn is_dir(&self, path: &str) -> Result<bool> {
-        let opts = ContainerArchiveInfoOptionsBuilder::default()
-            .path(path)
-            .build();
-        match self
-            .docker
-            .get_container_archive_info(&self.id, Some(opts))
-            .await
-        {
-            Ok(stat) => Ok(stat.file_mode & (1 << 31) != 0),
-            Err(e) if status_of(&e) == Some(404) => Ok(false),
-            Err(e) => Err(api_err(&format!("stat {path}"), e)),
         }
     }
 
@@ -170,21 +126,16 @@ impl DockerSandbox {
     }
 }
 
-/// The exec's extra environment as `KEY=value` pairs (each checked).
-fn env_pairs(opts: &ExecOpts) -> Result<Vec<String>> {
-    let mut env = Vec::with_capacity(opts.env.len());
-    for (k, v) in &opts.env {
+/// Environment variables as `KEY=value` pairs for an exec (each checked).
+pub(crate) fn env_pairs<'a>(
+    vars: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<Vec<String>> {
+    let mut env = Vec::new();
+    for (k, v) in vars {
         check_env(k, v)?;
         env.push(format!("{k}={v}"));
     }
     Ok(env)
-}
-
-/// Runs blocking file work off the async runtime.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| SandboxError::Backend(format!("blocking task failed: {e}")))?
 }
 
 #[async_trait::async_trait]
@@ -195,7 +146,7 @@ impl Sandbox for DockerSandbox {
             Some(c) => self.abs(c),
             None => self.workdir.clone(),
         };
-        let env = env_pairs(&opts)?;
+        let env = env_pairs(&opts.env)?;
         let no_bash = self.no_bash.load(Ordering::Relaxed);
         let request = |shell: &str, stdin: Option<Vec<u8>>| ExecRequest {
             argv: vec![shell.into(), "-c".into(), command.to_string()],
@@ -227,7 +178,7 @@ impl Sandbox for DockerSandbox {
 
     async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
         self.check_live()?;
-        let env = env_pairs(&opts)?;
+        let env = env_pairs(&opts.env)?;
         let cwd = opts
             .cwd
             .as_deref()
@@ -249,24 +200,9 @@ impl Sandbox for DockerSandbox {
 
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {
         self.check_live()?;
-        let md = std::fs::metadata(src)
-            .map_err(|e| SandboxError::Backend(format!("put: {}: {e}", src.display())))?;
         let dest_abs = self.abs(dest);
-        let src_path = src.to_path_buf();
-        let tar = if md.is_dir() {
-            let rel = files::rel_of(&dest_abs);
-            match blocking(move || files::dir_archive(&src_path, &rel)).await? {
-                Some(t) => t,
-                None => return self.mkdir(&dest_abs).await,
-            }
-        } else {
-            let into = dest.ends_with('/') || self.is_dir(&dest_abs).await?;
-            let target = if into {
-                files::rel_of(&dest_abs).join(src.file_name().unwrap_or_default())
-            } else {
-                files::rel_of(&dest_abs)
-            };
-            blocking(move || files::file_archive(&src_path, &target)).await?
+        let Some(tar) = self.api().put_archive(src, dest, &dest_abs).await? else {
+            return self.mkdir(&dest_abs).await;
         };
         // Through the keeper when it can (as root, like the archive API), else the API; ahe's
         // own tools never through the keeper (its shell is the image's).
@@ -274,7 +210,7 @@ impl Sandbox for DockerSandbox {
         if self.root_user && !own && self.transfer().put(&tar).await {
             return Ok(());
         }
-        self.upload("/", tar).await
+        self.api().upload("/", tar).await
     }
 
     async fn get(&self, src: &str, dest: &Path) -> Result<CopyOut> {
@@ -288,7 +224,7 @@ impl Sandbox for DockerSandbox {
         };
         let data = match fast {
             Some(d) => d,
-            None => self.download(&src_abs).await?,
+            None => self.api().download(&src_abs).await?,
         };
         let dest = dest.to_path_buf();
         blocking(move || files::unpack(&data, &src_abs, &dest)).await

@@ -242,3 +242,59 @@ fn log_tail(log: &Path) -> String {
     let tail = lines[lines.len().saturating_sub(2)..].join(" | ");
     tail.chars().take(400).collect()
 }
+
+/// Runs a bridge for one `hello` and one `check` of `cfg`'s environment (blocking; before
+/// any runtime is needed); their answers.
+pub(super) fn hello(
+    python: &Path,
+    script: &Path,
+    cfg: &super::HarborConfig,
+) -> anyhow::Result<(Value, Value)> {
+    use std::io::{BufRead, Read, Seek, Write};
+    let mut err = tempfile::tempfile()?;
+    let mut child = std::process::Command::new(python)
+        .arg(script)
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(err.try_clone()?))
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", python.display()))?;
+    let mut stdin = child.stdin.take();
+    if let Some(stdin) = stdin.as_mut() {
+        let check = json!({"id": 1, "op": "check", "environment": cfg.environment,
+                           "options": cfg.options});
+        let _ = stdin.write_all(format!("{{\"id\": 0, \"op\": \"hello\"}}\n{check}\n").as_bytes());
+        let _ = stdin.flush();
+    }
+    // Both answers before the input closes (a closing input cancels what is in flight).
+    let mut answers: Vec<Value> = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                answers.push(v);
+            }
+            if answers.len() == 2 {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let status = child.wait()?;
+    let by_id = |id: u64| answers.iter().find(|v| v["id"] == json!(id)).cloned();
+    let check = by_id(1).unwrap_or_else(|| json!({"ok": false, "error": "no answer"}));
+    let v: Value = by_id(0)
+        .filter(|v: &Value| v["ok"] == json!(true))
+        .ok_or_else(|| {
+            let mut text = String::new();
+            let _ = err.rewind().and_then(|_| err.read_to_string(&mut text));
+            let tail: Vec<&str> = text.lines().rev().take(3).collect();
+            anyhow::anyhow!(
+                "the Harbor bridge did not answer hello with {} ({status}): {}",
+                python.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            )
+        })?;
+    Ok((v, check))
+}

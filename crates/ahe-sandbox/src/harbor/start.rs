@@ -72,6 +72,14 @@ pub(super) async fn start_once(
         start["docker_image"] = json!(p.image);
         start["workdir"] = json!(p.workdir);
     }
+    if inner.cfg.environment == "docker" && super::engine::project_is_new(&session).await {
+        // Nothing to take down before `up` (the bridge skips Harbor's `down`).
+        start["fresh"] = json!(true);
+    }
+    if super::engine::wanted(&inner.cfg) {
+        // The start's own commands come back for ahe to run through the Engine API.
+        start["engine"] = json!(true);
+    }
     let bridge = inner.bridge().await.map_err(StartError::Failed)?;
     let mut rec = records::Record {
         pid: std::process::id(),

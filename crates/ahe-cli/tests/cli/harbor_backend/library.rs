@@ -2,14 +2,15 @@
 //! task share one image build however many start at once (and the image is kept, as on the
 //! docker backend); execs with small (inline) and large (uploaded) stdin, `put` of a file
 //! into a directory and under a new name, `get` back; a timed-out exec leaves nothing of
-//! itself running.
+//! itself running. Both ways a command reaches the environment: the Engine API on its
+//! container (`exec = "engine"`, the default) and Harbor's own `docker compose exec`.
 
 use std::path::Path;
 
 use base64::Engine as _;
 use std::time::Duration;
 
-use ahe_sandbox::harbor::{HarborBackend, HarborConfig};
+use ahe_sandbox::harbor::{HarborBackend, HarborConfig, HarborExec};
 use ahe_sandbox::{Backend, ExecOpts, Sandbox, SandboxSpec};
 
 fn spec(ctx: &Path, trial: &str) -> SandboxSpec {
@@ -20,6 +21,9 @@ fn spec(ctx: &Path, trial: &str) -> SandboxSpec {
         context_dir: Some(ctx.to_path_buf()),
         cpus: Some(1.0),
         memory_mb: Some(512),
+        env: [("AHE_ENV_A", "environment"), ("AHE_ENV_B", "environment")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
         ..Default::default()
     }
 }
@@ -75,7 +79,11 @@ pub(super) fn trials_of_a_task_share_one_build_and_files_round_trip() {
         let image = |sb: &dyn Sandbox| {
             let notes = sb.notes().join("\n");
             let at = notes.find("image ahe-task:").expect(&notes);
-            notes[at + 6..].split(':').take(2).collect::<Vec<_>>().join(":")
+            notes[at + 6..]
+                .split(':')
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(":")
         };
         let tag = image(one.as_ref());
         assert_eq!(tag, image(two.as_ref()));
@@ -89,39 +97,18 @@ pub(super) fn trials_of_a_task_share_one_build_and_files_round_trip() {
         assert_eq!(b.builds(), 1);
         three.destroy().await.unwrap();
 
-        // stdin: small (inline in the command) and large (uploaded), bytes intact.
-        let small = b"line one\n\0two".to_vec();
-        let b64 = base64::engine::general_purpose::STANDARD.encode(&small);
-        assert_eq!(sh(one.as_ref(), "base64 -w0", Some(small)).await, b64);
-        let big = vec![b'x'; 300_000];
-        assert_eq!(sh(one.as_ref(), "wc -c", Some(big)).await, "300000");
-
-        // put: a file into an existing directory, and under a new name in a new one.
-        let src = d.path().join("note.txt");
-        std::fs::write(&src, "hello\n").unwrap();
-        one.put(&src, "/tmp").await.unwrap();
-        one.put(&src, "/opt/new/dir/renamed.txt").await.unwrap();
-        assert_eq!(sh(one.as_ref(), "cat /tmp/note.txt /opt/new/dir/renamed.txt", None).await, "hello\nhello");
-        // get: a directory back.
-        let back = d.path().join("back");
-        one.get("/opt/new", &back).await.unwrap();
-        assert_eq!(std::fs::read_to_string(back.join("dir/renamed.txt")).unwrap(), "hello\n");
-
-        // A timed-out exec: nothing of it keeps running.
-        let nap = format!("sleep 30.{}", std::process::id());
-        let opts = ExecOpts {
-            timeout: Some(Duration::from_secs(2)),
+        round_trip(one.as_ref(), d.path(), "engine").await;
+        // The same through Harbor's own exec and copies.
+        let cfg = HarborConfig {
+            exec: HarborExec::Harbor,
             ..Default::default()
         };
-        let out = one.exec(&format!("{nap} & {nap}"), opts).await.unwrap();
-        assert!(out.timed_out, "{out:?}");
-        let left = sh(
-            one.as_ref(),
-            &format!("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^{nap} $' || true"),
-            None,
-        )
-        .await;
-        assert_eq!(left, "0", "processes of the timed-out exec still run");
+        let via_harbor = HarborBackend::connect(cfg).unwrap();
+        let four = via_harbor.create(&spec(&ctx, "t4")).await.unwrap();
+        assert_eq!(via_harbor.builds(), 0, "the image is kept and reused");
+        round_trip(four.as_ref(), d.path(), "harbor").await;
+        four.destroy().await.unwrap();
+        via_harbor.drain().await;
 
         one.destroy().await.unwrap();
         two.destroy().await.unwrap();
@@ -136,4 +123,62 @@ pub(super) fn trials_of_a_task_share_one_build_and_files_round_trip() {
     let _ = std::process::Command::new("docker")
         .args(["rmi", &tag])
         .output();
+}
+
+/// Commands and copies on `sb`, reached the `way` its notes name: the environment's variables
+/// under the exec's own, stdin small and large, put and get, a timed-out exec.
+async fn round_trip(sb: &dyn Sandbox, dir: &Path, way: &str) {
+    let notes = sb.notes().join("\n");
+    assert_eq!(
+        notes.contains("the Engine API on Harbor's container"),
+        way == "engine",
+        "{notes}"
+    );
+    let opts = ExecOpts {
+        env: [("AHE_ENV_B".to_string(), "exec".to_string())].into(),
+        ..Default::default()
+    };
+    let out = sb.exec("echo $AHE_ENV_A $AHE_ENV_B", opts).await.unwrap();
+    assert_eq!(out.stdout.trim(), "environment exec", "{way}: {out:?}");
+    let dir = &dir.join(way);
+    std::fs::create_dir_all(dir).unwrap();
+    // stdin: small (inline in the command) and large (uploaded), bytes intact.
+    let small = b"line one\n\0two".to_vec();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&small);
+    assert_eq!(sh(sb, "base64 -w0", Some(small)).await, b64);
+    let big = vec![b'x'; 300_000];
+    assert_eq!(sh(sb, "wc -c", Some(big)).await, "300000");
+
+    // put: a file into an existing directory, and under a new name in a new one.
+    let src = dir.join("note.txt");
+    std::fs::write(&src, "hello\n").unwrap();
+    sb.put(&src, "/tmp").await.unwrap();
+    sb.put(&src, "/opt/new/dir/renamed.txt").await.unwrap();
+    assert_eq!(
+        sh(sb, "cat /tmp/note.txt /opt/new/dir/renamed.txt", None).await,
+        "hello\nhello"
+    );
+    // get: a directory back.
+    let back = dir.join("back");
+    sb.get("/opt/new", &back).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(back.join("dir/renamed.txt")).unwrap(),
+        "hello\n"
+    );
+
+    // A timed-out exec: nothing of it keeps running.
+    let nap = format!("sleep 30.{}", std::process::id());
+    let opts = ExecOpts {
+        timeout: Some(Duration::from_secs(2)),
+        ..Default::default()
+    };
+    let out = sb.exec(&format!("{nap} & {nap}"), opts).await.unwrap();
+    assert!(out.timed_out, "{out:?}");
+    let left = sh(
+        sb,
+        &format!("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^{nap} $' || true"),
+        None,
+    )
+    .await;
+    assert_eq!(left, "0", "processes of the timed-out exec still run");
 }

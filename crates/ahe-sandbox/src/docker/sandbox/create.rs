@@ -191,7 +191,7 @@ async fn create_once(
             dirs.push((sb.workdir.as_str(), 0o755));
         }
         let tar = files::dirs_archive(&dirs).map_err(|e| (e, false))?;
-        sb.upload("/", tar).await.map_err(|e| (e, false))?;
+        sb.api().upload("/", tar).await.map_err(|e| (e, false))?;
     }
     if let Err(e) = docker.start_container(&sb.id, None).await {
         return Err(start_failed(docker, sb, e).await);

@@ -1,0 +1,226 @@
+//! Commands and copies through the Engine API on the `main` container of Harbor's docker
+//! environment (`[sandbox.harbor] exec = "engine"`, the default there): Harbor starts and
+//! deletes the environment (its compose project, network mode and limits), and ahe execs in
+//! its container as `docker compose exec` would — `bash -c` as the image's user, in the
+//! working directory, with the environment's variables under the exec's own — but without a
+//! `docker compose` process (≈ 0.2 CPU-s of Go start-up each) per command and per copy.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bollard::Docker;
+
+use crate::docker::api::{blocking, Api};
+use crate::docker::exec::{self, ExecRequest};
+use crate::docker::files;
+use crate::docker::sandbox::env_pairs;
+use crate::{CopyOut, ExecOpts, ExecOutput, Result, SandboxError, SandboxSpec};
+
+/// How the harbor backend runs commands and copies in a `docker` environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarborExec {
+    /// Through the Engine API on the environment's `main` container (when this host reaches
+    /// the engine and reads its layer: `host_layer = true`); Harbor's own otherwise.
+    #[default]
+    Engine,
+    /// Every command and copy through Harbor's environment object (`docker compose exec`,
+    /// `docker compose cp`), as on environments of other kinds.
+    Harbor,
+}
+
+/// The containers of compose project `project` on the engine of `DOCKER_HOST` (the one
+/// Harbor's docker environment drives), `service` alone when given; `None`: the engine did
+/// not answer.
+async fn compose_containers(project: &str, service: Option<&str>) -> Option<(Docker, Vec<String>)> {
+    use bollard::query_parameters::ListContainersOptionsBuilder;
+    let docker = Docker::connect_with_defaults().ok()?;
+    let mut labels = vec![format!("com.docker.compose.project={project}")];
+    labels.extend(service.map(|s| format!("com.docker.compose.service={s}")));
+    let filters = std::collections::HashMap::from([("label".to_string(), labels)]);
+    let opts = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker.list_containers(Some(opts)).await.ok()?;
+    let ids = list.into_iter().filter_map(|c| c.id).collect();
+    Some((docker, ids))
+}
+
+/// The `main` container of compose project `project`: its engine's client and id.
+pub(super) async fn compose_main(project: &str) -> Option<(Docker, String)> {
+    let (docker, ids) = compose_containers(project, Some("main")).await?;
+    let id = ids.into_iter().next()?;
+    Some((docker, id))
+}
+
+/// Whether the engine answered that compose project `project` has no container (Harbor's
+/// start then has nothing to take down first).
+pub(super) async fn project_is_new(project: &str) -> bool {
+    compose_containers(project, None)
+        .await
+        .is_some_and(|(_, ids)| ids.is_empty())
+}
+
+/// One environment's container reached through the engine.
+pub(super) struct Engine {
+    docker: Docker,
+    id: String,
+    /// The environment's own variables (Harbor's `persistent_env`), under each exec's.
+    env: BTreeMap<String, String>,
+}
+
+impl Engine {
+    /// The container `id` on `docker`, whose execs get `env` beneath their own.
+    pub fn new(docker: Docker, id: String, env: BTreeMap<String, String>) -> Engine {
+        Engine { docker, id, env }
+    }
+
+    fn api(&self) -> Api<'_> {
+        Api {
+            docker: &self.docker,
+            id: &self.id,
+        }
+    }
+
+    /// `bash -c command` in `cwd` (absolute), as Harbor's docker environment runs it.
+    pub async fn exec(&self, command: &str, cwd: String, opts: ExecOpts) -> Result<ExecOutput> {
+        let mut vars = self.env.clone();
+        vars.extend(opts.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let req = ExecRequest {
+            argv: vec!["bash".into(), "-c".into(), command.to_string()],
+            cwd,
+            env: env_pairs(&vars)?,
+            stdin: opts.stdin,
+            timeout: opts.timeout,
+            user: None,
+        };
+        exec::run(&self.docker, &self.id, req).await
+    }
+
+    /// The commands Harbor's start left to ahe (`then` of its answer: `ensure_dirs`, as the
+    /// user it names), in order; the first failure is the start's.
+    pub async fn finish_start(&self, then: &serde_json::Value, workdir: &str) -> Result<()> {
+        for step in then.as_array().into_iter().flatten() {
+            let command = step["command"].as_str().unwrap_or("true");
+            let req = ExecRequest {
+                argv: vec!["bash".into(), "-c".into(), command.to_string()],
+                cwd: workdir.to_string(),
+                env: env_pairs(&self.env)?,
+                stdin: None,
+                timeout: Some(std::time::Duration::from_secs(60)),
+                user: step["user"].as_str().map(str::to_string),
+            };
+            let out = exec::run(&self.docker, &self.id, req).await?;
+            if out.exit_code != Some(0) {
+                return Err(SandboxError::Backend(format!(
+                    "harbor docker: the start's `{command}` failed ({:?}): {}",
+                    out.exit_code,
+                    out.stderr.trim()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `argv` as root in `cwd` without the image's shell (what ahe's own checks run).
+    pub async fn exec_argv(
+        &self,
+        argv: &[String],
+        cwd: String,
+        opts: ExecOpts,
+    ) -> Result<ExecOutput> {
+        let req = ExecRequest {
+            argv: argv.to_vec(),
+            cwd,
+            env: env_pairs(&opts.env)?,
+            stdin: opts.stdin,
+            timeout: opts.timeout,
+            user: Some("0".into()),
+        };
+        exec::run(&self.docker, &self.id, req).await
+    }
+
+    /// Copies host `src` to `dest` (`dest_abs` absolute) with `docker cp` semantics.
+    pub async fn put(&self, src: &Path, dest: &str, dest_abs: &str) -> Result<()> {
+        match self.api().put_archive(src, dest, dest_abs).await? {
+            Some(tar) => self.api().upload("/", tar).await,
+            None => {
+                let quoted = format!("'{}'", dest_abs.replace('\'', "'\\''"));
+                let argv = ["mkdir".to_string(), "-p".into(), "--".into(), quoted];
+                let out = self
+                    .exec(&argv.join(" "), "/".into(), ExecOpts::default())
+                    .await?;
+                match out.exit_code {
+                    Some(0) => Ok(()),
+                    _ => Err(SandboxError::Backend(format!(
+                        "put: mkdir {dest_abs}: {}",
+                        out.stderr.trim()
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// Copies `src_abs` out of the container to host `dest`.
+    pub async fn get(&self, src_abs: &str, dest: &Path) -> Result<CopyOut> {
+        let data = self.api().download(src_abs).await?;
+        let (src, dest) = (src_abs.to_string(), dest.to_path_buf());
+        blocking(move || files::unpack(&data, &src, &dest)).await
+    }
+
+    /// The container's overlay layers on this host.
+    pub async fn layer(&self) -> Option<crate::Layer> {
+        crate::docker::layer::inspect(&self.docker, &self.id).await
+    }
+}
+
+/// Whether `cfg` runs commands through the Engine API (a `docker` environment read from this
+/// host, `exec = "engine"`).
+pub(super) fn wanted(cfg: &super::HarborConfig) -> bool {
+    cfg.environment == "docker" && cfg.host_layer && cfg.exec == HarborExec::Engine
+}
+
+/// The Engine API on the environment's container where `cfg` asks for it (a `docker`
+/// environment read from this host, `exec = "engine"`); the notes say which path runs.
+pub(super) async fn engine_of(
+    cfg: &super::HarborConfig,
+    session: &str,
+    spec: &SandboxSpec,
+    notes: &mut Vec<String>,
+) -> Option<Engine> {
+    if !wanted(cfg) {
+        return None;
+    }
+    match compose_main(session).await {
+        Some((docker, id)) => {
+            notes.push(format!(
+                "commands and copies: the Engine API on Harbor's container {} (as `docker \
+                 compose exec` runs them; stderr kept apart)",
+                &id[..id.len().min(12)]
+            ));
+            Some(Engine::new(docker, id, spec.env.clone()))
+        }
+        // Not found: the start fails ([`finish`]).
+        None => None,
+    }
+}
+
+/// Finishes a start: what Harbor's start left to ahe (`then`) through `engine` when `cfg` asks
+/// for the Engine API, or the error that the container was not found on the engine.
+pub(super) async fn finish(
+    cfg: &super::HarborConfig,
+    engine: Option<&Engine>,
+    then: &serde_json::Value,
+    workdir: &str,
+) -> Result<()> {
+    match engine {
+        Some(e) => e.finish_start(then, workdir).await,
+        None if wanted(cfg) => Err(SandboxError::Backend(
+            "harbor docker: the environment's container is not on the engine ahe reaches \
+             (DOCKER_HOST), so its start could not finish"
+                .into(),
+        )),
+        None => Ok(()),
+    }
+}
