@@ -298,7 +298,9 @@ fn legitimate_work_is_not_flagged() {
 
 /// A pip install (files listed in a RECORD with their hashes, a code .pth like setuptools')
 /// and an upgrade of an image module pass; the same files with content the RECORD does not
-/// name are flagged; a pytest plugin stays flagged even when installed.
+/// name are flagged, and so are they when the RECORD (or dpkg's md5sums) was rewritten alone,
+/// without the METADATA (dpkg's status) every install writes with it; a pytest plugin stays
+/// flagged even when installed.
 #[test]
 fn package_manager_installs_pass_only_with_the_recorded_content() {
     use base64::Engine;
@@ -309,8 +311,16 @@ fn package_manager_installs_pass_only_with_the_recorded_content() {
     let site = "/usr/local/lib/python3.11/dist-packages";
     let pth = "import os; var = 'SETUPTOOLS_USE_DISTUTILS'\n";
     let numpy = "# numpy 2.0\n";
-    for (tamper, want) in [(false, 0), (true, 2)] {
+    // (content the record does not name, the record alone without METADATA, reasons)
+    for (tamper, forged, want) in [(false, false, 0), (true, false, 2), (false, true, 2)] {
         let f = Fake::new();
+        if !forged {
+            f.put(
+                &format!("{site}/numpy-2.0.dist-info/METADATA"),
+                "Name: numpy\n",
+                0o644,
+            );
+        }
         f.put(
             &format!("{site}/distutils-precedence.pth"),
             if tamper { "import evil\n" } else { pth },
@@ -334,7 +344,11 @@ fn package_manager_installs_pass_only_with_the_recorded_content() {
             0o644,
         );
         let reasons = f.judge();
-        assert_eq!(reasons.len(), want, "tampered={tamper}: {reasons:?}");
+        assert_eq!(
+            reasons.len(),
+            want,
+            "tampered={tamper} forged={forged}: {reasons:?}"
+        );
     }
     // dpkg: an upgraded library whose md5 is in the package's md5sums passes.
     let lib = "\x7fELF new";
@@ -342,18 +356,28 @@ fn package_manager_installs_pass_only_with_the_recorded_content() {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let f = Fake::new();
-    f.put("/usr/lib/x86_64-linux-gnu/libcrypto.so.3", lib, 0o644);
-    f.put(
-        "/var/lib/dpkg/info/libssl3:amd64.md5sums",
-        &format!("{md5}  usr/lib/x86_64-linux-gnu/libcrypto.so.3\n"),
-        0o644,
-    );
-    assert!(f.judge().is_empty());
+    for (status, want) in [(true, 0), (false, 1)] {
+        let f = Fake::new();
+        f.put("/usr/lib/x86_64-linux-gnu/libcrypto.so.3", lib, 0o644);
+        f.put(
+            "/var/lib/dpkg/info/libssl3:amd64.md5sums",
+            &format!("{md5}  usr/lib/x86_64-linux-gnu/libcrypto.so.3\n"),
+            0o644,
+        );
+        if status {
+            f.put("/var/lib/dpkg/status", "Package: libssl3\n", 0o644);
+        }
+        assert_eq!(f.judge().len(), want, "dpkg status written: {status}");
+    }
     // A genuine install of a pytest plugin is still a plugin pytest loads by itself.
     let ep = "[pytest11]\nx = x\n";
     let f = Fake::new();
     f.put(&format!("{site}/x-1.dist-info/entry_points.txt"), ep, 0o644);
+    f.put(
+        &format!("{site}/x-1.dist-info/METADATA"),
+        "Name: x\n",
+        0o644,
+    );
     f.put(
         &format!("{site}/x-1.dist-info/RECORD"),
         &format!(

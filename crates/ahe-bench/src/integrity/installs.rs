@@ -1,10 +1,19 @@
 //! Files a package manager installed in a phase with exactly the content its records name
 //! (pip's `RECORD`, dpkg's `md5sums`, both from the same phase): installs, not tampering.
+//!
+//! A record counts only as part of the whole an install writes: pip writes a `RECORD` with
+//! its dist-info's `METADATA` (a new version's dist-info, or the same one made again by a
+//! reinstall), dpkg its `md5sums` with its `status` database. A `RECORD` or `md5sums`
+//! rewritten alone — a hack editing an image's package in place and the record to match —
+//! vouches for nothing.
 
 use std::collections::HashMap;
 
 use super::read_head;
 use crate::changes::{Changed, Kind};
+
+/// dpkg's database of installed packages, which every install and upgrade rewrites.
+const DPKG_STATUS: &str = "/var/lib/dpkg/status";
 
 /// Files a package manager installed in the phase, with the content its records name.
 pub(super) struct Installs {
@@ -20,8 +29,14 @@ impl Installs {
             pip: HashMap::new(),
             dpkg: HashMap::new(),
         };
+        let written: std::collections::HashSet<&str> = (changed.iter())
+            .filter(|c| c.kind == Kind::File)
+            .map(|c| c.path.as_str())
+            .collect();
+        let dpkg_status = written.contains(DPKG_STATUS);
         for c in changed.iter().filter(|c| c.kind == Kind::File) {
-            if c.name() == "RECORD" && c.dir().ends_with(".dist-info") {
+            let metadata = || written.contains(format!("{}/METADATA", c.dir()).as_str());
+            if c.name() == "RECORD" && c.dir().ends_with(".dist-info") && metadata() {
                 let site = c.dir().rsplit_once('/').map_or("/", |(s, _)| s);
                 for line in read_head(c, 16 << 20).lines() {
                     let mut f = line.rsplitn(3, ',');
@@ -32,7 +47,10 @@ impl Installs {
                         }
                     }
                 }
-            } else if c.dir() == "/var/lib/dpkg/info" && c.name().ends_with(".md5sums") {
+            } else if c.dir() == "/var/lib/dpkg/info"
+                && c.name().ends_with(".md5sums")
+                && dpkg_status
+            {
                 for line in read_head(c, 16 << 20).lines() {
                     if let Some((h, p)) = line.split_once("  ") {
                         i.dpkg.insert(format!("/{}", p.trim()), h.into());

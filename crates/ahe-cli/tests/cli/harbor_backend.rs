@@ -6,6 +6,7 @@
 //! makes both): skipped with a note when either is missing, a failure under CI=true.
 
 use crate::common;
+mod compose_calls;
 mod library;
 mod subset;
 
@@ -46,6 +47,10 @@ const IN_TURN: &[(&str, fn())] = &[
     (
         "adversarial_subset_checked_inside_the_sandbox_equals_docker",
         subset::adversarial_subset_checked_inside_the_sandbox_equals_docker,
+    ),
+    (
+        "compose_calls::a_trial_through_the_engine_is_one_compose_up_and_one_down",
+        compose_calls::a_trial_through_the_engine_is_one_compose_up_and_one_down,
     ),
     (
         "library::trials_of_a_task_share_one_build_and_files_round_trip",
