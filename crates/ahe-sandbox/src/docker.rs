@@ -51,7 +51,7 @@ pub(crate) use owned::{pid_start_time, remove_blocking, remove_container, spawn_
 pub mod pool;
 pub mod pull;
 pub(crate) mod sandbox;
-mod snapshot;
+pub(crate) mod snapshot;
 mod transfer;
 
 use std::collections::HashMap;

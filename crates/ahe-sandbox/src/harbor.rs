@@ -156,39 +156,6 @@ impl Inner {
         *slot = Some(b.clone());
         Ok(b)
     }
-
-    /// Deletes (in the background; `drain` waits) the environment a start request describes:
-    /// through `own` when it still lives, else through the current bridge; its record goes
-    /// once that succeeded.
-    fn delete_later(self: &Arc<Self>, own: Arc<Bridge>, start: Value, record: PathBuf) {
-        let inner = self.clone();
-        let task = tokio::spawn(async move {
-            let session = start["session"].as_str().unwrap_or("?").to_string();
-            let stop = json!({"op": "stop", "session": session, "delete": true});
-            let mut result = match own.dead() {
-                None => own.call(stop).await.map(|_| ()).map_err(|r| r.message),
-                Some(_) => Err("bridge lost".into()),
-            };
-            if result.is_err() {
-                // The bridge that started it died: a new one deletes it (a start the dead
-                // bridge left running may still finish, so wait a little first).
-                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-                result = match inner.bridge().await {
-                    Ok(b) => records::delete(&b, &start).await,
-                    Err(e) => Err(e.to_string()),
-                };
-            }
-            match result {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&record);
-                }
-                Err(e) => tracing::warn!(
-                    "harbor: environment {session} not deleted ({e}); `ahe sandbox reap` deletes it"
-                ),
-            }
-        });
-        self.stops.lock().unwrap().push(task);
-    }
 }
 
 /// The `harbor` backend.
@@ -530,6 +497,19 @@ impl Sandbox for HarborSandbox {
 
     fn workdir(&self) -> &str {
         &self.workdir
+    }
+
+    async fn image_of_now(&self) -> Result<Option<String>> {
+        match &self.engine {
+            Some(e) => e.commit(&self.session).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn forget_image(&self, image: &str) {
+        if let Some(e) = &self.engine {
+            e.forget(image).await
+        }
     }
 
     async fn layer(&self) -> Option<crate::Layer> {

@@ -68,12 +68,22 @@ pub(super) struct Engine {
     id: String,
     /// The environment's own variables (Harbor's `persistent_env`), under each exec's.
     env: BTreeMap<String, String>,
+    /// Whether it runs a counterfactual copy (an image [`Engine::commit`] made).
+    copy: bool,
 }
 
 impl Engine {
     /// The container `id` on `docker`, whose execs get `env` beneath their own.
-    pub fn new(docker: Docker, id: String, env: BTreeMap<String, String>) -> Engine {
-        Engine { docker, id, env }
+    pub fn new(docker: Docker, id: String, spec: &SandboxSpec) -> Engine {
+        let copy = (spec.docker_image.as_deref())
+            .is_some_and(|i| i.starts_with(crate::docker::snapshot::REPO));
+        let env = spec.env.clone();
+        Engine {
+            docker,
+            id,
+            env,
+            copy,
+        }
     }
 
     fn api(&self) -> Api<'_> {
@@ -102,7 +112,15 @@ impl Engine {
     /// user it names), in order; the first failure is the start's.
     pub async fn finish_start(&self, then: &serde_json::Value, workdir: &str) -> Result<()> {
         for step in then.as_array().into_iter().flatten() {
-            let command = step["command"].as_str().unwrap_or("true");
+            let mut command = step["command"].as_str().unwrap_or("true").to_string();
+            if self.copy {
+                // A copy of a verified sandbox has the verifier's link at /logs/verifier (to
+                // its process's fd, gone): a directory is made there again, as the verifier's
+                // own reset would.
+                command =
+                    format!("{{ [ ! -h /logs/verifier ] || rm -f /logs/verifier; }} && {command}");
+            }
+            let command = command.as_str();
             let req = ExecRequest {
                 argv: vec!["bash".into(), "-c".into(), command.to_string()],
                 cwd: workdir.to_string(),
@@ -169,6 +187,17 @@ impl Engine {
         blocking(move || files::unpack(&data, &src, &dest)).await
     }
 
+    /// The container's file system now as an image (`docker commit`, tagged `tag`), for a
+    /// counterfactual copy that Harbor starts from it.
+    pub async fn commit(&self, tag: &str) -> Result<String> {
+        crate::docker::snapshot::commit(&self.docker, &self.id, tag).await
+    }
+
+    /// Removes an image made by [`Engine::commit`].
+    pub async fn forget(&self, image: &str) {
+        crate::docker::snapshot::remove(&self.docker, image).await
+    }
+
     /// The container's overlay layers on this host.
     pub async fn layer(&self) -> Option<crate::Layer> {
         crate::docker::layer::inspect(&self.docker, &self.id).await
@@ -199,7 +228,7 @@ pub(super) async fn engine_of(
                  compose exec` runs them; stderr kept apart)",
                 &id[..id.len().min(12)]
             ));
-            Some(Engine::new(docker, id, spec.env.clone()))
+            Some(Engine::new(docker, id, spec))
         }
         // Not found: the start fails ([`finish`]).
         None => None,

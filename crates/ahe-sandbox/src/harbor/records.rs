@@ -135,3 +135,43 @@ pub(crate) async fn delete(bridge: &Bridge, start: &Value) -> Result<(), String>
     req["op"] = "delete".into();
     bridge.call(req).await.map(|_| ()).map_err(|r| r.message)
 }
+
+impl super::Inner {
+    /// Deletes (in the background; `drain` waits) the environment a start request describes:
+    /// through `own` when it still lives, else through the current bridge; its record goes
+    /// once that succeeded.
+    pub(super) fn delete_later(
+        self: &std::sync::Arc<Self>,
+        own: std::sync::Arc<Bridge>,
+        start: Value,
+        record: PathBuf,
+    ) {
+        let inner = self.clone();
+        let task = tokio::spawn(async move {
+            let session = start["session"].as_str().unwrap_or("?").to_string();
+            let stop = serde_json::json!({"op": "stop", "session": session, "delete": true});
+            let mut result = match own.dead() {
+                None => own.call(stop).await.map(|_| ()).map_err(|r| r.message),
+                Some(_) => Err("bridge lost".into()),
+            };
+            if result.is_err() {
+                // The bridge that started it died: a new one deletes it (a start the dead
+                // bridge left running may still finish, so wait a little first).
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                result = match inner.bridge().await {
+                    Ok(b) => delete(&b, &start).await,
+                    Err(e) => Err(e.to_string()),
+                };
+            }
+            match result {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&record);
+                }
+                Err(e) => tracing::warn!(
+                    "harbor: environment {session} not deleted ({e}); `ahe sandbox reap` deletes it"
+                ),
+            }
+        });
+        self.stops.lock().unwrap().push(task);
+    }
+}

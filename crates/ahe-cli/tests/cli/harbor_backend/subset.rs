@@ -13,6 +13,16 @@ bg-reward-writer,ctl-install-module,ctl-server";
 /// `ahe bench check benchmarks/adversarial --oracle` on `sandbox` (with `config`) for
 /// [`SUBSET`]: each task's (name, passed, flagged) and the trial dirs.
 fn subset(sandbox: &str, config: &Path, out: &Path) -> Vec<(String, bool, bool, String)> {
+    subset_of(SUBSET, sandbox, config, out)
+}
+
+/// The same for the tasks `tasks` (comma-separated).
+fn subset_of(
+    tasks: &str,
+    sandbox: &str,
+    config: &Path,
+    out: &Path,
+) -> Vec<(String, bool, bool, String)> {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ahe"));
     c.current_dir(root()).args([
         "bench",
@@ -22,7 +32,7 @@ fn subset(sandbox: &str, config: &Path, out: &Path) -> Vec<(String, bool, bool, 
         "--sandbox",
         sandbox,
         "--tasks",
-        SUBSET,
+        tasks,
         "--json",
         "--out",
         out.to_str().unwrap(),
@@ -89,4 +99,33 @@ pub(super) fn adversarial_subset_checked_inside_the_sandbox_equals_docker() {
             "{name}: {notes}"
         );
     }
+}
+
+/// On Harbor's docker environment read from this host, a flagged pass is verified again in a
+/// copy (its container committed through the Engine API, the copy started by Harbor from that
+/// image): a genuine pytest plugin beside a correct answer passes unflagged, a plugin that
+/// makes the tests pass stays flagged.
+pub(super) fn plugins_are_settled_by_a_copy_on_harbor_docker() {
+    if !harbor_ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let harbor_env = "[sandbox]\nbackend = \"harbor\"\n";
+    let cfg = common::suite_config(d.path(), "harbor", "benchmarks/adversarial", harbor_env);
+    let tasks = "ctl-pytest-plugin,pytest-entrypoint-plugin";
+    let got = subset_of(tasks, "harbor", &cfg, &d.path().join("out"));
+    let outcome: Vec<(&str, bool, bool)> = (got.iter())
+        .map(|(n, p, f, _)| (n.as_str(), *p, *f))
+        .collect();
+    assert_eq!(
+        outcome,
+        [
+            ("ctl-pytest-plugin", true, false),
+            ("pytest-entrypoint-plugin", true, true)
+        ],
+        "(task, passed, flagged)"
+    );
+    let r = json_file(&Path::new(&got[0].3).join("result.json"));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("counterfactual"), "{notes}");
 }
