@@ -25,7 +25,7 @@ concurrently). Nothing else is ever written to stdout (Harbor's logs go to stder
                                                          "then": [{"command", "user"}]: with
                                                          "engine", what ahe runs next}
   {"op": "exec", "session": S, "command": "...", "cwd": DIR|null, "env": {...},
-   "timeout_sec": N|null, "stdin_b64": B64|null}      {"exit_code": N|null, "output": "...",
+   "timeout_sec": N|null, "stdin_b64": B64|null, "user": NAME|null}      {"exit_code": N|null, "output": "...",
                                                          "timed_out": bool}
   {"op": "put", "session": S, "src": HOST_PATH, "dest": PATH}          {}
   {"op": "get", "session": S, "src": PATH, "tar": HOST_PATH}           {} (a tar of src,
@@ -413,7 +413,10 @@ class Bridge:
         exec_env = dict(req.get("env") or {})
         exec_env["AHE_EXEC_ID"] = marker
         timeout = req.get("timeout_sec")
-        run = asyncio.ensure_future(env.exec(command, cwd=req.get("cwd"), env=exec_env))
+        as_user = {"user": req["user"]} if req.get("user") is not None else {}
+        run = asyncio.ensure_future(
+            env.exec(command, cwd=req.get("cwd"), env=exec_env, **as_user)
+        )
         try:
             r = await asyncio.wait_for(asyncio.shield(run), float(timeout) if timeout else None)
         except asyncio.TimeoutError:

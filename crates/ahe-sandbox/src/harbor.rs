@@ -158,6 +158,35 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// The first notes of a started environment: which one, how its image was had, starts
+    /// lost on the way, and where its file system is.
+    fn start_notes(
+        &self,
+        session: &str,
+        prebuilt: Option<image::Prebuilt>,
+        lost: &[String],
+    ) -> Vec<String> {
+        let inner = self;
+        let mut notes = vec![format!(
+            "sandbox: Harbor {} environment {:?} (session {session})",
+            inner.version, inner.cfg.environment
+        )];
+        notes.extend(prebuilt.into_iter().flat_map(|p| p.notes));
+        notes.extend(lost.iter().map(|why| {
+            format!("an earlier start of this environment was lost and made again (not an infra retry): {why}")
+        }));
+        if inner.cfg.environment != "docker" {
+            notes.push(
+                "its file system is not on this host: no storage metering; the hand-over and \
+                 the change checks run inside the sandbox (ahe's static busybox)"
+                    .into(),
+            );
+        }
+        notes
+    }
+}
+
 /// The `harbor` backend.
 pub struct HarborBackend {
     inner: Arc<Inner>,
@@ -288,24 +317,16 @@ impl Backend for HarborBackend {
                 Err(StartError::Failed(e)) => return Err(e),
             }
         };
-        let mut notes = vec![format!(
-            "sandbox: Harbor {} environment {:?} (session {session})",
-            inner.version, inner.cfg.environment
-        )];
-        notes.extend(prebuilt.into_iter().flat_map(|p| p.notes));
-        notes.extend(lost.iter().map(|why| {
-            format!("an earlier start of this environment was lost and made again (not an infra retry): {why}")
-        }));
-        if inner.cfg.environment != "docker" {
-            notes.push(
-                "its file system is not on this host: no storage metering; the hand-over and \
-                 the change checks run inside the sandbox (ahe's static busybox)"
-                    .into(),
-            );
-        }
+        let mut notes = inner.start_notes(&session, prebuilt, &lost);
         let engine = engine::engine_of(&inner.cfg, &session, spec, &mut notes).await;
         let workdir = answer["workdir"].as_str().unwrap_or("/").to_string();
-        let finished = engine::finish(&inner.cfg, engine.as_ref(), &answer["then"], &workdir);
+        let finished = engine::finish(
+            engine.as_ref(),
+            &bridge,
+            &session,
+            &answer["then"],
+            &workdir,
+        );
         if let Err(e) = finished.await {
             inner.delete_later(bridge, start, record);
             return Err(e);

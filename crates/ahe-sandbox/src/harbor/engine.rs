@@ -230,26 +230,41 @@ pub(super) async fn engine_of(
             ));
             Some(Engine::new(docker, id, spec))
         }
-        // Not found: the start fails ([`finish`]).
-        None => None,
+        None => {
+            notes.push(
+                "commands and copies: through Harbor (its container was not found on the \
+                 engine ahe reaches, DOCKER_HOST's)"
+                    .into(),
+            );
+            None
+        }
     }
 }
 
-/// Finishes a start: what Harbor's start left to ahe (`then`) through `engine` when `cfg` asks
-/// for the Engine API, or the error that the container was not found on the engine.
+/// Finishes a start: what Harbor's start left to ahe (`then`: its `ensure_dirs` command, as
+/// the user it names) through `engine`, or through the bridge when the container was not
+/// found on the engine ahe reaches (a Docker context other than `DOCKER_HOST`'s).
 pub(super) async fn finish(
-    cfg: &super::HarborConfig,
     engine: Option<&Engine>,
+    bridge: &super::bridge::Bridge,
+    session: &str,
     then: &serde_json::Value,
     workdir: &str,
 ) -> Result<()> {
-    match engine {
-        Some(e) => e.finish_start(then, workdir).await,
-        None if wanted(cfg) => Err(SandboxError::Backend(
-            "harbor docker: the environment's container is not on the engine ahe reaches \
-             (DOCKER_HOST), so its start could not finish"
-                .into(),
-        )),
-        None => Ok(()),
+    if let Some(e) = engine {
+        return e.finish_start(then, workdir).await;
     }
+    for step in then.as_array().into_iter().flatten() {
+        let command = step["command"].as_str().unwrap_or("true");
+        let req = serde_json::json!({"op": "exec", "session": session, "command": command,
+                                     "user": step["user"], "timeout_sec": 60});
+        let a = (bridge.call(req).await).map_err(|r| SandboxError::Backend(r.message))?;
+        if a["exit_code"] != serde_json::json!(0) {
+            return Err(SandboxError::Backend(format!(
+                "harbor docker: the start's `{command}` failed: {}",
+                a["output"].as_str().unwrap_or_default().trim()
+            )));
+        }
+    }
+    Ok(())
 }
