@@ -6,7 +6,8 @@
 //!
 //! Failures are infra: an environment that fails to start makes `create` fail (the trial is an
 //! `infra_error` with the provider's message, and retried); a bridge that dies makes every
-//! sandbox on it [`Sandbox::lost`] (the trial is re-run, as on a lost docker engine), and the
+//! sandbox whose commands go through it [`Sandbox::lost`] (the trial is re-run, as on a lost
+//! docker engine; a container reached through the Engine API outlives it), and the
 //! environments it left are deleted through a new bridge. Each environment is recorded under
 //! the state dir while it lives, so `ahe sandbox reap` deletes what a killed `ahe` left.
 //!
@@ -14,11 +15,12 @@
 //! it as a prebuilt image (`image.rs`). The compose project's `main` container is found on
 //! the local engine by its labels, and its overlay2 layer read as the docker backend does (so
 //! the change checks and storage metering work when this host can read the engine's data
-//! root). What other Harbor
-//! environments cannot give: the writable layer ([`Sandbox::layer`] is `None`: no layer-based
-//! change checks or storage metering, as on a remote engine) and the hand-over (processes the
-//! agent left running are not ended before the verifier). On every environment stderr comes
-//! merged into stdout (Harbor's exec returns one stream).
+//! root). Other Harbor environments (and `docker` with `host_layer = false`) give no
+//! writable layer ([`Sandbox::layer`] is `None`: no storage metering; the change checks and
+//! the hand-over run inside the sandbox with ahe's static busybox). Through Harbor's exec stderr comes
+//! merged into stdout (it returns one stream); on `docker` read from this host, commands and
+//! copies go through the Engine API on the environment's container instead (`engine.rs`,
+//! `[sandbox.harbor] exec = "engine"`), as on the docker backend.
 
 mod bridge;
 mod engine;
