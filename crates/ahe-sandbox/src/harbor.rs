@@ -465,10 +465,7 @@ impl Sandbox for HarborSandbox {
 
     async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
         let Some(e) = &self.engine else {
-            let quoted: Vec<String> = (argv.iter())
-                .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-                .collect();
-            return self.exec(&format!("exec {}", quoted.join(" ")), opts).await;
+            return self.exec(&crate::exec_line(argv), opts).await;
         };
         self.check_live()?;
         let cwd = opts

@@ -207,11 +207,7 @@ pub trait Sandbox: Send + Sync {
     /// default quotes `argv` into an `exec` line for [`Sandbox::exec`] (the sandbox's shell
     /// starts it): [`Sandbox::exec_direct`] says which.
     async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
-        let quoted: Vec<String> = argv
-            .iter()
-            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-            .collect();
-        self.exec(&format!("exec {}", quoted.join(" ")), opts).await
+        self.exec(&exec_line(argv), opts).await
     }
     /// Whether [`Sandbox::exec_argv`] starts its program without the sandbox's shell.
     fn exec_direct(&self) -> bool {
@@ -356,4 +352,15 @@ pub struct HostLoad {
     pub builds: u64,
     /// Images pulled on it.
     pub pulls: u64,
+}
+
+/// `s` as one POSIX shell word (single-quoted; a `'` inside as `'\''`).
+pub(crate) fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The shell line that replaces the shell with `argv` (`exec 'prog' 'arg'...`).
+pub(crate) fn exec_line(argv: &[String]) -> String {
+    let words: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
+    format!("exec {}", words.join(" "))
 }

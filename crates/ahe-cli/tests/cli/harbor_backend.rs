@@ -140,6 +140,17 @@ fn eval_cmd(model: &str, out: &Path, state: &Path) -> Command {
     c
 }
 
+/// A run config in `dir` for the smoke tasks on Harbor with `[sandbox.harbor] exec = exec`.
+fn exec_config(dir: &Path, exec: &str) -> PathBuf {
+    let cfg = dir.join(format!("{exec}.toml"));
+    let toml = format!(
+        "[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"harbor\"\n\
+         [sandbox.harbor]\nexec = \"{exec}\"\n"
+    );
+    std::fs::write(&cfg, toml).unwrap();
+    cfg
+}
+
 /// Compose projects (running or not) of the ahe process `pid` (sessions `ahe-PID-…`).
 fn projects_of(pid: u32) -> Vec<String> {
     let o = Command::new("docker")
@@ -289,12 +300,7 @@ fn a_sigkilled_bridge_loses_no_trial_and_leaves_no_container() {
     for exec in ["harbor", "engine"] {
         let d = tempfile::tempdir().unwrap();
         let (out, state) = (d.path().join("out"), d.path().join("state"));
-        let cfg = d.path().join("run.toml");
-        let toml = format!(
-            "[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"harbor\"\n\
-             [sandbox.harbor]\nexec = \"{exec}\"\n"
-        );
-        std::fs::write(&cfg, toml).unwrap();
+        let cfg = exec_config(d.path(), exec);
         let child = eval_cmd("mock:oracle", &out, &state)
             .arg("--config")
             .arg(&cfg)

@@ -107,7 +107,7 @@ impl DockerSandbox {
 
     /// `mkdir -p` inside the container.
     async fn mkdir(&self, path: &str) -> Result<()> {
-        let quoted = format!("'{}'", path.replace('\'', "'\\''"));
+        let quoted = crate::sh_quote(path);
         let out = self
             .exec(&format!("mkdir -p -- {quoted}"), ExecOpts::default())
             .await?;

@@ -62,6 +62,19 @@ pub(super) async fn project_is_new(project: &str) -> bool {
         .is_some_and(|(_, ids)| ids.is_empty())
 }
 
+/// `bash -c command` in `cwd` with the variables `vars`, as the image's user, no stdin, no
+/// time limit (the caller sets those it needs).
+fn bash(command: &str, cwd: String, vars: &BTreeMap<String, String>) -> Result<ExecRequest> {
+    Ok(ExecRequest {
+        argv: vec!["bash".into(), "-c".into(), command.to_string()],
+        cwd,
+        env: env_pairs(vars)?,
+        stdin: None,
+        timeout: None,
+        user: None,
+    })
+}
+
 /// One environment's container reached through the engine.
 pub(super) struct Engine {
     docker: Docker,
@@ -97,14 +110,8 @@ impl Engine {
     pub async fn exec(&self, command: &str, cwd: String, opts: ExecOpts) -> Result<ExecOutput> {
         let mut vars = self.env.clone();
         vars.extend(opts.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let req = ExecRequest {
-            argv: vec!["bash".into(), "-c".into(), command.to_string()],
-            cwd,
-            env: env_pairs(&vars)?,
-            stdin: opts.stdin,
-            timeout: opts.timeout,
-            user: None,
-        };
+        let mut req = bash(command, cwd, &vars)?;
+        (req.stdin, req.timeout) = (opts.stdin, opts.timeout);
         exec::run(&self.docker, &self.id, req).await
     }
 
@@ -121,14 +128,9 @@ impl Engine {
                     format!("{{ [ ! -h /logs/verifier ] || rm -f /logs/verifier; }} && {command}");
             }
             let command = command.as_str();
-            let req = ExecRequest {
-                argv: vec!["bash".into(), "-c".into(), command.to_string()],
-                cwd: workdir.to_string(),
-                env: env_pairs(&self.env)?,
-                stdin: None,
-                timeout: Some(std::time::Duration::from_secs(60)),
-                user: step["user"].as_str().map(str::to_string),
-            };
+            let mut req = bash(command, workdir.to_string(), &self.env)?;
+            req.timeout = Some(std::time::Duration::from_secs(60));
+            req.user = step["user"].as_str().map(str::to_string);
             let out = exec::run(&self.docker, &self.id, req).await?;
             if out.exit_code != Some(0) {
                 return Err(SandboxError::Backend(format!(
@@ -164,11 +166,8 @@ impl Engine {
         match self.api().put_archive(src, dest, dest_abs).await? {
             Some(tar) => self.api().upload("/", tar).await,
             None => {
-                let quoted = format!("'{}'", dest_abs.replace('\'', "'\\''"));
-                let argv = ["mkdir".to_string(), "-p".into(), "--".into(), quoted];
-                let out = self
-                    .exec(&argv.join(" "), "/".into(), ExecOpts::default())
-                    .await?;
+                let mkdir = format!("mkdir -p -- {}", crate::sh_quote(dest_abs));
+                let out = self.exec(&mkdir, "/".into(), ExecOpts::default()).await?;
                 match out.exit_code {
                     Some(0) => Ok(()),
                     _ => Err(SandboxError::Backend(format!(

@@ -46,12 +46,7 @@ fn compose_calls(dir: &Path, exec: &str) -> (BTreeMap<String, usize>, usize) {
     std::fs::write(&docker, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let cfg = dir.join(format!("{exec}.toml"));
-    let toml = format!(
-        "[benchmark]\npath = \"benchmarks/smoke\"\n[sandbox]\nbackend = \"harbor\"\n\
-         [sandbox.harbor]\nexec = \"{exec}\"\n"
-    );
-    std::fs::write(&cfg, toml).unwrap();
+    let cfg = super::exec_config(dir, exec);
     let (out, state) = (dir.join(format!("out-{exec}")), dir.join("state"));
     let path = format!(
         "{}:{}",
