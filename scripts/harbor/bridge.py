@@ -186,12 +186,13 @@ def ask_daemon_os_once() -> None:
 
 
 def thin_docker_start() -> None:
-    """Two calls of Harbor's docker start that cannot find anything to do in ahe's
+    """Three steps of Harbor's docker start that cannot find anything to do in ahe's
     environments are skipped: the `docker compose down --remove-orphans` before `up` when
     ahe found no container of the project on the engine (`"fresh": true` in the start: its
-    session names are new, but a killed ahe's could be left), and the `docker inspect` of
-    the image's OS after the first start from that image (ahe's task images are named by
-    their content)."""
+    session names are new, but a killed ahe's could be left); the `docker inspect` of the
+    image's OS after the first start from that image (ahe's task images are named by their
+    content); and `up`'s `--wait` when the project is one service from an image without a
+    HEALTHCHECK and no compose file of the user's (`"wait": false`)."""
     try:
         from harbor.environments.docker.docker import DockerEnvironment
     except ImportError:
@@ -204,6 +205,10 @@ def thin_docker_start() -> None:
             if command == ["down", "--remove-orphans"] and getattr(self, "_ahe_fresh", False):
                 self._ahe_fresh = False  # once: a later down (the delete) runs
                 return None  # start ignores this call's result
+            if command[:1] == ["up"] and getattr(self, "_ahe_nowait", False):
+                # Nothing to wait for (one service, no healthcheck): `up --detach` returns
+                # once the container runs; `--wait` would poll that in 0.5 s steps.
+                command = [c for c in command if c != "--wait"]
             return await run(self, command, *args, **kwargs)
 
         DockerEnvironment._run_docker_compose_command = run_unless_fresh_down
@@ -352,6 +357,8 @@ class Bridge:
         env, notes, cfg = self.make(req)
         if req.get("fresh"):
             env._ahe_fresh = True
+        if req.get("wait") is False and not (req.get("options") or {}).get("extra_docker_compose"):
+            env._ahe_nowait = True
         then = []
         if req.get("engine") and hasattr(env, "_ensure_dirs_command"):
             # ahe runs the start's own `ensure_dirs` command (Harbor's, unchanged) through the

@@ -42,7 +42,7 @@ mod context;
 pub(crate) mod exec;
 pub(crate) mod files;
 pub(crate) mod image;
-mod keeper;
+pub(crate) mod keeper;
 pub(crate) mod layer;
 mod lifecycle;
 mod owned;
@@ -52,7 +52,7 @@ pub mod pool;
 pub mod pull;
 pub(crate) mod sandbox;
 pub(crate) mod snapshot;
-mod transfer;
+pub(crate) mod transfer;
 
 use std::collections::HashMap;
 use std::future::Future;

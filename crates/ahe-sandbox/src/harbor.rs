@@ -320,8 +320,11 @@ impl Backend for HarborBackend {
             }
         };
         let mut notes = inner.start_notes(&session, prebuilt, &lost);
-        let engine = engine::engine_of(&inner.cfg, &session, spec, &mut notes).await;
+        let mut engine = engine::engine_of(&inner.cfg, &session, spec, &mut notes).await;
         let workdir = answer["workdir"].as_str().unwrap_or("/").to_string();
+        if let Some(e) = engine.as_mut() {
+            e.start_keeper(&workdir).await;
+        }
         let finished = engine::finish(
             engine.as_ref(),
             &bridge,
@@ -333,6 +336,7 @@ impl Backend for HarborBackend {
             inner.delete_later(bridge, start, record);
             return Err(e);
         }
+
         notes.extend(
             answer["notes"]
                 .as_array()

@@ -41,6 +41,9 @@ pub(crate) struct ImageInfo {
     pub standin: Option<String>,
     /// The image's tags (`ahe-task:<hash>` for a built one).
     pub tags: Vec<String>,
+    /// Whether the image declares a `HEALTHCHECK` (one not `NONE`): something for a start
+    /// to wait for beyond the container running.
+    pub healthcheck: bool,
 }
 
 type Cell<T> = Arc<OnceCell<T>>;
@@ -73,11 +76,16 @@ fn info_of(img: bollard::models::ImageInspect) -> ImageInfo {
     let user = user.split(':').next().unwrap_or_default();
     let wd = config.working_dir.filter(|w| !w.is_empty());
     let labels = config.labels.unwrap_or_default();
+    let healthcheck = config
+        .healthcheck
+        .and_then(|h| h.test)
+        .is_some_and(|t| !t.is_empty() && t[0] != "NONE");
     let standin = (labels.get("ahe.standin").map(String::as_str) == Some("1"))
         .then(|| labels.get("ahe.standin.of").cloned().unwrap_or_default());
     ImageInfo {
         standin,
         tags: img.repo_tags.unwrap_or_default(),
+        healthcheck,
         id: img.id.unwrap_or_default(),
         root_user: matches!(user, "" | "root" | "0"),
         has_workdir: wd.is_some(),

@@ -35,6 +35,9 @@ use super::exec::{
 };
 use crate::{ExecOutput, Result, SandboxError};
 
+mod parse;
+use parse::{find, Parser};
+
 /// The keeper script (`$1` = the workdir): prepares dirs, then serves requests with bash
 /// (restarted if something kills it), or idles when the image has no bash.
 pub(crate) const KEEPER: &str = "mkdir -p -m 777 /logs/verifier /logs/agent 2>/dev/null; \
@@ -43,6 +46,14 @@ if command -v bash >/dev/null 2>&1; then echo 'AHE-KEEPER bash'; \
 while :; do bash; [ $? -ge 128 ] || break; echo 'AHE-KEEPER restarted'; \
 echo 'AHE-KEEPER restarted' >&2; done; else echo 'AHE-KEEPER none'; fi; \
 while :; do sleep infinity; done";
+
+/// The keeper as an exec (`$1` = the workdir) in a container whose own process is someone
+/// else's (Harbor's `sleep`): serves requests with bash (restarted if something kills it),
+/// or ends when the image has no bash.
+pub(crate) const EXEC_KEEPER: &str = "cd \"$1\" 2>/dev/null; \
+if command -v bash >/dev/null 2>&1; then echo 'AHE-KEEPER bash'; \
+while :; do bash; [ $? -ge 128 ] || break; echo 'AHE-KEEPER restarted'; \
+echo 'AHE-KEEPER restarted' >&2; done; else echo 'AHE-KEEPER none'; fi";
 
 /// What the keeper prints when something killed its bash (and it started a new one).
 const RESTARTED: &[u8] = b"AHE-KEEPER restarted\n";
@@ -67,6 +78,9 @@ struct Conn {
     greeted: bool,
     /// Set while an exec runs and left set when it ends abnormally.
     broken: bool,
+    /// Whether the stream ends only with the container (the container's own process), not
+    /// when a command kills the keeper (an exec's keeper, see [`Keeper::in_exec`]).
+    ends_with_container: bool,
 }
 
 impl Drop for Conn {
@@ -102,6 +116,17 @@ pub(crate) struct Keeper {
 impl Keeper {
     /// A keeper over the attached streams of a container (attach before starting it).
     pub fn new(input: Input, output: Output) -> Keeper {
+        Keeper::over(input, output, true)
+    }
+
+    /// A keeper over the attached streams of an exec running [`EXEC_KEEPER`] (its end does
+    /// not end the container: a command that kills it gets no status, and later execs go
+    /// through `docker exec`).
+    pub fn in_exec(input: Input, output: Output) -> Keeper {
+        Keeper::over(input, output, false)
+    }
+
+    fn over(input: Input, output: Output, ends_with_container: bool) -> Keeper {
         // Active until the first exec has read the greeting.
         let active = Arc::new(AtomicBool::new(true));
         let (tx, frames) = mpsc::channel(64);
@@ -114,6 +139,7 @@ impl Keeper {
                 reader,
                 greeted: false,
                 broken: false,
+                ends_with_container,
             })),
             served: AtomicU64::new(0),
         }
@@ -279,6 +305,18 @@ async fn run(
             }
             Some(LogOutput::StdErr { message }) => err.feed(&message),
             Some(LogOutput::StdIn { .. }) => {}
+            None if !conn.ends_with_container => {
+                let _ = kill_marked(docker, container, marker).await;
+                kill_guard.armed = false;
+                return Step::Lost(Ok(RawOutput {
+                    exit_code: None,
+                    stdout: out.cap,
+                    stderr: err.cap,
+                    timed_out: false,
+                    duration_ms: start.elapsed().as_millis() as u64,
+                    note: Some("the command killed the sandbox's command shell"),
+                }));
+            }
             None => {
                 kill_guard.armed = false;
                 return Step::Lost(Err(SandboxError::Backend(
@@ -445,110 +483,6 @@ fn request_line(req: &ExecRequest, token: &str, marker: &str) -> Option<String> 
         quote(&req.argv[2]),
     );
     (line.len() <= MAX_REQUEST).then_some(line)
-}
-
-/// The first index of `pat` in `hay`.
-fn find(hay: &[u8], pat: &[u8]) -> Option<usize> {
-    hay.windows(pat.len()).position(|w| w == pat)
-}
-
-/// Splits one stream into: junk before the start marker, the command's output (capped),
-/// the end marker (and, on stdout, the status after it).
-struct Parser {
-    start: Vec<u8>,
-    end: Vec<u8>,
-    with_status: bool,
-    phase: Phase,
-    pending: Vec<u8>,
-    cap: Capture,
-    status: Option<String>,
-    /// Whether the keeper announced a restart (its bash was killed).
-    restarted: bool,
-}
-
-#[derive(PartialEq)]
-enum Phase {
-    BeforeStart,
-    Body,
-    Status,
-    Done,
-}
-
-impl Parser {
-    fn new(token: &str, with_status: bool) -> Parser {
-        Parser {
-            start: format!("AHE-START {token}\n").into_bytes(),
-            end: if with_status {
-                format!("AHE-END {token} ").into_bytes()
-            } else {
-                format!("AHE-END {token}\n").into_bytes()
-            },
-            with_status,
-            phase: Phase::BeforeStart,
-            pending: Vec::new(),
-            cap: Capture::default(),
-            status: None,
-            restarted: false,
-        }
-    }
-
-    fn done(&self) -> bool {
-        self.phase == Phase::Done
-    }
-
-    fn feed(&mut self, data: &[u8]) {
-        self.pending.extend_from_slice(data);
-        if !self.restarted && self.phase != Phase::Done {
-            self.restarted = find(&self.pending, RESTARTED).is_some();
-        }
-        loop {
-            match self.phase {
-                Phase::BeforeStart => match find(&self.pending, &self.start) {
-                    Some(i) => {
-                        self.pending.drain(..i + self.start.len());
-                        self.phase = Phase::Body;
-                    }
-                    None => {
-                        let keep = self.start.len() - 1;
-                        let cut = self.pending.len().saturating_sub(keep);
-                        self.pending.drain(..cut);
-                        return;
-                    }
-                },
-                Phase::Body => match find(&self.pending, &self.end) {
-                    Some(i) => {
-                        self.cap.push(&self.pending[..i]);
-                        self.pending.drain(..i + self.end.len());
-                        self.phase = if self.with_status {
-                            Phase::Status
-                        } else {
-                            Phase::Done
-                        };
-                    }
-                    None => {
-                        let keep = self.end.len() - 1;
-                        let cut = self.pending.len().saturating_sub(keep);
-                        self.cap.push(&self.pending[..cut]);
-                        self.pending.drain(..cut);
-                        return;
-                    }
-                },
-                Phase::Status => match self.pending.iter().position(|b| *b == b'\n') {
-                    Some(i) => {
-                        let s = String::from_utf8_lossy(&self.pending[..i]).into_owned();
-                        self.status = Some(s);
-                        self.pending.clear();
-                        self.phase = Phase::Done;
-                    }
-                    None => return,
-                },
-                Phase::Done => {
-                    self.pending.clear();
-                    return;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,11 @@ use bollard::Docker;
 use crate::docker::api::{blocking, Api};
 use crate::docker::exec::{self, ExecRequest};
 use crate::docker::files;
+use crate::docker::keeper::{Keeper, EXEC_KEEPER};
 use crate::docker::sandbox::env_pairs;
+use crate::docker::transfer::Transfer;
 use crate::{CopyOut, ExecOpts, ExecOutput, Result, SandboxError, SandboxSpec};
+use std::sync::atomic::AtomicBool;
 
 /// How the harbor backend runs commands and copies in a `docker` environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -83,6 +86,14 @@ pub(super) struct Engine {
     env: BTreeMap<String, String>,
     /// Whether it runs a counterfactual copy (an image [`Engine::commit`] made).
     copy: bool,
+    /// A bash in the container serving commands over an exec's streams (the docker
+    /// backend's fast path: a fork there instead of a `runc exec` per command).
+    keeper: Keeper,
+    /// Whether the container's user is root (only then do copies go through the keeper,
+    /// which runs as that user).
+    root_user: bool,
+    /// Set once the image turned out to lack `tar` or `base64` for the keeper's copies.
+    no_tar: AtomicBool,
 }
 
 impl Engine {
@@ -96,6 +107,52 @@ impl Engine {
             id,
             env,
             copy,
+            keeper: Keeper::disabled(),
+            root_user: false,
+            no_tar: AtomicBool::new(false),
+        }
+    }
+
+    /// Copies through the keeper (`tar` in the container): a fork there, not the archive
+    /// API's re-executed dockerd; `None` for ahe's own tools and when the user is not root.
+    fn transfer(&self, path: &str) -> Option<Transfer<'_>> {
+        (self.root_user && !path.starts_with(crate::INSIDE_PREFIX)).then_some(Transfer {
+            keeper: &self.keeper,
+            docker: &self.docker,
+            container: &self.id,
+            unavailable: &self.no_tar,
+        })
+    }
+
+    /// Starts the keeper: [`EXEC_KEEPER`] as an exec of the image's user in `workdir`, its
+    /// streams attached (without it every command is a `docker exec`).
+    pub async fn start_keeper(&mut self, workdir: &str) {
+        use bollard::exec::{CreateExecOptions, StartExecResults};
+        let argv = ["sh", "-c", EXEC_KEEPER, "ahe-keeper", workdir].map(String::from);
+        let config = CreateExecOptions {
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            cmd: Some(argv.to_vec()),
+            working_dir: Some("/".to_string()),
+            ..Default::default()
+        };
+        let started = match self.docker.create_exec(&self.id, config).await {
+            Ok(c) => self.docker.start_exec(&c.id, None).await,
+            Err(e) => Err(e),
+        };
+        let user = match self.docker.inspect_container(&self.id, None).await {
+            Ok(c) => c.config.and_then(|c| c.user).unwrap_or_default(),
+            Err(_) => "?".into(),
+        };
+        self.root_user = matches!(user.split(':').next(), Some("" | "root" | "0"));
+        match started {
+            Ok(StartExecResults::Attached { output, input }) => {
+                self.keeper = Keeper::in_exec(input, output)
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("harbor docker: no keeper ({e}); every command is an exec"),
         }
     }
 
@@ -112,6 +169,9 @@ impl Engine {
         vars.extend(opts.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let mut req = bash(command, cwd, &vars)?;
         (req.stdin, req.timeout) = (opts.stdin, opts.timeout);
+        if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
+            return r;
+        }
         exec::run(&self.docker, &self.id, req).await
     }
 
@@ -131,7 +191,16 @@ impl Engine {
             let mut req = bash(command, workdir.to_string(), &self.env)?;
             req.timeout = Some(std::time::Duration::from_secs(60));
             req.user = step["user"].as_str().map(str::to_string);
-            let out = exec::run(&self.docker, &self.id, req).await?;
+            if self.root_user && matches!(req.user.as_deref(), Some("root" | "0")) {
+                req.user = None; // the keeper's user already
+            }
+            let out = match req.user {
+                None => match self.keeper.try_exec(&self.docker, &self.id, &req).await {
+                    Some(r) => r?,
+                    None => exec::run(&self.docker, &self.id, req).await?,
+                },
+                Some(_) => exec::run(&self.docker, &self.id, req).await?,
+            };
             if out.exit_code != Some(0) {
                 return Err(SandboxError::Backend(format!(
                     "harbor docker: the start's `{command}` failed ({:?}): {}",
@@ -164,7 +233,10 @@ impl Engine {
     /// Copies host `src` to `dest` (`dest_abs` absolute) with `docker cp` semantics.
     pub async fn put(&self, src: &Path, dest: &str, dest_abs: &str) -> Result<()> {
         match self.api().put_archive(src, dest, dest_abs).await? {
-            Some(tar) => self.api().upload("/", tar).await,
+            Some(tar) => match self.transfer(dest_abs) {
+                Some(t) if t.put(&tar).await => Ok(()),
+                _ => self.api().upload("/", tar).await,
+            },
             None => {
                 let mkdir = format!("mkdir -p -- {}", crate::sh_quote(dest_abs));
                 let out = self.exec(&mkdir, "/".into(), ExecOpts::default()).await?;
@@ -181,7 +253,14 @@ impl Engine {
 
     /// Copies `src_abs` out of the container to host `dest`.
     pub async fn get(&self, src_abs: &str, dest: &Path) -> Result<CopyOut> {
-        let data = self.api().download(src_abs).await?;
+        let fast = match self.transfer(src_abs) {
+            Some(t) => t.get(src_abs).await,
+            None => None,
+        };
+        let data = match fast {
+            Some(d) => d,
+            None => self.api().download(src_abs).await?,
+        };
         let (src, dest) = (src_abs.to_string(), dest.to_path_buf());
         blocking(move || files::unpack(&data, &src, &dest)).await
     }

@@ -30,6 +30,9 @@ pub(super) struct Prebuilt {
     pub workdir: Option<String>,
     /// What the trial's notes say about it.
     pub notes: Vec<String>,
+    /// Whether the image declares a `HEALTHCHECK` (Harbor's `up --wait` then has something
+    /// to wait for).
+    pub healthcheck: bool,
 }
 
 /// Builds of one Harbor backend on the engine Harbor's docker environment drives.
@@ -107,6 +110,7 @@ impl Images {
         Ok(Some(Prebuilt {
             image: tag,
             workdir: img.info.has_workdir.then(|| img.info.workdir.clone()),
+            healthcheck: img.info.healthcheck,
             notes,
         }))
     }

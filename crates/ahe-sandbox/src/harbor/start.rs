@@ -71,6 +71,11 @@ pub(super) async fn start_once(
         // Harbor starts the environment from the image ahe built (no build per trial).
         start["docker_image"] = json!(p.image);
         start["workdir"] = json!(p.workdir);
+        if !p.healthcheck {
+            // One service from an image without a HEALTHCHECK: `up --detach` returns once
+            // its container runs, which is all `--wait` would wait for (in 0.5 s polls).
+            start["wait"] = json!(false);
+        }
     }
     if inner.cfg.environment == "docker" && super::engine::project_is_new(&session).await {
         // Nothing to take down before `up` (the bridge skips Harbor's `down`).

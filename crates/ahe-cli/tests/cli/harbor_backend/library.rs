@@ -181,4 +181,50 @@ async fn round_trip(sb: &dyn Sandbox, dir: &Path, way: &str) {
     )
     .await;
     assert_eq!(left, "0", "processes of the timed-out exec still run");
+    if way == "engine" {
+        keeper(sb).await;
+    }
+}
+
+/// What the command's shell runs under: `keeper` when the grandparent of the command's bash
+/// is ahe's keeper (`sh -c … ahe-keeper`), else `exec`.
+const UNDER: &str = "gp=$(awk '{print $4}' /proc/$PPID/stat); \
+    if tr '\\0' ' ' < /proc/$gp/cmdline | grep -q ahe-keeper; then echo keeper; else echo exec; fi";
+
+/// Through the Engine API, commands run in ahe's keeper (a bash in the container fed over
+/// one exec's streams, as on the docker backend): the hand-over spares it; a command that
+/// kills it gets no status and a note, and the next ones run as `docker exec`s.
+async fn keeper(sb: &dyn Sandbox) {
+    assert_eq!(sh(sb, UNDER, None).await, "keeper");
+    // A leftover is ended by the hand-over, which runs through the keeper and spares it.
+    sh(sb, "sleep 300 >/dev/null 2>&1 &", None).await;
+    let h = sb
+        .end_leftovers(ahe_sandbox::LeftoverPolicy::Kill, 5)
+        .await
+        .unwrap();
+    assert!(h.killed >= 1, "{h:?}");
+    assert_eq!(
+        sh(sb, UNDER, None).await,
+        "keeper",
+        "the hand-over ended the keeper"
+    );
+    let left = sh(
+        sb,
+        "grep -l '^sleep' /proc/[0-9]*/comm 2>/dev/null | wc -l",
+        None,
+    )
+    .await;
+    // Harbor's own `sleep infinity` (the compose service's) is all that is left.
+    assert_eq!(left, "1", "the leftover survived the hand-over");
+    // A command that kills the keeper (its `sh`, then its bash): no status, a note; the
+    // container lives on.
+    let kill = "kill -9 $(grep -l 'ahe-kee[p]er' /proc/[0-9]*/cmdline | cut -d/ -f3) $PPID";
+    let out = sb.exec(kill, ExecOpts::default()).await.unwrap();
+    assert_eq!(out.exit_code, None, "{out:?}");
+    assert!(
+        out.stderr.contains("killed the sandbox's command shell"),
+        "{out:?}"
+    );
+    assert_eq!(sh(sb, UNDER, None).await, "exec");
+    assert_eq!(sh(sb, "echo $AHE_ENV_A", None).await, "environment");
 }
