@@ -115,28 +115,28 @@ fn harbor_ready() -> bool {
 }
 
 fn eval_cmd(model: &str, out: &Path, state: &Path) -> Command {
+    eval_on(Path::new("benchmarks/smoke"), model, out, state)
+}
+
+/// [`eval_cmd`] on the tasks of `bench`.
+fn eval_on(bench: &Path, model: &str, out: &Path, state: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ahe"));
-    c.args([
-        "eval",
-        "--harness",
-        "harness-seed",
-        "--benchmark",
-        "benchmarks/smoke",
-    ])
-    .args([
-        "--sandbox",
-        "harbor",
-        "--model",
-        model,
-        "-k",
-        "2",
-        "--concurrency",
-        "4",
-    ])
-    .arg("--out")
-    .arg(out)
-    .env("AHE_HARBOR_STATE", state)
-    .current_dir(root());
+    c.args(["eval", "--harness", "harness-seed", "--benchmark"])
+        .arg(bench)
+        .args([
+            "--sandbox",
+            "harbor",
+            "--model",
+            model,
+            "-k",
+            "2",
+            "--concurrency",
+            "4",
+        ])
+        .arg("--out")
+        .arg(out)
+        .env("AHE_HARBOR_STATE", state)
+        .current_dir(root());
     c
 }
 

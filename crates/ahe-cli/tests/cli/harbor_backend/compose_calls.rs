@@ -2,13 +2,14 @@
 //! CPU-s of Go start-up each, the backend's floor): counted by a `docker` on PATH that logs
 //! its arguments and runs the real one. Through the Engine API (the default) a trial is one
 //! `up` and one `down` — no `exec`, no `cp`, no `down` before the `up`; through Harbor's own
-//! exec (`exec = "harbor"`) the commands and copies are compose processes again.
+//! exec (`exec = "harbor"`) the commands and copies are compose processes again. The `up`
+//! has no `--wait` (a 0.5 s poll) unless the image declares a HEALTHCHECK to wait for.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use super::{eval_cmd, harbor_ready, results};
+use super::{eval_on, harbor_ready, results};
 
 /// The compose subcommand of one logged `docker` command line (`None`: not compose).
 fn subcommand(line: &str) -> Option<String> {
@@ -27,17 +28,18 @@ fn subcommand(line: &str) -> Option<String> {
     None
 }
 
-/// Compose subcommands (and how many of each) of one smoke eval (k = 2) run with `exec`, and
-/// its number of trials.
-fn compose_calls(dir: &Path, exec: &str) -> (BTreeMap<String, usize>, usize) {
+/// Compose subcommands (and how many of each; `up --wait` apart) of one eval of `bench`
+/// (k = 2) run with `exec`, and its number of trials.
+fn compose_calls(dir: &Path, bench: &Path, exec: &str) -> (BTreeMap<String, usize>, usize) {
     let real = Command::new("sh")
         .args(["-c", "command -v docker"])
         .output()
         .unwrap();
     let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
-    let shim = dir.join(format!("shim-{exec}"));
+    let name = format!("{}-{exec}", bench.file_name().unwrap().to_string_lossy());
+    let shim = dir.join(format!("shim-{name}"));
     std::fs::create_dir_all(&shim).unwrap();
-    let log = dir.join(format!("docker-{exec}.log"));
+    let log = dir.join(format!("docker-{name}.log"));
     let script = format!(
         "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{real}' \"$@\"\n",
         log.display()
@@ -47,13 +49,13 @@ fn compose_calls(dir: &Path, exec: &str) -> (BTreeMap<String, usize>, usize) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
     let cfg = super::exec_config(dir, exec);
-    let (out, state) = (dir.join(format!("out-{exec}")), dir.join("state"));
+    let (out, state) = (dir.join(format!("out-{name}")), dir.join("state"));
     let path = format!(
         "{}:{}",
         shim.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let o = eval_cmd("mock:oracle", &out, &state)
+    let o = eval_on(bench, "mock:oracle", &out, &state)
         .arg("--config")
         .arg(&cfg)
         .env("PATH", path)
@@ -70,7 +72,10 @@ fn compose_calls(dir: &Path, exec: &str) -> (BTreeMap<String, usize>, usize) {
     for line in std::fs::read_to_string(&log).unwrap_or_default().lines() {
         // What environments cost (not a preflight's `compose version`).
         let per_environment = ["up", "down", "exec", "cp", "build", "start", "stop", "run"];
-        if let Some(sub) = subcommand(line).filter(|s| per_environment.contains(&s.as_str())) {
+        if let Some(mut sub) = subcommand(line).filter(|s| per_environment.contains(&s.as_str())) {
+            if sub == "up" && line.split_whitespace().any(|w| w == "--wait") {
+                sub.push_str(" --wait");
+            }
             *calls.entry(sub).or_insert(0) += 1;
         }
     }
@@ -82,15 +87,52 @@ pub(super) fn a_trial_through_the_engine_is_one_compose_up_and_one_down() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let (engine, trials) = compose_calls(d.path(), "engine");
+    let smoke = Path::new("benchmarks/smoke");
+    let (engine, trials) = compose_calls(d.path(), smoke, "engine");
     assert_eq!(trials, 8, "smoke: four tasks, k = 2");
     let expected = BTreeMap::from([("down".to_string(), trials), ("up".to_string(), trials)]);
     assert_eq!(engine, expected, "compose processes of {trials} trials");
     // Through Harbor's exec the same trials run their commands and copies as compose
     // processes (the shim sees them: the count above is not blind).
-    let (harbor, _) = compose_calls(d.path(), "harbor");
+    let (harbor, _) = compose_calls(d.path(), smoke, "harbor");
     let execs = harbor.get("exec").copied().unwrap_or(0) + harbor.get("cp").copied().unwrap_or(0);
     assert!(execs >= 2 * trials, "{harbor:?}");
+    // An image with a HEALTHCHECK: its `up` waits for it (and the trials pass).
+    let bench = d.path().join("healthy");
+    let task = bench.join("hello-file");
+    copy_dir(&super::root().join(smoke).join("hello-file"), &task);
+    let dockerfile = task.join("environment/Dockerfile");
+    let mut text = std::fs::read_to_string(&dockerfile).unwrap();
+    text.push_str(&format!(
+        "HEALTHCHECK --interval=1s --timeout=5s CMD true\nLABEL ahe.test={}\n",
+        std::process::id()
+    ));
+    std::fs::write(&dockerfile, text).unwrap();
+    let (healthy, trials) = compose_calls(d.path(), &bench, "engine");
+    // This test's own image goes (it is kept for later runs otherwise).
+    let label = format!("label=ahe.test={}", std::process::id());
+    let ids = Command::new("docker")
+        .args(["images", "-q", "--filter", &label])
+        .output()
+        .unwrap();
+    for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+        let _ = Command::new("docker").args(["rmi", "-f", id]).output();
+    }
+    let expected = BTreeMap::from([("down".into(), trials), ("up --wait".into(), trials)]);
+    assert_eq!(healthy, expected, "compose processes of {trials} trials");
+}
+
+/// Copies directory `from` to `to` (files and directories).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
 }
 
 #[test]
