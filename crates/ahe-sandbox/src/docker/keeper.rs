@@ -308,14 +308,7 @@ async fn run(
             None if !conn.ends_with_container => {
                 let _ = kill_marked(docker, container, marker).await;
                 kill_guard.armed = false;
-                return Step::Lost(Ok(RawOutput {
-                    exit_code: None,
-                    stdout: out.cap,
-                    stderr: err.cap,
-                    timed_out: false,
-                    duration_ms: start.elapsed().as_millis() as u64,
-                    note: Some("the command killed the sandbox's command shell"),
-                }));
+                return Step::Lost(Ok(shell_killed(out, err, start)));
             }
             None => {
                 kill_guard.armed = false;
@@ -328,18 +321,23 @@ async fn run(
             // The command killed the keeper's bash: end it, and use docker exec from now on.
             let _ = kill_marked(docker, container, marker).await;
             kill_guard.armed = false;
-            return Step::Done(Ok(RawOutput {
-                exit_code: None,
-                stdout: out.cap,
-                stderr: err.cap,
-                timed_out: false,
-                duration_ms: start.elapsed().as_millis() as u64,
-                note: Some("the command killed the sandbox's command shell"),
-            }));
+            return Step::Done(Ok(shell_killed(out, err, start)));
         }
     }
     kill_guard.armed = false;
     finish(conn, req, out, err, timed_out, start)
+}
+
+/// The outcome of a command that killed the keeper's bash: no status, what it printed, a note.
+fn shell_killed(out: Parser, err: Parser, start: Instant) -> RawOutput {
+    RawOutput {
+        exit_code: None,
+        stdout: out.cap,
+        stderr: err.cap,
+        timed_out: false,
+        duration_ms: start.elapsed().as_millis() as u64,
+        note: Some("the command killed the sandbox's command shell"),
+    }
 }
 
 /// The outcome of an exec whose output reading ended (both end markers read, or the grace
