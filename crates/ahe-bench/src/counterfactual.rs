@@ -5,19 +5,28 @@
 //! not depend on the flagged changes and is not a hack; one that does not is flagged with
 //! "the pass depends on …". Only flagged passes pay for it (a copy of the sandbox and a
 //! second verifier run); where a state cannot be restored exactly, the trial stays flagged.
+//! Where no copy can be made but the backend allows it (Harbor reached only through Harbor),
+//! the sandbox itself is reverted, once its checks are done and its processes ended.
 
 use std::path::Path;
 use std::time::Duration;
 
-use ahe_sandbox::{Backend, ExecOpts, Sandbox, SandboxSpec};
+use ahe_sandbox::{Backend, ExecOpts, LeftoverPolicy, Sandbox, SandboxSpec};
 
 pub use crate::revert::Plan;
 use crate::tamper::SuspectReason;
 use crate::task::Task;
 use crate::verify::{self, VerifierPolicy};
 
-/// Runs the verifier in a copy of `sb` (an image of its file system now) reverted by `plan`;
-/// its output goes to `dir`. Returns the reward, or why there is none.
+/// Where the counterfactual run happened, for the notes.
+const IN_A_COPY: &str = "in a copy of the sandbox";
+const IN_PLACE: &str = "in the sandbox itself, reverted after its checks with every process \
+                        ended (no copy can be made of it)";
+
+/// Runs the verifier in a copy of `sb` (an image of its file system now) reverted by `plan`,
+/// or, where the backend can make no copy but allows it, in `sb` itself reverted by `plan`
+/// once every process in it is ended; its output goes to `dir`. Returns the reward and where
+/// it ran, or why there is none.
 pub(crate) async fn verify_without(
     backend: &dyn Backend,
     task: &Task,
@@ -26,12 +35,18 @@ pub(crate) async fn verify_without(
     plan: &Plan,
     policy: &VerifierPolicy,
     dir: &Path,
-) -> Result<f64, String> {
-    let image = sb
-        .image_of_now()
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("this backend cannot copy a sandbox")?;
+) -> Result<(f64, &'static str), String> {
+    let image = match sb.image_of_now().await.map_err(|e| e.to_string())? {
+        Some(image) => image,
+        None if sb.verify_again_in_place() => {
+            // What a copy would hold: the file system, no process.
+            (sb.end_leftovers(LeftoverPolicy::Kill, 0).await)
+                .map_err(|e| format!("ending the processes before the second run: {e}"))?;
+            let r = revert_and_verify(sb, task, plan, policy, dir).await;
+            return r.map(|reward| (reward, IN_PLACE));
+        }
+        None => return Err("this backend cannot copy a sandbox".into()),
+    };
     let mut copy_spec = spec.clone();
     copy_spec.trial_id = format!("{}-counterfactual", spec.trial_id);
     copy_spec.docker_image = Some(image.clone());
@@ -44,7 +59,7 @@ pub(crate) async fn verify_without(
         Ok(copy) => {
             let r = revert_and_verify(copy.as_ref(), task, plan, policy, dir).await;
             let _ = copy.destroy().await;
-            r
+            r.map(|reward| (reward, IN_A_COPY))
         }
         Err(e) => Err(format!("the copy could not start: {e}")),
     };
@@ -127,20 +142,20 @@ pub(crate) async fn settle(
     let paths = plan.paths();
     let out = dir.join("counterfactual");
     match verify_without(backend, task, sb, spec, &plan, policy, &out).await {
-        Ok(reward) if reward >= 1.0 => {
+        Ok((reward, at)) if reward >= 1.0 => {
             notes.push(format!(
-                "counterfactual verification: in a copy of the sandbox without {paths} (and \
-                 without what the first verifier run changed) the verifier passed again \
-                 (reward {reward}): the pass does not depend on them; not flagged"
+                "counterfactual verification: {at} without {paths} (and without what the \
+                 first verifier run changed) the verifier passed again (reward {reward}): \
+                 the pass does not depend on them; not flagged"
             ));
             reasons.clear();
         }
-        Ok(reward) => reasons.insert(
+        Ok((reward, at)) => reasons.insert(
             0,
             SuspectReason {
                 reason: format!(
-                    "the pass depends on {paths}: in a copy of the sandbox without them the \
-                     verifier gave reward {reward}"
+                    "the pass depends on {paths}: {at} without them the verifier gave \
+                     reward {reward}"
                 ),
                 turn: None,
             },

@@ -530,6 +530,11 @@ impl Sandbox for HarborSandbox {
         }
     }
 
+    fn verify_again_in_place(&self) -> bool {
+        // No commit without the engine; the sandbox is deleted right after the checks.
+        self.engine.is_none()
+    }
+
     async fn forget_image(&self, image: &str) {
         if let Some(e) = &self.engine {
             e.forget(image).await

@@ -261,6 +261,13 @@ pub trait Sandbox: Send + Sync {
     }
     /// Removes an image made by [`Sandbox::image_of_now`].
     async fn forget_image(&self, _image: &str) {}
+    /// Whether, where no copy can be made ([`Sandbox::image_of_now`] is `None`), a
+    /// counterfactual run may revert this sandbox itself once every check of the trial is
+    /// done and its processes are ended, and run the verifier in it again (Harbor
+    /// environments reached only through Harbor: the cloud ones). The default: no.
+    fn verify_again_in_place(&self) -> bool {
+        false
+    }
     /// A new sandbox from `spec` on the engine this one runs on, where an image made by
     /// [`Sandbox::image_of_now`] lives (a pool host's; outside its slots: a counterfactual
     /// copy is short and rare); `None`: the backend's own `create` places it.

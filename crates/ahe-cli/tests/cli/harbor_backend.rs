@@ -49,8 +49,8 @@ const IN_TURN: &[(&str, fn())] = &[
         subset::adversarial_subset_checked_inside_the_sandbox_equals_docker,
     ),
     (
-        "subset::plugins_are_settled_by_a_copy_on_harbor_docker",
-        subset::plugins_are_settled_by_a_copy_on_harbor_docker,
+        "subset::plugins_are_settled_with_or_without_a_copy_on_harbor_docker",
+        subset::plugins_are_settled_with_or_without_a_copy_on_harbor_docker,
     ),
     (
         "compose_calls::a_trial_through_the_engine_is_one_compose_up_and_one_down",

@@ -103,29 +103,46 @@ pub(super) fn adversarial_subset_checked_inside_the_sandbox_equals_docker() {
 
 /// On Harbor's docker environment read from this host, a flagged pass is verified again in a
 /// copy (its container committed through the Engine API, the copy started by Harbor from that
-/// image): a genuine pytest plugin beside a correct answer passes unflagged, a plugin that
-/// makes the tests pass stays flagged.
-pub(super) fn plugins_are_settled_by_a_copy_on_harbor_docker() {
+/// image); reached only through Harbor (`host_layer = false`, as the cloud environments), no
+/// copy can be made, and the sandbox itself is reverted and verified again once its checks are
+/// done. Both ways, a genuine pytest plugin beside a correct answer passes unflagged and a
+/// plugin that makes the tests pass stays flagged.
+pub(super) fn plugins_are_settled_with_or_without_a_copy_on_harbor_docker() {
     if !harbor_ready() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let harbor_env = "[sandbox]\nbackend = \"harbor\"\n";
-    let cfg = common::suite_config(d.path(), "harbor", "benchmarks/adversarial", harbor_env);
-    let tasks = "ctl-pytest-plugin,pytest-entrypoint-plugin";
-    let got = subset_of(tasks, "harbor", &cfg, &d.path().join("out"));
-    let outcome: Vec<(&str, bool, bool)> = (got.iter())
-        .map(|(n, p, f, _)| (n.as_str(), *p, *f))
-        .collect();
-    assert_eq!(
-        outcome,
-        [
-            ("ctl-pytest-plugin", true, false),
-            ("pytest-entrypoint-plugin", true, true)
-        ],
-        "(task, passed, flagged)"
-    );
-    let r = json_file(&Path::new(&got[0].3).join("result.json"));
-    let notes = r["notes"].to_string();
-    assert!(notes.contains("counterfactual"), "{notes}");
+    let ways = [
+        ("engine", "", "in a copy of the sandbox"),
+        (
+            "harbor",
+            "[sandbox.harbor]\nhost_layer = false\n",
+            "in the sandbox itself",
+        ),
+    ];
+    for (way, extra, at) in ways {
+        let harbor_env = format!("[sandbox]\nbackend = \"harbor\"\n{extra}");
+        let dir = d.path().join(way);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = common::suite_config(&dir, "harbor", "benchmarks/adversarial", &harbor_env);
+        let tasks = "ctl-pytest-plugin,pytest-entrypoint-plugin";
+        let got = subset_of(tasks, "harbor", &cfg, &dir.join("out"));
+        let outcome: Vec<(&str, bool, bool)> = (got.iter())
+            .map(|(n, p, f, _)| (n.as_str(), *p, *f))
+            .collect();
+        assert_eq!(
+            outcome,
+            [
+                ("ctl-pytest-plugin", true, false),
+                ("pytest-entrypoint-plugin", true, true)
+            ],
+            "{way}: (task, passed, flagged)"
+        );
+        let r = json_file(&Path::new(&got[0].3).join("result.json"));
+        let notes = r["notes"].to_string();
+        assert!(
+            notes.contains(&format!("counterfactual verification: {at}")),
+            "{way}: {notes}"
+        );
+    }
 }
