@@ -140,6 +140,7 @@ impl Guard {
         if self.inside.is_some() {
             let gone = offhost::deleted(&self.handed_over, &self.before, &self.layer);
             self.agent.extend(gone);
+            self.check_sums();
         }
         self.size.walked = self.handed_over.len();
         self.size.agent = self.agent.len();
@@ -235,9 +236,11 @@ impl Guard {
         let agent = integrity::judge_each(&g, &self.agent, Phase::Agent, &read);
         let mut out: Vec<SuspectReason> = agent.iter().map(|(_, r)| r.clone()).collect();
         let phase = Phase::Verifier { kept };
+        let forged = (self.inside.as_ref()).and_then(|i| offhost::forged_reason(&i.forged));
         let others = [
             integrity::judge(&g, &during, phase, &|_| true),
             tests_changed(&self.layer, &self.tests_dir),
+            forged.into_iter().collect(),
         ]
         .concat();
         // Only a pass flagged for the agent phase's changes alone can be verified again

@@ -10,7 +10,7 @@
 //! paths from the baseline walk). After each use the copy is fetched back and compared with
 //! ahe's own: a copy altered while it ran fails the checks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,13 +35,30 @@ const ENGINE_FILES: &[&str] = &["/etc/hostname", "/etc/hosts", "/etc/resolv.conf
 const FMT: &str = "%f|%i|%s|%X|%x|%Y|%y|%Z|%z|%n";
 
 /// Lists every entry but the kernel's and the verifier's ground (`$1` busybox, `$2` this
-/// phase's dir, `$3` an earlier phase's dir to remove first).
+/// phase's dir, `$3` an earlier phase's dir to remove first); with content hashes (`SUMS`),
+/// those first: a file written after its hash shows in the walk's times, so no write racing
+/// the walk looks like an edit with forged times.
 const WALK: &str = r#"[ -n "$PREV" ] && "$BB" rm -rf "$PREV"
+c=$("$BB" sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)
+echo "CAPS|$c"
+if [ "$SUMS" = always ] || { [ "$SUMS" = auto ] && [ $(( 0x${c:-0} & @FORGE@ )) -ne 0 ]; }; then
+  "$BB" find / \( -path /proc -o -path /sys -o -path /dev -o -path /tests -o -path /solution -o -path /logs -o -path "$SELF" \) -prune -o -type f -exec "$BB" md5sum {} + >"$SELF/sums" 2>/dev/null
+  echo "SUMS|1"
+fi
 "$BB" date +'NOW|%s'
 "$BB" find / \( -path /proc -o -path /sys -o -path /dev -o -path /tests -o -path /solution -o -path /logs -o -path "$SELF" \) -prune -o ! -path / -exec "$BB" stat -c "E|@FMT@" {} + >"$SELF/walk" 2>/dev/null
 "$BB" stat -c "T|@FMT@" /tests/test.sh 2>/dev/null
 exit 0
 "#;
+
+/// The capabilities that let a process keep a file's ctime across an edit (in a sandbox's
+/// bounding set, content hashes are taken): `CAP_SYS_TIME` (set the clock back, edit, set it
+/// forward) and `CAP_SYS_RAWIO` (write the disk under the file system).
+pub const FORGE_CAPS: u64 = (1 << 25) | (1 << 17);
+
+/// Environment variable that sets when the walks take content hashes: `auto` (the default:
+/// where [`FORGE_CAPS`] are in the sandbox's bounding set), `always`, `never`.
+pub const SUMS_ENV: &str = "AHE_INSIDE_SUMS";
 
 /// Ends the agent's processes (`$HO`: the hand-over script, its external commands
 /// busybox's) before the walk.
@@ -133,6 +150,10 @@ pub struct Walk {
     pub handover: Option<Result<HandOver, String>>,
     /// Lines that could not be read (a name with a newline): none in an honest sandbox.
     pub unreadable: usize,
+    /// The capability bounding set of the sandbox's processes (`CapBnd`), when read.
+    pub caps: Option<u64>,
+    /// The MD5 of every regular file walked, by path, when taken (see [`SUMS_ENV`]).
+    pub sums: Option<HashMap<String, String>>,
 }
 
 /// ahe's busybox in one sandbox and the host directories the rules read.
@@ -144,6 +165,17 @@ pub struct Inside {
     mirror: tempfile::TempDir,
     /// Time spent on it, for `change_set.inside_ms`.
     pub ms: u64,
+    /// Content hashes of the baseline walk, when taken.
+    pub base_sums: Option<HashMap<String, String>>,
+    /// Content hashes of the hand-over's walk, when taken.
+    pub handed_sums: Option<HashMap<String, String>>,
+    /// Files whose content the agent phase changed while their inode, size and times stayed.
+    pub forged: Vec<String>,
+    /// Walks made so far.
+    walks: u32,
+    /// When the baseline walk takes content hashes ([`SUMS_ENV`]'s values; from it by
+    /// default).
+    pub sums_mode: String,
 }
 
 impl Inside {
@@ -163,6 +195,11 @@ impl Inside {
             staged: None,
             mirror,
             ms: 0,
+            base_sums: None,
+            handed_sums: None,
+            forged: Vec::new(),
+            walks: 0,
+            sums_mode: std::env::var(SUMS_ENV).unwrap_or_else(|_| "auto".into()),
         })
     }
 
@@ -215,7 +252,10 @@ impl Inside {
         argv.push(format!("SELF={dir}"));
         argv.push(format!("PREV={prev}"));
         argv.extend(extra.iter().map(|(k, v)| format!("{k}={v}")));
-        argv.extend([bb, "sh".into(), "-c".into(), script.replace("@FMT@", FMT)]);
+        let script = script
+            .replace("@FMT@", FMT)
+            .replace("@FORGE@", &format!("{FORGE_CAPS:#x}"));
+        argv.extend([bb, "sh".into(), "-c".into(), script]);
         argv.push("ahe".into());
         argv.extend(args.iter().cloned());
         let opts = ExecOpts {
@@ -276,14 +316,29 @@ impl Inside {
         let t = Instant::now();
         let staged = self.stage(sb).await?;
         let (dir, prev) = (staged.0.as_str(), staged.1.as_str());
-        let (script, extra) = match &handover {
-            Some(h) => (format!("{HANDOVER}{WALK}"), vec![("HO", h.as_str())]),
-            None => (WALK.to_string(), Vec::new()),
+        // Hashes in the baseline (as asked) and at the hand-over (when the baseline has them).
+        let mode = match (self.walks, &self.base_sums) {
+            (0, _) => self.sums_mode.clone(),
+            (1, Some(_)) => "always".into(),
+            _ => "never".into(),
+        };
+        self.walks += 1;
+        let mut extra = vec![("SUMS", mode.as_str())];
+        let script = match &handover {
+            Some(h) => {
+                extra.push(("HO", h.as_str()));
+                format!("{HANDOVER}{WALK}")
+            }
+            None => WALK.to_string(),
         };
         let out = self
             .run(sb, (dir, prev), &script, &extra, (&[], None))
             .await?;
         let host = self.fetch(sb, dir, "walk").await?;
+        let sums = match out.stdout.lines().any(|l| l == "SUMS|1") {
+            true => Some(self.fetch(sb, dir, "sums").await?),
+            false => None,
+        };
         // Only the agent's leftovers could race the copy: checked after the hand-over's walk
         // (before the agent nothing of it runs; after the verifier the copy-out checks).
         if handover.is_some() {
@@ -291,6 +346,10 @@ impl Inside {
         }
         let text = std::fs::read_to_string(host.path().join("d")).unwrap_or_default();
         let mut w = parse_walk(&out.stdout, &text);
+        if let Some(h) = sums {
+            let text = std::fs::read_to_string(h.path().join("d")).unwrap_or_default();
+            w.sums = Some(parse_sums(&text));
+        }
         if handover.is_some() {
             let ok = out.stdout.lines().any(|l| l == "HANDOVER|0");
             w.handover = Some(match ahe_sandbox::parse_handover(&out.stdout) {
@@ -412,9 +471,13 @@ pub fn parse_walk(stdout: &str, listing: &str) -> Walk {
         test_atime: None,
         handover: None,
         unreadable: 0,
+        caps: None,
+        sums: None,
     };
     for l in stdout.lines() {
-        if let Some(s) = l.strip_prefix("NOW|") {
+        if let Some(c) = l.strip_prefix("CAPS|") {
+            w.caps = u64::from_str_radix(c.trim(), 16).ok();
+        } else if let Some(s) = l.strip_prefix("NOW|") {
             w.now = (s.trim().parse().unwrap_or(0), 999_999_999);
         } else if l.starts_with("T|") {
             w.test_atime = parse_entry(&format!("E{}", &l[1..])).map(|(_, s)| s.atime);
@@ -433,6 +496,34 @@ pub fn parse_walk(stdout: &str, listing: &str) -> Walk {
         }
     }
     w
+}
+
+/// Files whose MD5 at the hand-over differs from the baseline's although the walks saw no
+/// change of them (same inode, size, mtime and ctime: the times were forged); `changed` are
+/// the paths the agent phase's change set holds.
+pub fn forged(
+    base: &HashMap<String, String>,
+    now: &HashMap<String, String>,
+    changed: &HashSet<&str>,
+) -> Vec<String> {
+    let mut v: Vec<String> = (now.iter())
+        .filter(|(p, _)| !changed.contains(p.as_str()) && !ENGINE_FILES.contains(&p.as_str()))
+        .filter(|(p, h)| base.get(*p).is_some_and(|b| b != *h))
+        .map(|(p, _)| p.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `md5sum`'s lines (`<32 hex>  <path>`) by path; other lines are left out.
+pub fn parse_sums(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (sum, path) = (l.get(..32)?, l.get(34..)?);
+            let ok = sum.bytes().all(|b| b.is_ascii_hexdigit()) && path.starts_with('/');
+            ok.then(|| (path.to_string(), sum.to_string()))
+        })
+        .collect()
 }
 
 /// One `E|` line of the walk: the path and its stat.

@@ -2,6 +2,7 @@
 //! snapshots taken inside the sandbox with ahe's static busybox ([`crate::inside`]), the
 //! changed files the rules read copied out to a host directory, and the same rules over them.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use ahe_sandbox::{ExecOpts, Layer, LeftoverPolicy, Sandbox};
@@ -20,7 +21,8 @@ pub(super) async fn start(
     sb: &dyn Sandbox,
 ) -> Result<(Layer, Snapshot, Option<Inside>, String), String> {
     let mut inside = Inside::new()?;
-    let w = inside.walk(sb, None).await?;
+    let mut w = inside.walk(sb, None).await?;
+    inside.base_sums = w.sums.take();
     // Nothing of the agent ran yet: the sandbox's own shell tells its PATH truthfully.
     let opts = ExecOpts {
         cwd: Some("/".into()),
@@ -37,14 +39,51 @@ pub(super) async fn start(
     let layer = inside.layer(&w.snapshot, path_env);
     let how = format!(
         "change checks and hand-over: inside the sandbox with ahe's static busybox (this \
-         host cannot read its file system), {}",
+         host cannot read its file system), {}; {}",
         if sb.exec_direct() {
             "started directly (no program of the sandbox runs before it)"
         } else {
             "started through the sandbox's own shell (which an agent could have replaced)"
-        }
+        },
+        sums_note(&inside, w.caps)
     );
     Ok((layer, w.snapshot, Some(inside), how))
+}
+
+/// What the notes say about content hashes: taken or not, and why.
+fn sums_note(inside: &Inside, caps: Option<u64>) -> String {
+    let forge = caps.map(|c| c & crate::inside::FORGE_CAPS != 0);
+    match (&inside.base_sums, forge) {
+        (Some(s), Some(true)) => format!(
+            "content hashes of its {} files taken before the agent and at the hand-over \
+             (its processes may set the clock or write the disk raw: an edit could keep a \
+             file's times)",
+            s.len()
+        ),
+        (Some(s), _) => format!("content hashes of its {} files taken (asked for)", s.len()),
+        (None, Some(false)) => "no content hashes: no process in it may set the clock or \
+                                write the disk raw (CAP_SYS_TIME, CAP_SYS_RAWIO), so no edit \
+                                keeps a file's ctime"
+            .into(),
+        (None, _) => "no content hashes (not asked for, or its capabilities unread)".into(),
+    }
+}
+
+/// The reason a trial is suspect when files changed with their times kept.
+pub(super) fn forged_reason(paths: &[String]) -> Option<SuspectReason> {
+    let first = paths.first()?;
+    Some(SuspectReason {
+        reason: format!(
+            "{first}{}: content changed during the agent phase while its inode, size, mtime and \
+             ctime stayed as before the agent ran — its times were forged (the clock set back) \
+             to hide the edit from the change checks",
+            match paths.len() {
+                1 => String::new(),
+                n => format!(" and {} more", n - 1),
+            }
+        ),
+        turn: None,
+    })
 }
 
 /// Files and links of `earlier` gone in `now`, as deletions (what overlay whiteouts show on
@@ -97,7 +136,21 @@ impl Guard {
     pub(super) fn take_walk(&mut self, w: Walk) -> Snapshot {
         self.now = w.now;
         self.unreadable += w.unreadable;
+        if let Some(i) = self.inside.as_mut() {
+            i.handed_sums = w.sums;
+        }
         w.snapshot
+    }
+
+    /// Compares the hand-over's content hashes with the baseline's (when both were taken),
+    /// once the agent phase's change set is known.
+    pub(super) fn check_sums(&mut self) {
+        let changed: HashSet<&str> = self.agent.iter().map(|c| c.path.as_str()).collect();
+        if let Some(i) = self.inside.as_mut() {
+            if let (Some(base), Some(now)) = (&i.base_sums, &i.handed_sums) {
+                i.forged = crate::inside::forged(base, now, &changed);
+            }
+        }
     }
 
     /// [`Guard::arm`] inside the sandbox: `touch -a` by busybox, then the new stamps.

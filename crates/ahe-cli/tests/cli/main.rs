@@ -46,6 +46,7 @@ mod harbor_export;
 mod harbor_run;
 mod honest_best;
 mod hygiene;
+mod inside_sums;
 mod judge;
 mod judge_bench;
 mod leak;
