@@ -9,6 +9,7 @@ use crate::common;
 mod compose_calls;
 mod library;
 mod subset;
+mod tb2;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -59,6 +60,10 @@ const IN_TURN: &[(&str, fn())] = &[
     (
         "library::trials_of_a_task_share_one_build_and_files_round_trip",
         library::trials_of_a_task_share_one_build_and_files_round_trip,
+    ),
+    (
+        "tb2::real_tb2_oracles_pass_unflagged_on_harbor_docker",
+        tb2::real_tb2_oracles_pass_unflagged_on_harbor_docker,
     ),
 ];
 

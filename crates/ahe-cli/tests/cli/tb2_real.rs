@@ -3,7 +3,8 @@
 //! `scripts/tb2-standins.sh` where Docker Hub is out of reach), solutions and `test.sh`
 //! (`apt-get install curl`, `uvx … pytest`). Every oracle pass must be unflagged, the service
 //! a solution leaves (kv-store-grpc's `setsid python server.py &`) kept, and the witness must
-//! have seen each `uvx` pytest session. Needs Debian's mirror and PyPI (the verifiers install);
+//! have seen each `uvx` pytest session (the same on Harbor's docker environment:
+//! `harbor_backend::tb2`). Needs Debian's mirror and PyPI (the verifiers install);
 //! `.ci/run` makes the stand-ins and sets `AHE_TB2_REAL=1`, which turns a skip into a failure.
 
 use crate::common;
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 const BASES: [&str; 2] = ["python:3.13-slim-bookworm", "ubuntu:24.04"];
 
-fn ready() -> Result<(), String> {
+pub(crate) fn ready() -> Result<(), String> {
     if !ahe_sandbox::docker::DockerBackend::available() {
         return Err("no Docker engine".into());
     }
@@ -87,6 +88,12 @@ fn real_tb2_oracles_pass_unflagged_on_docker() {
         &[],
     );
     assert!(o.status.success(), "{}", text(&o));
+    assert_oracles(&dir);
+}
+
+/// The three tasks' oracle trials in the eval directory `dir` passed unflagged, the witness
+/// saw each `uvx` pytest session, stand-in bases are named, kv-store-grpc's server was kept.
+pub(crate) fn assert_oracles(dir: &std::path::Path) {
     let mut seen = 0;
     for task in ["kv-store-grpc", "regex-log", "nginx-request-logging"] {
         let p = dir.join("trials").join(task).join("1").join("result.json");

@@ -8,8 +8,10 @@
 //! runs as on the docker backend — and hands it to Harbor as the task's prebuilt image
 //! (`docker_image`): Harbor then starts, runs and deletes each trial's compose project from it
 //! (its `docker-compose-prebuilt.yaml`), and `down --rmi local` leaves the tagged image alone.
-//! Tasks that name a `docker_image`, or bring their own `docker-compose.yaml`, are left to
-//! Harbor as they are.
+//! A task that names a `docker_image` gets it as the docker backend would: the named image
+//! when it is on the engine or can be pulled under `[sandbox] pull`, else its `environment/`
+//! built (Terminal-Bench 2's tasks offline, on stand-in base images). Tasks that bring their
+//! own `docker-compose.yaml` are left to Harbor as they are.
 
 use std::path::Path;
 use std::time::Duration;
@@ -77,8 +79,10 @@ impl Images {
             .await
     }
 
-    /// The prebuilt image for `spec`'s trials, built on first use; `None` when Harbor is
-    /// to make the environment itself (the task names an image or brings a compose file).
+    /// The prebuilt image for `spec`'s trials, resolved on first use as the docker backend
+    /// resolves it (the named `docker_image` when it is here or can be pulled under the pull
+    /// policy, else the task's `environment/` built); `None` when Harbor is to make the
+    /// environment itself (the task brings a compose file).
     pub(super) async fn prebuilt(&self, spec: &SandboxSpec) -> Result<Option<Prebuilt>> {
         let Some(ctx) = spec.context_dir.as_deref().filter(|c| ours(spec, c)) else {
             return Ok(None);
@@ -88,25 +92,34 @@ impl Images {
             .cache
             .resolve(docker, spec, self.timeout, &self.puller)
             .await?;
-        let tag = img
-            .info
-            .tags
-            .iter()
+        let built = (img.info.tags.iter())
             .find(|t| t.starts_with(crate::docker::TASK_REPO))
-            .cloned()
-            .ok_or_else(|| {
-                SandboxError::Setup(format!(
+            .cloned();
+        let mut notes = img.notes.clone();
+        let tag = match (built, &spec.docker_image) {
+            (Some(tag), _) => {
+                notes.push(format!(
+                    "image {tag}: the task's environment/ built once by ahe for every trial of \
+                     the task (kept for later runs, as on the docker backend); Harbor starts \
+                     each trial's compose project from it as a prebuilt image"
+                ));
+                tag
+            }
+            (None, Some(name)) => {
+                notes.push(format!(
+                    "image {name}: the task's docker_image, found on the engine by ahe (pulled \
+                     under [sandbox] pull); Harbor starts each trial's compose project from it"
+                ));
+                name.clone()
+            }
+            (None, None) => {
+                return Err(SandboxError::Setup(format!(
                     "the image built from {} has no {}:<hash> tag",
                     ctx.display(),
                     crate::docker::TASK_REPO
-                ))
-            })?;
-        let mut notes = img.notes.clone();
-        notes.push(format!(
-            "image {tag}: the task's environment/ built once by ahe for every trial of the task \
-             (kept for later runs, as on the docker backend); Harbor starts each trial's \
-             compose project from it as a prebuilt image"
-        ));
+                )))
+            }
+        };
         Ok(Some(Prebuilt {
             image: tag,
             workdir: img.info.has_workdir.then(|| img.info.workdir.clone()),
@@ -116,9 +129,8 @@ impl Images {
     }
 }
 
-/// Whether ahe builds `spec`'s image: a Dockerfile, no compose file, no named image.
+/// Whether ahe resolves `spec`'s image: a Dockerfile or a named image, no compose file.
 fn ours(spec: &SandboxSpec, ctx: &Path) -> bool {
-    spec.docker_image.is_none()
-        && ctx.join("Dockerfile").is_file()
+    (spec.docker_image.is_some() || ctx.join("Dockerfile").is_file())
         && !ctx.join("docker-compose.yaml").exists()
 }
