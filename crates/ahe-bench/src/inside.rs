@@ -46,7 +46,8 @@ if [ "$SUMS" = always ] || { [ "$SUMS" = auto ] && [ $(( 0x${c:-0} & @FORGE@ )) 
   echo "SUMS|1"
 fi
 "$BB" date +'NOW|%s'
-"$BB" find / \( -path /proc -o -path /sys -o -path /dev -o -path /tests -o -path /solution -o -path /logs -o -path "$SELF" \) -prune -o ! -path / -exec "$BB" stat -c "E|@FMT@" {} + >"$SELF/walk" 2>/dev/null
+"$BB" find / \( -path /proc -o -path /sys -o -path /dev -o -path /tests -o -path /solution -o -path /logs -o -path "$SELF" \) -prune -o ! -path / -exec "$BB" stat -c "E|@FMT@" {} + >"$SELF/walk" 2>"$SELF/err"
+echo "LOST|$("$BB" grep -c -e "can't execute" -e "too long" "$SELF/err")"
 "$BB" stat -c "T|@FMT@" /tests/test.sh 2>/dev/null
 exit 0
 "#;
@@ -61,9 +62,12 @@ pub const FORGE_CAPS: u64 = (1 << 25) | (1 << 17);
 pub const SUMS_ENV: &str = "AHE_INSIDE_SUMS";
 
 /// Ends the agent's processes (`$HO`: the hand-over script, its external commands
-/// busybox's) before the walk.
+/// busybox's) before the walk; `HO` is then unset, since every program the walk starts
+/// would carry it in its environment (busybox `find`'s batches of `-exec … +` leave only
+/// 2 KB for the environment: a larger one fails batches, and the walk loses their entries).
 const HANDOVER: &str = r#""$BB" sh -c 'BB=$1; ls() { "$BB" ls "$@"; }; sleep() { "$BB" sleep "$@"; }; eval "$HO"' ahe "$BB"
 echo "HANDOVER|$?"
+unset HO
 "#;
 
 /// Copies the files named (NUL-separated) on stdin into `$SELF/out`, then prints the target
@@ -362,6 +366,16 @@ impl Inside {
         }
         if w.snapshot.is_empty() {
             return Err("the walk inside the sandbox listed nothing".into());
+        }
+        let lost = out.stdout.lines().find_map(|l| l.strip_prefix("LOST|"));
+        if let Some(n) = lost
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .filter(|n| *n > 0)
+        {
+            return Err(format!(
+                "the walk inside the sandbox is incomplete: {n} of find's batches could not \
+                 run stat (the entries of those batches were not listed)"
+            ));
         }
         self.ms += t.elapsed().as_millis() as u64;
         Ok(w)

@@ -1,7 +1,8 @@
 //! Content hashes of the in-sandbox walks, on a real container with ahe's busybox: on a
 //! Docker container (no `CAP_SYS_TIME` or `CAP_SYS_RAWIO` in its bounding set) the default
 //! takes none, since no edit there can keep a file's ctime; asked for, the baseline and the
-//! hand-over take an MD5 of every regular file, an unchanged file's sums agree, an edited
+//! hand-over take an MD5 of every regular file (and the hand-over's walk lists a deep tree of
+//! long paths whole), an unchanged file's sums agree, an edited
 //! one's differ, and a file whose sums differ although the walks saw no change of it (what
 //! an edit with forged times leaves) is reported — one the change set holds is not. (Forging
 //! a ctime needs the clock set back, which a container here cannot do: that part of the
@@ -52,8 +53,16 @@ fn content_hashes_are_taken_where_times_can_be_forged_and_catch_a_kept_ctime() {
         let edit = format!("v=$(cat {target}); printf '%s' \"$v\" | tr 0-9 1-90 > {target}.new && cat {target}.new > {target}; echo >> {target}; rm {target}.new; wc -c < {target}");
         let o = sb.exec(&edit, ExecOpts::default()).await.unwrap();
         assert_eq!(o.exit_code, Some(0), "{o:?}");
+        // A deep tree of long paths (a pip install's): the hand-over's walk lists every entry
+        // (with the hand-over script in the walk's environment, find's full batches failed).
+        let deep = "d=/opt/$(printf 'x%.0s' $(seq 120)); mkdir -p $d && cd $d && \
+                    for i in $(seq 15000); do : > file-with-a-long-name-$i; done";
+        let o = sb.exec(deep, ExecOpts::default()).await.unwrap();
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
         let ho = handover_script(LeftoverPolicy::Kill, 1, 0);
         let mut handed = inside.walk(sb.as_ref(), Some(ho)).await.unwrap();
+        let (n0, n1) = (base.snapshot.len(), handed.snapshot.len());
+        assert!(n1 >= n0 + 15001, "the hand-over's walk lost entries: {n1} after, {n0} before");
         let now = handed.sums.take().expect("hand-over sums (the baseline has them)");
         assert_ne!(now[target], before, "the edit changed the content");
         assert_eq!(now["/usr/bin/ls"], base_sums["/usr/bin/ls"], "an unchanged file");

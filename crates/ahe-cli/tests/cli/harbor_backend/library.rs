@@ -166,6 +166,32 @@ async fn round_trip(sb: &dyn Sandbox, dir: &Path, way: &str) {
         "hello\n"
     );
 
+    // get: a large file (a walk's listing of a big tree is several MB) comes back whole.
+    let made = sh(
+        sb,
+        "head -c 3000000 /dev/urandom | base64 > /tmp/big && md5sum < /tmp/big",
+        None,
+    )
+    .await;
+    let big = dir.join("big");
+    sb.get("/tmp/big", &big).await.unwrap();
+    let bytes = std::fs::read(&big).unwrap();
+    let md5 = std::process::Command::new("md5sum")
+        .arg(&big)
+        .output()
+        .unwrap();
+    let md5 = String::from_utf8_lossy(&md5.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        made.split_whitespace().next(),
+        Some(md5.as_str()),
+        "{way}: {} bytes back",
+        bytes.len()
+    );
+
     // A timed-out exec: nothing of it keeps running.
     let nap = format!("sleep 30.{}", std::process::id());
     let opts = ExecOpts {
