@@ -79,10 +79,12 @@ const COPY: &str = r#""$BB" rm -f "$SELF/walk"
 for p; do printf 'L|%s\n' "$("$BB" readlink -- "$p")"; done
 "#;
 
-/// Resets the access time of the files named (NUL-separated) on stdin, then stats them.
+/// Resets the access time of the files named (NUL-separated) on stdin, then stats them into
+/// `$SELF/restat` (a file, fetched like the walk: an exec's output may arrive with its stderr
+/// mixed in, Harbor's does, and a line split by it would leave a file's new ctime unread).
 const RESET: &str = r#""$BB" cat >"$SELF/reset"
 "$BB" xargs -0 -r "$BB" touch -a -c -h -d '1970-01-01 00:00:01' -- <"$SELF/reset"
-"$BB" xargs -0 -r "$BB" stat -c "E|@FMT@" -- <"$SELF/reset"
+"$BB" xargs -0 -r "$BB" stat -c "E|@FMT@" -- <"$SELF/reset" >"$SELF/restat"
 "#;
 
 /// The host path of a statically linked busybox (`$AHE_BUSYBOX`, else Debian's
@@ -393,11 +395,12 @@ impl Inside {
         }
         let t = Instant::now();
         let dir = self.staged.clone().ok_or("busybox is not in the sandbox")?;
-        let out = self
-            .run(sb, (&dir, ""), RESET, &[], (&[], Some(nul_list(paths))))
+        self.run(sb, (&dir, ""), RESET, &[], (&[], Some(nul_list(paths))))
             .await?;
+        let host = self.fetch(sb, &dir, "restat").await?;
+        let text = std::fs::read_to_string(host.path().join("d")).unwrap_or_default();
         self.ms += t.elapsed().as_millis() as u64;
-        Ok(out.stdout.lines().filter_map(parse_entry).collect())
+        Ok(text.lines().filter_map(parse_entry).collect())
     }
 
     /// Copies `files` (and `/tests`) into the host layer's `up/`, and makes `links` there
