@@ -336,7 +336,6 @@ impl Backend for HarborBackend {
             inner.delete_later(bridge, start, record);
             return Err(e);
         }
-
         notes.extend(
             answer["notes"]
                 .as_array()

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 use bollard::Docker;
 
@@ -17,7 +18,6 @@ use crate::docker::keeper::{Keeper, EXEC_KEEPER};
 use crate::docker::sandbox::env_pairs;
 use crate::docker::transfer::Transfer;
 use crate::{CopyOut, ExecOpts, ExecOutput, Result, SandboxError, SandboxSpec};
-use std::sync::atomic::AtomicBool;
 
 /// How the harbor backend runs commands and copies in a `docker` environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
