@@ -305,7 +305,8 @@ async fn run(
             }
             Some(LogOutput::StdErr { message }) => err.feed(&message),
             Some(LogOutput::StdIn { .. }) => {}
-            None if !conn.ends_with_container => {
+            // An exec's keeper ends without its container when a command kills it.
+            None if !conn.ends_with_container && running(docker, container).await => {
                 let _ = kill_marked(docker, container, marker).await;
                 kill_guard.armed = false;
                 return Step::Lost(Ok(shell_killed(out, err, start)));
@@ -326,6 +327,14 @@ async fn run(
     }
     kill_guard.armed = false;
     finish(conn, req, out, err, timed_out, start)
+}
+
+/// Whether the engine says `container` is running a moment after a keeper's stream ended
+/// (a container being removed may still show as running right when its processes die).
+async fn running(docker: &Docker, container: &str) -> bool {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    (docker.inspect_container(container, None).await)
+        .is_ok_and(|c| c.state.and_then(|s| s.running).unwrap_or(false))
 }
 
 /// The outcome of a command that killed the keeper's bash: no status, what it printed, a note.

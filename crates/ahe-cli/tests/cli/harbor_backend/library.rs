@@ -98,6 +98,7 @@ pub(super) fn trials_of_a_task_share_one_build_and_files_round_trip() {
         three.destroy().await.unwrap();
 
         round_trip(one.as_ref(), d.path(), "engine").await;
+        container_removed_under_the_keeper(two.as_ref()).await;
         // The same through Harbor's own exec and copies.
         let cfg = HarborConfig {
             exec: HarborExec::Harbor,
@@ -253,4 +254,22 @@ async fn keeper(sb: &dyn Sandbox) {
     );
     assert_eq!(sh(sb, UNDER, None).await, "exec");
     assert_eq!(sh(sb, "echo $AHE_ENV_A", None).await, "environment");
+}
+
+/// A container removed under a command run by the keeper: an error (infra), not the note of
+/// a command that killed its shell.
+async fn container_removed_under_the_keeper(sb: &dyn Sandbox) {
+    assert_eq!(sh(sb, UNDER, None).await, "keeper");
+    let notes = sb.notes().join("\n");
+    let at = notes.find("Harbor's container ").expect(&notes) + "Harbor's container ".len();
+    let id = notes[at..].split_whitespace().next().unwrap().to_string();
+    let remove = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rm = tokio::process::Command::new("docker")
+            .args(["rm", "-f", &id])
+            .output();
+        assert!(rm.await.unwrap().status.success());
+    };
+    let (out, ()) = tokio::join!(sb.exec("sleep 30", ExecOpts::default()), remove);
+    assert!(out.is_err(), "{out:?}");
 }
