@@ -169,8 +169,16 @@ impl Engine {
         vars.extend(opts.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let mut req = bash(command, cwd, &vars)?;
         (req.stdin, req.timeout) = (opts.stdin, opts.timeout);
-        if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
-            return r;
+        self.run(req).await
+    }
+
+    /// Runs `req` through the keeper when it can take it (the image's user, no stdin, idle),
+    /// else as an exec of its own.
+    async fn run(&self, req: ExecRequest) -> Result<ExecOutput> {
+        if req.user.is_none() {
+            if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
+                return r;
+            }
         }
         exec::run(&self.docker, &self.id, req).await
     }
@@ -194,13 +202,7 @@ impl Engine {
             if self.root_user && matches!(req.user.as_deref(), Some("root" | "0")) {
                 req.user = None; // the keeper's user already
             }
-            let out = match req.user {
-                None => match self.keeper.try_exec(&self.docker, &self.id, &req).await {
-                    Some(r) => r?,
-                    None => exec::run(&self.docker, &self.id, req).await?,
-                },
-                Some(_) => exec::run(&self.docker, &self.id, req).await?,
-            };
+            let out = self.run(req).await?;
             if out.exit_code != Some(0) {
                 return Err(SandboxError::Backend(format!(
                     "harbor docker: the start's `{command}` failed ({:?}): {}",
