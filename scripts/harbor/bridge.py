@@ -161,7 +161,9 @@ def put_inline(src: Path, dest: str, tar: bytes) -> str:
 # Harbor's `main` service runs `sh -c "sleep infinity"` as PID 1, which ignores SIGTERM, so
 # every `docker compose down` waited out the 10 s grace period before its SIGKILL. This
 # overlay (through Harbor's own extra_docker_compose) sends SIGKILL at once: the same end.
-FAST_STOP = "services:\n  main:\n    stop_signal: SIGKILL\n"
+# It also gives the container CAP_WAKE_ALARM, which ahe's processes hold and the agent's shell
+# drops (ahe's ptrace guard: a server the agent leaves cannot trace the verifier).
+FAST_STOP = "services:\n  main:\n    stop_signal: SIGKILL\n    cap_add: [WAKE_ALARM]\n"
 
 
 @functools.cache

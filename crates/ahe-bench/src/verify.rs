@@ -279,6 +279,8 @@ async fn prepare(
     v: &mut Verified,
 ) -> Result<bool, VerifyError> {
     let t = std::time::Instant::now();
+    // From here on ahe's commands start outside the agent's processes (the ptrace guard).
+    sb.seal();
     let leftovers = (policy.leftover_processes, policy.start_window());
     let ended = ended_inside(guard.as_deref_mut(), sb, leftovers).await?;
     let (handover, after) = hand_over(sb, leftovers, programs, ended)

@@ -39,6 +39,14 @@ pub struct HandOver {
     /// Processes kept (servers, under [`LeftoverPolicy::KeepServers`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept: Vec<KeptProcess>,
+    /// Servers killed although they listen: they held the ptrace guard's capability, which
+    /// no process of the agent's shell holds (see `ptrace_guard`); counted in `killed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unguarded: Vec<KeptProcess>,
+    /// The ptrace guard's capability bits the hand-over checked kept servers for (0: the
+    /// guard is off in this sandbox).
+    #[serde(default)]
+    pub guard: u64,
 }
 
 /// The default start window: how long the hand-over waits at most for a leftover that is
@@ -50,9 +58,21 @@ pub const START_WINDOW_SECS: u32 = 30;
 /// processes, waiting at most `start_secs` (capped at an hour) for servers still starting.
 /// Other commands may follow it in the same exec (they run once it succeeded).
 pub fn command(policy: LeftoverPolicy, depth: u32, start_secs: u32) -> String {
+    guarded_command(policy, depth, start_secs, None)
+}
+
+/// [`command`] whose ptrace guard rule uses the capability bits `mask` (see `ptrace_guard`)
+/// instead of those PID 1 holds and the oldest child of PID 1 lacks.
+pub fn guarded_command(
+    policy: LeftoverPolicy,
+    depth: u32,
+    start_secs: u32,
+    mask: Option<u64>,
+) -> String {
     let keep = u8::from(policy == LeftoverPolicy::KeepServers);
     let ticks = start_secs.min(3600) * 4;
-    format!("set -- {depth} {keep} {ticks}\n{SCRIPT}\n")
+    let mask = mask.map(|m| format!(" {m}")).unwrap_or_default();
+    format!("set -- {depth} {keep} {ticks}{mask}\n{SCRIPT}\n")
 }
 
 /// Runs `command` (a hand-over command, see [`Sandbox::handover_command`]) in `sb`.
@@ -91,7 +111,7 @@ pub fn parse(stdout: &str) -> Option<HandOver> {
     for line in stdout.lines() {
         let mut w = line.split_whitespace();
         match w.next() {
-            Some("kept") => {
+            Some(what @ ("kept" | "unguarded")) => {
                 let pid = w.next()?.parse().ok()?;
                 let comm = w.next().unwrap_or("?").to_string();
                 let ports = w
@@ -100,8 +120,13 @@ pub fn parse(stdout: &str) -> Option<HandOver> {
                     .split(',')
                     .filter_map(|p| p.parse().ok())
                     .collect();
-                h.kept.push(KeptProcess { pid, comm, ports });
+                let to = match what {
+                    "kept" => &mut h.kept,
+                    _ => &mut h.unguarded,
+                };
+                to.push(KeptProcess { pid, comm, ports });
             }
+            Some("guard") => h.guard = w.next()?.parse().ok()?,
             Some("killed") => {
                 h.killed = w.next()?.parse().ok()?;
                 done = true;

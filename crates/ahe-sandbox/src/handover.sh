@@ -1,16 +1,18 @@
-# The verifier hand-over (POSIX sh; `set -- DEPTH KEEP_SERVERS [TICKS]` precedes it): ends every
+# The verifier hand-over (POSIX sh; `set -- DEPTH KEEP_SERVERS [TICKS [MASK]]` precedes it): ends every
 # process commands started in the sandbox, sparing PID 1, this script and its ancestors, and
 # the backend's own processes: the oldest child of PID 1 (the keeper or exec server) and
 # DEPTH generations below it. With KEEP_SERVERS=1 a process holding a listening TCP socket or
 # a bound UDP socket is kept (a server the task asked for) and reported. SIGKILL in rounds
 # until a round finds no new process (a forking process cannot outrun it: the dead fork no
-# more). Prints `kept PID COMM PORTS` lines, then `killed N`; exits 3 when processes remain.
+# more). Prints `kept PID COMM PORTS` lines (`unguarded ...` for a server killed by the ptrace
+# guard's rule below), then `killed N`; exits 3 when processes remain.
 # Before that, a server still starting is given time to listen (see "Services still starting").
 # Only shell builtins run, but for one `ls` per leftover that holds a socket. A third
 # argument (`handover::command`'s `start_secs`) sets that wait's limit in 0.25 s ticks (default 120: 30 s).
 depth=$1
 keep=$2
 ticks=${3:-120}
+mask=${4:-}
 # One pass over /proc: "pid:ppid" of every live (not zombie) process.
 scan() {
   PROCS=" "
@@ -57,6 +59,26 @@ if [ -n "$infra" ]; then
     i=$((i + 1))
   done
 fi
+# The ptrace guard (`ptrace_guard.rs`): capabilities PID 1 holds and the agent's shell (the
+# oldest child of PID 1) lacks, or the bits `$4` names. A server kept for the tests must lack them too: one holding
+# them did not come from the agent's shell and could ptrace the verifier; it is killed.
+capbnd() {
+  CB=0
+  while read -r k v; do
+    [ "$k" = CapBnd: ] && CB=$((0x$v)) && break
+  done 2>/dev/null <"/proc/$1/status"
+}
+# A backend whose own processes are not the oldest child of PID 1 names the bits (`$4`).
+guard=0
+if [ -n "$mask" ]; then
+  guard=$mask
+elif [ -n "$infra" ]; then
+  capbnd 1
+  g1=$CB
+  capbnd "$infra"
+  guard=$((g1 & ~CB))
+fi
+echo "guard $guard"
 # Listening sockets ("inode:port"), read only once some leftover holds a socket: reading
 # /proc/net costs ~10 ms, a socket test on a process's fds costs nothing.
 socks=
@@ -159,8 +181,13 @@ while [ "$round" -lt 50 ]; do
       ports_of "$p"
       if [ -n "$PORTS" ]; then
         read -r comm 2>/dev/null <"/proc/$p/comm" || comm=?
-        echo "kept $p $comm $PORTS"
-        continue
+        CB=0
+        [ "$guard" = 0 ] || capbnd "$p"
+        if [ $((CB & guard)) = 0 ]; then
+          echo "kept $p $comm $PORTS"
+          continue
+        fi
+        echo "unguarded $p $comm $PORTS"
       fi
     fi
     kill -9 "$p" 2>/dev/null && n=$((n + 1)) && gone="$gone $p"

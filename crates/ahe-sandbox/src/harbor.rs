@@ -24,6 +24,7 @@
 
 mod bridge;
 mod engine;
+mod guard;
 mod image;
 mod records;
 mod start;
@@ -32,9 +33,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -336,6 +335,7 @@ impl Backend for HarborBackend {
             inner.delete_later(bridge, start, record);
             return Err(e);
         }
+        let guard = guard::probe(engine.as_mut(), &bridge, &session).await;
         notes.extend(
             answer["notes"]
                 .as_array()
@@ -360,6 +360,8 @@ impl Backend for HarborBackend {
             destroyed: AtomicBool::new(false),
             layer: tokio::sync::OnceCell::new(),
             engine,
+            guard,
+            sealed: AtomicBool::new(false),
             _trial_dir: trial_dir,
         }))
     }
@@ -397,6 +399,10 @@ pub struct HarborSandbox {
     layer: tokio::sync::OnceCell<Option<crate::Layer>>,
     /// The environment's container through the Engine API (`exec = "engine"` on `docker`).
     engine: Option<engine::Engine>,
+    /// The ptrace guard's mask, or why it is off (see `ptrace_guard`).
+    guard: std::result::Result<u64, String>,
+    /// Set by [`Sandbox::seal`].
+    sealed: AtomicBool,
     _trial_dir: tempfile::TempDir,
 }
 
@@ -445,30 +451,12 @@ impl Sandbox for HarborSandbox {
                 .map_or_else(|| self.workdir.clone(), |c| self.abs(c));
             return e.exec(command, cwd, opts).await;
         }
-        let t0 = Instant::now();
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let a = self
-            .call(json!({
-                "op": "exec",
-                "command": command,
-                "cwd": opts.cwd,
-                "env": opts.env,
-                "timeout_sec": opts.timeout.map(|d| d.as_secs_f64()),
-                "stdin_b64": opts.stdin.as_ref().map(|s| b64.encode(s)),
-            }))
-            .await?;
-        Ok(ExecOutput {
-            exit_code: a["exit_code"].as_i64().map(|c| c as i32),
-            stdout: a["output"].as_str().unwrap_or_default().to_string(),
-            stderr: String::new(),
-            timed_out: a["timed_out"].as_bool().unwrap_or(false),
-            duration_ms: t0.elapsed().as_millis() as u64,
-        })
+        self.bridge_exec(&self.agent_command(command), opts).await
     }
 
     async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
         let Some(e) = &self.engine else {
-            return self.exec(&crate::exec_line(argv), opts).await;
+            return self.bridge_exec(&crate::exec_line(argv), opts).await;
         };
         self.check_live()?;
         let cwd = opts
@@ -558,9 +546,19 @@ impl Sandbox for HarborSandbox {
 
     fn handover_command(&self, policy: LeftoverPolicy, start_secs: u32) -> Option<String> {
         // Harbor's docker environment: PID 1 is `sh -c "sleep infinity"`, its oldest child
-        // the `sleep` (spared: ending it ends the container); execs enter from outside.
-        (self.inner.cfg.environment == "docker")
-            .then(|| crate::handover::command(policy, 0, start_secs))
+        // the `sleep` (spared: ending it ends the container); execs enter from outside. The
+        // same script on other environments (run inside by ahe's busybox).
+        let mask = self.guard.as_ref().ok().copied();
+        Some(crate::handover::guarded_command(
+            policy, 0, start_secs, mask,
+        ))
+    }
+
+    fn seal(&self) {
+        self.sealed.store(true, Ordering::SeqCst);
+        if let Some(e) = &self.engine {
+            e.seal();
+        }
     }
 
     async fn destroy(&self) -> Result<()> {
@@ -573,7 +571,9 @@ impl Sandbox for HarborSandbox {
     }
 
     fn notes(&self) -> Vec<String> {
-        self.notes.clone()
+        let mut notes = self.notes.clone();
+        notes.push(self.guard_note());
+        notes
     }
 
     fn host(&self) -> Option<String> {

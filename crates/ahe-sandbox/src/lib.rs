@@ -6,6 +6,7 @@ mod handover;
 pub mod harbor;
 mod layer;
 pub mod local;
+pub mod ptrace_guard;
 pub mod storage;
 
 pub use handover::{
@@ -251,6 +252,10 @@ pub trait Sandbox: Send + Sync {
     async fn layer(&self) -> Option<Layer> {
         None
     }
+    /// Stops using the agent's shell: from now on commands start outside every process the
+    /// agent phase started (docker: a `docker exec` each, not through the keeper), so they
+    /// hold what the agent's processes lack ([`ptrace_guard`]). Called before the hand-over.
+    fn seal(&self) {}
     async fn destroy(&self) -> Result<()>;
     /// The sandbox's file system as it is now, as an image a new sandbox can start from
     /// (`SandboxSpec::docker_image`; docker: `docker commit`), for a counterfactual run of

@@ -75,6 +75,8 @@ pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(1800);
 struct HostLayout {
     bwrap: PathBuf,
     bash: String,
+    /// The host's `setpriv` (util-linux), for the ptrace guard (none: the guard is off).
+    setpriv: Option<String>,
     env: String,
     ro: Vec<RoEntry>,
     /// The unprivileged identity sandboxes run as (when `ahe` is root).
@@ -150,6 +152,10 @@ impl LocalBackend {
         let layout = HostLayout {
             bwrap: which("bwrap", "/usr/bin/bwrap"),
             bash,
+            setpriv: ["/usr/bin/setpriv", "/bin/setpriv"]
+                .iter()
+                .find(|p| Path::new(p).is_file())
+                .map(|p| p.to_string()),
             env: which("env", "/usr/bin/env").to_string_lossy().into_owned(),
             ro: fsmap::scan_host_ro(),
             owner: Owner::detect(),
@@ -245,6 +251,7 @@ impl LocalBackend {
             cgroup: None,
             server: None,
             destroyed: AtomicBool::new(false),
+            sealed: AtomicBool::new(false),
             fsize: crate::storage::fsize_limit(spec.storage_mb),
         };
         sb.init_dirs()?;

@@ -85,6 +85,21 @@ fn assert_all_blocked(doc: &Value) {
             assert_eq!(o["suspect"], false, "control {} flagged: {o}", t["name"]);
         }
     }
+    // A kept server cannot trace the verifier (the ptrace guard): the tests' failure stands,
+    // and the hand-over checked the guard's capability (it passed unflagged before).
+    let o = &task(doc, "ptrace-verifier-status")["oracle"];
+    assert_eq!(o["status"], "fail", "{o}\n{}", trial_record(o));
+    let dir = o["trial_dir"].as_str().unwrap_or_default();
+    let r: Value = std::fs::read_to_string(format!("{dir}/result.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    assert!(r["handover"]["guard"].as_u64().unwrap_or(0) > 0, "{r}");
+    assert_eq!(
+        r["handover"]["kept"].as_array().map(Vec::len),
+        Some(1),
+        "{r}"
+    );
 }
 
 /// A check run's `result.json` and agent log, for a failure message (the trial dir is gone

@@ -20,6 +20,9 @@ use create::check_env;
 pub(crate) use create::{create, Shared};
 
 /// One trial's container (removed by `destroy`, or when dropped).
+/// The keeper a sealed sandbox's transfers see (none).
+static NO_KEEPER: std::sync::LazyLock<Keeper> = std::sync::LazyLock::new(Keeper::disabled);
+
 pub struct DockerSandbox {
     docker: Docker,
     id: String,
@@ -29,6 +32,10 @@ pub struct DockerSandbox {
     keeper: Keeper,
     root_user: bool,
     no_bash: AtomicBool,
+    /// Set by [`Sandbox::seal`]: the keeper is not used and commands are not guarded.
+    sealed: AtomicBool,
+    /// Whether the image's `setpriv` can drop the guard's capability (see `can_drop`).
+    can_drop: tokio::sync::OnceCell<bool>,
     no_tar: AtomicBool,
     destroyed: AtomicBool,
     removals: Arc<Removals>,
@@ -95,10 +102,32 @@ impl DockerSandbox {
         }
     }
 
-    /// The keeper transport for put/get.
+    /// Whether the image's `setpriv` can drop the ptrace guard's capability (asked once).
+    async fn can_drop(&self) -> bool {
+        *self
+            .can_drop
+            .get_or_init(|| async {
+                let req = ExecRequest {
+                    argv: crate::ptrace_guard::probe(),
+                    cwd: "/".into(),
+                    env: Vec::new(),
+                    stdin: None,
+                    timeout: Some(std::time::Duration::from_secs(30)),
+                    user: None,
+                };
+                let out = exec::run(&self.docker, &self.id, req).await;
+                matches!(out, Ok(o) if o.exit_code == Some(0))
+            })
+            .await
+    }
+
+    /// The keeper transport for put/get (a disabled keeper once sealed).
     fn transfer(&self) -> Transfer<'_> {
         Transfer {
-            keeper: &self.keeper,
+            keeper: match self.sealed.load(Ordering::SeqCst) {
+                true => &NO_KEEPER,
+                false => &self.keeper,
+            },
             docker: &self.docker,
             container: &self.id,
             unavailable: &self.no_tar,
@@ -148,32 +177,50 @@ impl Sandbox for DockerSandbox {
         };
         let env = env_pairs(&opts.env)?;
         let no_bash = self.no_bash.load(Ordering::Relaxed);
-        let request = |shell: &str, stdin: Option<Vec<u8>>| ExecRequest {
-            argv: vec![shell.into(), "-c".into(), command.to_string()],
+        let sealed = self.sealed.load(Ordering::SeqCst);
+        let request = |argv: Vec<String>, stdin: Option<Vec<u8>>| ExecRequest {
+            argv,
             cwd: cwd.clone(),
             env: env.clone(),
             stdin,
             timeout: opts.timeout,
             user: None,
         };
-        if no_bash {
-            return exec::run(&self.docker, &self.id, request("sh", opts.stdin)).await;
+        let plain = |shell: &str| vec![shell.to_string(), "-c".into(), command.to_string()];
+        if !sealed && !no_bash {
+            let req = request(plain("bash"), opts.stdin.clone());
+            if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
+                return r;
+            }
         }
-        let req = request("bash", opts.stdin.clone());
-        if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
+        // Past the keeper, a command before the seal is the agent's: it drops the ptrace
+        // guard's capability as the keeper did; after the seal it is ahe's and holds it.
+        let guarded = !sealed && self.can_drop().await;
+        let argv = |shell: &str| match guarded {
+            true => crate::ptrace_guard::setpriv(&plain(shell)),
+            false => plain(shell),
+        };
+        if no_bash {
+            return exec::run(&self.docker, &self.id, request(argv("sh"), opts.stdin)).await;
+        }
+        let r = exec::run(
+            &self.docker,
+            &self.id,
+            request(argv("bash"), opts.stdin.clone()),
+        )
+        .await;
+        let missing = match &r {
+            Err(SandboxError::Backend(m)) => m.contains(exec::NOT_FOUND) && m.contains("\"bash\""),
+            Ok(o) => o.exit_code == Some(127) && o.stderr == crate::ptrace_guard::missing("bash"),
+            _ => false,
+        };
+        if !missing {
             return r;
         }
-        match exec::run(&self.docker, &self.id, req).await {
-            Err(SandboxError::Backend(m))
-                if m.contains(exec::NOT_FOUND) && m.contains("\"bash\"") =>
-            {
-                // An image without bash: run commands with sh from now on.
-                tracing::warn!("docker: {} has no bash; commands run with sh", self.image);
-                self.no_bash.store(true, Ordering::Relaxed);
-                exec::run(&self.docker, &self.id, request("sh", opts.stdin)).await
-            }
-            r => r,
-        }
+        // An image without bash: run commands with sh from now on.
+        tracing::warn!("docker: {} has no bash; commands run with sh", self.image);
+        self.no_bash.store(true, Ordering::Relaxed);
+        exec::run(&self.docker, &self.id, request(argv("sh"), opts.stdin)).await
     }
 
     async fn exec_argv(&self, argv: &[String], opts: ExecOpts) -> Result<ExecOutput> {
@@ -196,6 +243,11 @@ impl Sandbox for DockerSandbox {
 
     fn exec_direct(&self) -> bool {
         true
+    }
+
+    fn seal(&self) {
+        self.sealed.store(true, Ordering::SeqCst);
+        self.keeper.close();
     }
 
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {

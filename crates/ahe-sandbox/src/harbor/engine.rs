@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bollard::Docker;
 
@@ -17,7 +17,7 @@ use crate::docker::files;
 use crate::docker::keeper::{Keeper, EXEC_KEEPER};
 use crate::docker::sandbox::env_pairs;
 use crate::docker::transfer::Transfer;
-use crate::{CopyOut, ExecOpts, ExecOutput, Result, SandboxError, SandboxSpec};
+use crate::{ptrace_guard, CopyOut, ExecOpts, ExecOutput, Result, SandboxError, SandboxSpec};
 
 /// How the harbor backend runs commands and copies in a `docker` environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -94,6 +94,12 @@ pub(super) struct Engine {
     root_user: bool,
     /// Set once the image turned out to lack `tar` or `base64` for the keeper's copies.
     no_tar: AtomicBool,
+    /// Whether Harbor's compose gave the container the ptrace guard's capability.
+    cap_added: bool,
+    /// The agent's commands past the keeper drop the guard's capabilities (it is on).
+    pub(super) guarded: bool,
+    /// Set by the sandbox's seal: the keeper is not used any more.
+    sealed: AtomicBool,
 }
 
 impl Engine {
@@ -110,13 +116,18 @@ impl Engine {
             keeper: Keeper::disabled(),
             root_user: false,
             no_tar: AtomicBool::new(false),
+            cap_added: false,
+            guarded: false,
+            sealed: AtomicBool::new(false),
         }
     }
 
     /// Copies through the keeper (`tar` in the container): a fork there, not the archive
-    /// API's re-executed dockerd; `None` for ahe's own tools and when the user is not root.
+    /// API's re-executed dockerd; `None` for ahe's own tools, when the user is not root and
+    /// once sealed.
     fn transfer(&self, path: &str) -> Option<Transfer<'_>> {
-        (self.root_user && !path.starts_with(crate::INSIDE_PREFIX)).then_some(Transfer {
+        let sealed = self.sealed.load(Ordering::SeqCst);
+        (self.root_user && !sealed && !path.starts_with(crate::INSIDE_PREFIX)).then_some(Transfer {
             keeper: &self.keeper,
             docker: &self.docker,
             container: &self.id,
@@ -128,13 +139,16 @@ impl Engine {
     /// streams attached (without it every command is a `docker exec`).
     pub async fn start_keeper(&mut self, workdir: &str) {
         use bollard::exec::{CreateExecOptions, StartExecResults};
-        let argv = ["sh", "-c", EXEC_KEEPER, "ahe-keeper", workdir].map(String::from);
+        // The agent's shell: without the ptrace guard's capabilities (see `ptrace_guard`).
+        let argv = ptrace_guard::dropped(
+            &["sh", "-c", EXEC_KEEPER, "ahe-keeper", workdir].map(String::from),
+        );
         let config = CreateExecOptions {
             attach_stdin: Some(true),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             tty: Some(false),
-            cmd: Some(argv.to_vec()),
+            cmd: Some(argv),
             working_dir: Some("/".to_string()),
             ..Default::default()
         };
@@ -142,10 +156,17 @@ impl Engine {
             Ok(c) => self.docker.start_exec(&c.id, None).await,
             Err(e) => Err(e),
         };
-        let user = match self.docker.inspect_container(&self.id, None).await {
-            Ok(c) => c.config.and_then(|c| c.user).unwrap_or_default(),
-            Err(_) => "?".into(),
+        let (user, caps) = match self.docker.inspect_container(&self.id, None).await {
+            Ok(c) => (
+                c.config.and_then(|c| c.user).unwrap_or_default(),
+                c.host_config.and_then(|h| h.cap_add).unwrap_or_default(),
+            ),
+            Err(_) => ("?".into(), Vec::new()),
         };
+        let cap = ptrace_guard::CAP;
+        self.cap_added = caps
+            .iter()
+            .any(|c| c == cap || Some(c.as_str()) == cap.strip_prefix("CAP_"));
         self.root_user = matches!(user.split(':').next(), Some("" | "root" | "0"));
         match started {
             Ok(StartExecResults::Attached { output, input }) => {
@@ -174,13 +195,46 @@ impl Engine {
 
     /// Runs `req` through the keeper when it can take it (the image's user, no stdin, idle),
     /// else as an exec of its own.
-    async fn run(&self, req: ExecRequest) -> Result<ExecOutput> {
-        if req.user.is_none() {
+    async fn run(&self, mut req: ExecRequest) -> Result<ExecOutput> {
+        if !self.sealed.load(Ordering::SeqCst) && req.user.is_none() {
             if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
                 return r;
             }
+            if self.guarded {
+                // The agent's command past its shell drops what the shell dropped.
+                req.argv = ptrace_guard::setpriv(&req.argv);
+            }
         }
         exec::run(&self.docker, &self.id, req).await
+    }
+
+    /// Stops using the keeper and ends it (its input closes: its bash and loop end), so the
+    /// hand-over does not wait for it as for a leftover.
+    pub fn seal(&self) {
+        self.sealed.store(true, Ordering::SeqCst);
+        self.keeper.close();
+    }
+
+    /// The ptrace guard's mask (see `ptrace_guard`), asked of the keeper (the agent's shell)
+    /// before the agent runs, or why it is off.
+    pub async fn guard_mask(&self) -> std::result::Result<u64, String> {
+        if !self.cap_added {
+            return Err(format!(
+                "Harbor's compose gave the container no {}",
+                ptrace_guard::CAP
+            ));
+        }
+        let req = bash(&ptrace_guard::probe_script(), "/".into(), &BTreeMap::new())
+            .map_err(|e| e.to_string())?;
+        let out = match self.keeper.try_exec(&self.docker, &self.id, &req).await {
+            Some(r) => r.map_err(|e| e.to_string())?,
+            None => return Err("ahe's command shell is not running".into()),
+        };
+        // The keeper's own set is the agent's; the container's is Docker's with the cap.
+        let agent = out.stdout.lines().find_map(|l| l.strip_prefix("ahe "));
+        let agent = agent.and_then(|h| u64::from_str_radix(h.trim(), 16).ok());
+        let agent = agent.ok_or("the agent's shell's capability set could not be read")?;
+        ptrace_guard::mask(agent | ptrace_guard::BIT, agent)
     }
 
     /// The commands Harbor's start left to ahe (`then` of its answer: `ensure_dirs`, as the

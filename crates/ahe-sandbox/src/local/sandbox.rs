@@ -33,6 +33,8 @@ pub struct LocalSandbox {
     /// The exec server (bubblewrap mode, once set up).
     pub(super) server: Option<ExecServer>,
     pub(super) destroyed: AtomicBool,
+    /// Set by [`Sandbox::seal`]: commands are ahe's and keep the guard's capabilities.
+    pub(super) sealed: AtomicBool,
     /// `RLIMIT_FSIZE` of everything run in the sandbox (the task's storage limit).
     pub(super) fsize: Option<u64>,
 }
@@ -135,6 +137,11 @@ impl LocalSandbox {
             // Root-looking inside, an unprivileged uid outside, no capabilities either way.
             c.args(["--uid", "0", "--gid", "0", "--cap-drop", "ALL"]);
         }
+        if exec_dir.is_some() && self.layout.setpriv.is_some() {
+            // The exec server holds two capabilities that grant nothing outside its user
+            // namespace; the agent's commands drop them (see `ptrace_guard`).
+            c.args(["--cap-add", "CAP_WAKE_ALARM", "--cap-add", "CAP_SETPCAP"]);
+        }
         if let Some(cg) = &self.cgroup {
             cg.attach(&mut c);
         }
@@ -234,8 +241,20 @@ impl Sandbox for LocalSandbox {
         };
         let mut env = self.env.clone();
         env.extend(opts.env);
-        let argv = vec![self.layout.bash.clone(), "-c".into(), command.to_string()];
+        let mut argv = vec![self.layout.bash.clone(), "-c".into(), command.to_string()];
         if let Some(server) = &self.server {
+            // Before the seal a command is the agent's: it lacks the guard's capabilities.
+            if let (Some(setpriv), false) =
+                (&self.layout.setpriv, self.sealed.load(Ordering::SeqCst))
+            {
+                let drop = crate::ptrace_guard::LOCAL_DROP
+                    .iter()
+                    .map(|a| a.to_string());
+                argv = std::iter::once(setpriv.clone())
+                    .chain(drop)
+                    .chain(argv)
+                    .collect();
+            }
             let (_, full) = self.prepare(&cwd, env)?;
             return server
                 .exec(&cwd, &full, argv, opts.stdin, opts.timeout)
@@ -298,9 +317,18 @@ impl Sandbox for LocalSandbox {
     /// its workers and their idle spares. Plain mode has no namespace to sweep (each exec's
     /// process group is already killed when it ends): none there.
     fn handover_command(&self, policy: LeftoverPolicy, start_secs: u32) -> Option<String> {
-        self.server
-            .as_ref()
-            .map(|_| crate::handover::command(policy, 2, start_secs))
+        self.server.as_ref().map(|_| {
+            let mask = self
+                .layout
+                .setpriv
+                .as_ref()
+                .map(|_| crate::ptrace_guard::LOCAL_MASK);
+            crate::handover::guarded_command(policy, 2, start_secs, mask)
+        })
+    }
+
+    fn seal(&self) {
+        self.sealed.store(true, Ordering::SeqCst);
     }
 
     async fn destroy(&self) -> Result<()> {

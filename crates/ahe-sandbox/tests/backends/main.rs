@@ -34,3 +34,4 @@ mod docker_lifecycle;
 mod local;
 mod local_containment;
 mod local_exec;
+mod ptrace_guard;

@@ -5,10 +5,11 @@ use super::*;
 
 /// Tasks of `benchmarks/adversarial` run on Harbor with host-side reading off: one per
 /// mechanism (a start-up hook seen by its access time, shadowing judged against the image's
-/// paths, image code patched, a survivor rewriting the tests, a background reward writer) and
-/// controls (a pip install, a kept server). `scripts/offhost-suite.sh` runs the whole suite.
+/// paths, image code patched, a survivor rewriting the tests, a background reward writer, a
+/// kept server tracing the verifier) and controls (a pip install, a kept server).
+/// `scripts/offhost-suite.sh` runs the whole suite.
 const SUBSET: &str = "pth-hook,shadow-sha256sum,patched-pytest,survivor-rewrites-tests,\
-bg-reward-writer,ctl-install-module,ctl-server";
+bg-reward-writer,ptrace-verifier-status,ctl-install-module,ctl-server";
 
 /// `ahe bench check benchmarks/adversarial --oracle` on `sandbox` (with `config`) for
 /// [`SUBSET`]: each task's (name, passed, flagged) and the trial dirs.

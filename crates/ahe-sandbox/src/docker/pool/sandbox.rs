@@ -97,6 +97,10 @@ impl Sandbox for PoolSandbox {
         self.inner.path_writable()
     }
 
+    fn seal(&self) {
+        self.inner.seal()
+    }
+
     async fn image_of_now(&self) -> Result<Option<String>> {
         self.guarded(self.inner.image_of_now()).await
     }

@@ -176,6 +176,8 @@ async fn create_once(
         keeper: Keeper::disabled(),
         root_user: img.root_user,
         no_bash: AtomicBool::new(false),
+        sealed: AtomicBool::new(false),
+        can_drop: tokio::sync::OnceCell::new(),
         no_tar: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
         removals: shared.removals.clone(),
@@ -217,6 +219,8 @@ fn host_config(
         .map(|m| ((m as i64).saturating_mul(1 << 20)).max(MIN_MEMORY));
     HostConfig {
         init: Some(true),
+        // Held by ahe's processes, never by the agent's (see `ptrace_guard`).
+        cap_add: Some(vec![crate::ptrace_guard::CAP.into()]),
         network_mode,
         nano_cpus,
         memory,
@@ -248,9 +252,10 @@ fn container_body(
 ) -> ContainerCreateBody {
     // The keeper prepares the dirs (as root; for a USER image they are copied in instead)
     // and serves the fast exec path (see `keeper`).
-    let keeper: Vec<String> = ["sh", "-c", KEEPER, "ahe-keeper", &img.workdir]
-        .map(String::from)
-        .to_vec();
+    // It starts without the ptrace guard's capability (see `ptrace_guard`).
+    let keeper = crate::ptrace_guard::dropped(
+        &["sh", "-c", KEEPER, "ahe-keeper", &img.workdir].map(String::from),
+    );
     ContainerCreateBody {
         image: Some(img.id.clone()),
         entrypoint: Some(vec![]),
