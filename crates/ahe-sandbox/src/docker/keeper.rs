@@ -145,6 +145,32 @@ impl Keeper {
         }
     }
 
+    /// Starts `argv` (one running [`EXEC_KEEPER`]) as an exec of the image's user in
+    /// container `id`, its streams attached; why not when it could not.
+    pub async fn start_exec(docker: &Docker, id: &str, argv: Vec<String>) -> Result<Keeper> {
+        use bollard::exec::{CreateExecOptions, StartExecResults};
+        let config = CreateExecOptions {
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            cmd: Some(argv),
+            working_dir: Some("/".to_string()),
+            ..Default::default()
+        };
+        let started = match docker.create_exec(id, config).await {
+            Ok(c) => docker.start_exec(&c.id, None).await,
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok(StartExecResults::Attached { output, input }) => Ok(Keeper::in_exec(input, output)),
+            Ok(_) => Err(SandboxError::Backend(
+                "the keeper's exec was detached".into(),
+            )),
+            Err(e) => Err(SandboxError::Backend(e.to_string())),
+        }
+    }
+
     /// A keeper that never serves (every exec uses `docker exec`).
     pub fn disabled() -> Keeper {
         Keeper {

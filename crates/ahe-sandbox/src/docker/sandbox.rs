@@ -8,7 +8,7 @@ use bollard::Docker;
 
 use super::api::{blocking, Api};
 use super::exec::{self, ExecRequest};
-use super::keeper::Keeper;
+use super::keeper::{Keeper, EXEC_KEEPER};
 use super::lifecycle::{NetnsLease, Removals};
 use super::transfer::Transfer;
 use super::{files, remove_blocking};
@@ -36,6 +36,8 @@ pub struct DockerSandbox {
     sealed: AtomicBool,
     /// Whether the image's `setpriv` can drop the guard's capability (see `can_drop`).
     can_drop: tokio::sync::OnceCell<bool>,
+    /// ahe's keeper after the seal (see `keeper_now`).
+    own: tokio::sync::OnceCell<Keeper>,
     no_tar: AtomicBool,
     destroyed: AtomicBool,
     removals: Arc<Removals>,
@@ -70,7 +72,7 @@ impl DockerSandbox {
 
     /// How many execs ran through the keeper (the fast path) rather than `docker exec`.
     pub fn fast_execs(&self) -> u64 {
-        self.keeper.served()
+        self.keeper.served() + self.own.get().map_or(0, Keeper::served)
     }
 
     /// Gives the container up without removing it (its engine was lost; whoever reaches the
@@ -121,13 +123,31 @@ impl DockerSandbox {
             .await
     }
 
-    /// The keeper transport for put/get (a disabled keeper once sealed).
-    fn transfer(&self) -> Transfer<'_> {
+    /// The keeper commands go through: the agent's before the seal; after it ahe's own (an
+    /// exec holding the ptrace guard's capability) where the layer is read on this host, else
+    /// none (the in-sandbox checks end every process with a direct exec, this one too).
+    async fn keeper_now(&self) -> &Keeper {
+        if !self.sealed.load(Ordering::SeqCst) {
+            return &self.keeper;
+        }
+        if Sandbox::layer(self).await.is_none() {
+            return &NO_KEEPER;
+        }
+        let start = || async {
+            let argv = ["sh", "-c", EXEC_KEEPER, "ahe-keeper", &self.workdir].map(String::from);
+            let k = Keeper::start_exec(&self.docker, &self.id, argv.to_vec()).await;
+            k.unwrap_or_else(|e| {
+                tracing::warn!("docker: no keeper after the seal ({e}); commands are execs");
+                Keeper::disabled()
+            })
+        };
+        self.own.get_or_init(start).await
+    }
+
+    /// The keeper transport for put/get through `keeper`.
+    fn transfer<'a>(&'a self, keeper: &'a Keeper) -> Transfer<'a> {
         Transfer {
-            keeper: match self.sealed.load(Ordering::SeqCst) {
-                true => &NO_KEEPER,
-                false => &self.keeper,
-            },
+            keeper,
             docker: &self.docker,
             container: &self.id,
             unavailable: &self.no_tar,
@@ -187,9 +207,10 @@ impl Sandbox for DockerSandbox {
             user: None,
         };
         let plain = |shell: &str| vec![shell.to_string(), "-c".into(), command.to_string()];
-        if !sealed && !no_bash {
+        if !no_bash {
             let req = request(plain("bash"), opts.stdin.clone());
-            if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
+            let keeper = self.keeper_now().await;
+            if let Some(r) = keeper.try_exec(&self.docker, &self.id, &req).await {
                 return r;
             }
         }
@@ -259,7 +280,7 @@ impl Sandbox for DockerSandbox {
         // Through the keeper when it can (as root, like the archive API), else the API; ahe's
         // own tools never through the keeper (its shell is the image's).
         let own = dest_abs.starts_with(crate::INSIDE_PREFIX);
-        if self.root_user && !own && self.transfer().put(&tar).await {
+        if self.root_user && !own && self.transfer(self.keeper_now().await).put(&tar).await {
             return Ok(());
         }
         self.api().upload("/", tar).await
@@ -272,7 +293,7 @@ impl Sandbox for DockerSandbox {
         let fast = if own {
             None
         } else {
-            self.transfer().get(&src_abs).await
+            self.transfer(self.keeper_now().await).get(&src_abs).await
         };
         let data = match fast {
             Some(d) => d,
@@ -316,6 +337,9 @@ impl Sandbox for DockerSandbox {
             return Ok(());
         }
         self.keeper.close();
+        if let Some(k) = self.own.get() {
+            k.close();
+        }
         let lease = self.netns.lock().unwrap().take();
         self.removals.spawn(self.id.clone(), lease);
         Ok(())

@@ -98,8 +98,12 @@ pub(super) struct Engine {
     cap_added: bool,
     /// The agent's commands past the keeper drop the guard's capabilities (it is on).
     pub(super) guarded: bool,
-    /// Set by the sandbox's seal: the keeper is not used any more.
+    /// Set by the sandbox's seal: the agent's keeper is not used any more.
     sealed: AtomicBool,
+    /// ahe's keeper after the seal (see `keeper_now`).
+    own: tokio::sync::OnceCell<Keeper>,
+    /// The keeper's working directory (the image's).
+    workdir: String,
 }
 
 impl Engine {
@@ -119,16 +123,18 @@ impl Engine {
             cap_added: false,
             guarded: false,
             sealed: AtomicBool::new(false),
+            own: tokio::sync::OnceCell::new(),
+            workdir: "/".into(),
         }
     }
 
     /// Copies through the keeper (`tar` in the container): a fork there, not the archive
-    /// API's re-executed dockerd; `None` for ahe's own tools, when the user is not root and
-    /// once sealed.
-    fn transfer(&self, path: &str) -> Option<Transfer<'_>> {
-        let sealed = self.sealed.load(Ordering::SeqCst);
-        (self.root_user && !sealed && !path.starts_with(crate::INSIDE_PREFIX)).then_some(Transfer {
-            keeper: &self.keeper,
+    /// API's re-executed dockerd (ahe's own keeper once sealed); `None` for ahe's own tools
+    /// and when the user is not root.
+    async fn transfer(&self, path: &str) -> Option<Transfer<'_>> {
+        let keeper = self.keeper_now().await;
+        (self.root_user && !path.starts_with(crate::INSIDE_PREFIX)).then_some(Transfer {
+            keeper,
             docker: &self.docker,
             container: &self.id,
             unavailable: &self.no_tar,
@@ -138,24 +144,12 @@ impl Engine {
     /// Starts the keeper: [`EXEC_KEEPER`] as an exec of the image's user in `workdir`, its
     /// streams attached (without it every command is a `docker exec`).
     pub async fn start_keeper(&mut self, workdir: &str) {
-        use bollard::exec::{CreateExecOptions, StartExecResults};
+        self.workdir = workdir.to_string();
         // The agent's shell: without the ptrace guard's capabilities (see `ptrace_guard`).
         let argv = ptrace_guard::dropped(
             &["sh", "-c", EXEC_KEEPER, "ahe-keeper", workdir].map(String::from),
         );
-        let config = CreateExecOptions {
-            attach_stdin: Some(true),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(false),
-            cmd: Some(argv),
-            working_dir: Some("/".to_string()),
-            ..Default::default()
-        };
-        let started = match self.docker.create_exec(&self.id, config).await {
-            Ok(c) => self.docker.start_exec(&c.id, None).await,
-            Err(e) => Err(e),
-        };
+        let started = Keeper::start_exec(&self.docker, &self.id, argv).await;
         let (user, caps) = match self.docker.inspect_container(&self.id, None).await {
             Ok(c) => (
                 c.config.and_then(|c| c.user).unwrap_or_default(),
@@ -169,10 +163,7 @@ impl Engine {
             .any(|c| c == cap || Some(c.as_str()) == cap.strip_prefix("CAP_"));
         self.root_user = matches!(user.split(':').next(), Some("" | "root" | "0"));
         match started {
-            Ok(StartExecResults::Attached { output, input }) => {
-                self.keeper = Keeper::in_exec(input, output)
-            }
-            Ok(_) => {}
+            Ok(k) => self.keeper = k,
             Err(e) => tracing::warn!("harbor docker: no keeper ({e}); every command is an exec"),
         }
     }
@@ -196,16 +187,39 @@ impl Engine {
     /// Runs `req` through the keeper when it can take it (the image's user, no stdin, idle),
     /// else as an exec of its own.
     async fn run(&self, mut req: ExecRequest) -> Result<ExecOutput> {
-        if !self.sealed.load(Ordering::SeqCst) && req.user.is_none() {
-            if let Some(r) = self.keeper.try_exec(&self.docker, &self.id, &req).await {
+        let sealed = self.sealed.load(Ordering::SeqCst);
+        if req.user.is_none() {
+            if let Some(r) = self
+                .keeper_now()
+                .await
+                .try_exec(&self.docker, &self.id, &req)
+                .await
+            {
                 return r;
             }
-            if self.guarded {
+            if self.guarded && !sealed {
                 // The agent's command past its shell drops what the shell dropped.
                 req.argv = ptrace_guard::setpriv(&req.argv);
             }
         }
         exec::run(&self.docker, &self.id, req).await
+    }
+
+    /// The keeper commands go through: the agent's before the seal, ahe's own after it (an
+    /// exec holding the ptrace guard's capability, started at the first command).
+    async fn keeper_now(&self) -> &Keeper {
+        if !self.sealed.load(Ordering::SeqCst) {
+            return &self.keeper;
+        }
+        let start = || async {
+            let argv = ["sh", "-c", EXEC_KEEPER, "ahe-keeper", &self.workdir].map(String::from);
+            let k = Keeper::start_exec(&self.docker, &self.id, argv.to_vec()).await;
+            k.unwrap_or_else(|e| {
+                tracing::warn!("harbor docker: no keeper after the seal ({e}); commands are execs");
+                Keeper::disabled()
+            })
+        };
+        self.own.get_or_init(start).await
     }
 
     /// Stops using the keeper and ends it (its input closes: its bash and loop end), so the
@@ -289,7 +303,7 @@ impl Engine {
     /// Copies host `src` to `dest` (`dest_abs` absolute) with `docker cp` semantics.
     pub async fn put(&self, src: &Path, dest: &str, dest_abs: &str) -> Result<()> {
         match self.api().put_archive(src, dest, dest_abs).await? {
-            Some(tar) => match self.transfer(dest_abs) {
+            Some(tar) => match self.transfer(dest_abs).await {
                 Some(t) if t.put(&tar).await => Ok(()),
                 _ => self.api().upload("/", tar).await,
             },
@@ -309,7 +323,7 @@ impl Engine {
 
     /// Copies `src_abs` out of the container to host `dest`.
     pub async fn get(&self, src_abs: &str, dest: &Path) -> Result<CopyOut> {
-        let fast = match self.transfer(src_abs) {
+        let fast = match self.transfer(src_abs).await {
             Some(t) => t.get(src_abs).await,
             None => None,
         };

@@ -178,6 +178,7 @@ async fn create_once(
         no_bash: AtomicBool::new(false),
         sealed: AtomicBool::new(false),
         can_drop: tokio::sync::OnceCell::new(),
+        own: tokio::sync::OnceCell::new(),
         no_tar: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
         removals: shared.removals.clone(),
