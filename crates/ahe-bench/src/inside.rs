@@ -15,15 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use ahe_sandbox::busybox::{busybox, is_static_elf, BUSYBOX_ENV};
 use ahe_sandbox::{ExecOpts, HandOver, Layer, Sandbox, INSIDE_PREFIX};
 
 use crate::changes::{Kind, RawStat, Snapshot, MAX_ENTRIES};
-
-/// Environment variable naming the busybox to use instead of the default paths.
-pub const BUSYBOX_ENV: &str = "AHE_BUSYBOX";
-
-/// Where Debian's `busybox-static` package puts its binary.
-const BUSYBOX_PATHS: &[&str] = &["/bin/busybox", "/usr/bin/busybox"];
 
 /// Files the container engine manages (bind-mounted from the host and rewritten by it, never
 /// in a container's writable layer): not the agent's changes, and neither code nor test
@@ -87,63 +82,6 @@ const RESET: &str = r#""$BB" cat >"$SELF/reset"
 "$BB" xargs -0 -r "$BB" stat -c "E|@FMT@" -- <"$SELF/reset" >"$SELF/restat"
 "#;
 
-/// The host path of a statically linked busybox (`$AHE_BUSYBOX`, else Debian's
-/// `busybox-static`), or why there is none.
-pub fn busybox() -> Result<PathBuf, String> {
-    let named = std::env::var_os(BUSYBOX_ENV).map(PathBuf::from);
-    let candidates: Vec<PathBuf> = match named {
-        Some(p) => vec![p],
-        None => BUSYBOX_PATHS.iter().map(PathBuf::from).collect(),
-    };
-    for p in &candidates {
-        if let Ok(bytes) = std::fs::read(p) {
-            return if is_static_elf(&bytes) {
-                Ok(p.clone())
-            } else {
-                Err(format!(
-                    "{} is not a statically linked program (install Debian's busybox-static \
-                     package, whose /bin/busybox is)",
-                    p.display()
-                ))
-            };
-        }
-    }
-    Err(format!(
-        "no statically linked busybox at {} (install Debian's busybox-static package: \
-         apt-get install busybox-static; or name one with {BUSYBOX_ENV})",
-        candidates
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" or ")
-    ))
-}
-
-/// Whether `b` is a 64-bit little-endian ELF executable without a program interpreter (no
-/// `PT_INTERP`: nothing is loaded before its own code).
-pub fn is_static_elf(b: &[u8]) -> bool {
-    let u16_at = |o: usize| b.get(o..o + 2).map(|s| u16::from_le_bytes([s[0], s[1]]));
-    let u32_at = |o: usize| {
-        b.get(o..o + 4)
-            .map(|s| u32::from_le_bytes(s.try_into().unwrap()))
-    };
-    let u64_at = |o: usize| {
-        b.get(o..o + 8)
-            .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
-    };
-    if !b.starts_with(b"\x7fELF\x02\x01") {
-        return false;
-    }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
-    else {
-        return false;
-    };
-    (0..phnum as usize).all(|i| {
-        let at = phoff as usize + i * phentsize as usize;
-        u32_at(at).is_some_and(|t| t != 3)
-    })
-}
-
 /// What one walk inside the sandbox gave.
 pub struct Walk {
     /// Every entry.
@@ -182,6 +120,11 @@ pub struct Inside {
     /// When the baseline walk takes content hashes ([`SUMS_ENV`]'s values; from it by
     /// default).
     pub sums_mode: String,
+    /// The busybox on the sandbox's read-only tools volume ([`Sandbox::tools_dir`]), once
+    /// read back equal to ahe's: used in place of a copy put in before each use.
+    tools: Option<String>,
+    /// Whether the tools volume was looked at yet.
+    tools_checked: bool,
 }
 
 impl Inside {
@@ -206,6 +149,8 @@ impl Inside {
             forged: Vec::new(),
             walks: 0,
             sums_mode: std::env::var(SUMS_ENV).unwrap_or_else(|_| "auto".into()),
+            tools: None,
+            tools_checked: false,
         })
     }
 
@@ -230,16 +175,43 @@ impl Inside {
     /// Puts a fresh copy of busybox at a new random dir (removing none yet: the next script
     /// removes the old one); returns the dir and the old one.
     async fn stage(&mut self, sb: &dyn Sandbox) -> Result<(String, String), String> {
+        self.check_tools(sb).await;
         let dir = format!("{INSIDE_PREFIX}{:016x}", rand::random::<u64>());
         let host = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let file = host.path().join("busybox");
-        std::fs::write(&file, self.bb.as_slice()).map_err(|e| e.to_string())?;
-        set_mode(&file, 0o755);
+        if self.tools.is_none() {
+            let file = host.path().join("busybox");
+            std::fs::write(&file, self.bb.as_slice()).map_err(|e| e.to_string())?;
+            set_mode(&file, 0o755);
+        }
         sb.put(host.path(), &dir)
             .await
             .map_err(|e| format!("putting busybox into the sandbox: {e}"))?;
         let prev = self.staged.replace(dir.clone()).unwrap_or_default();
         Ok((dir, prev))
+    }
+
+    /// Reads the busybox of the sandbox's tools volume back once: used when it is ahe's.
+    async fn check_tools(&mut self, sb: &dyn Sandbox) {
+        if std::mem::replace(&mut self.tools_checked, true) {
+            return;
+        }
+        let Some(dir) = sb.tools_dir() else { return };
+        match self.fetch(sb, &dir, "busybox").await {
+            Ok(h)
+                if std::fs::read(h.path().join("d")).ok().as_deref()
+                    == Some(self.bb.as_slice()) =>
+            {
+                self.tools = Some(format!("{dir}/busybox"));
+            }
+            _ => {
+                tracing::warn!("the sandbox's {dir}/busybox is not ahe's: a copy is put in instead")
+            }
+        }
+    }
+
+    /// Whether busybox runs from the sandbox's read-only tools volume.
+    pub fn from_volume(&self) -> bool {
+        self.tools.is_some()
     }
 
     /// Runs `script` with busybox's `sh` (environment cleared but for `BB`, `SELF`, `PREV`
@@ -252,7 +224,10 @@ impl Inside {
         extra: &[(&str, &str)],
         (args, stdin): (&[String], Option<Vec<u8>>),
     ) -> Result<ahe_sandbox::ExecOutput, String> {
-        let bb = format!("{dir}/busybox");
+        let bb = self
+            .tools
+            .clone()
+            .unwrap_or_else(|| format!("{dir}/busybox"));
         let mut argv: Vec<String> = vec![bb.clone(), "env".into(), "-i".into(), "TZ=UTC0".into()];
         argv.push(format!("BB={bb}"));
         argv.push(format!("SELF={dir}"));
@@ -301,6 +276,9 @@ impl Inside {
     /// Checks the busybox copy in `dir` is still ahe's own, byte for byte (a copy altered
     /// while it ran fails the checks).
     async fn check_copy(&self, sb: &dyn Sandbox, dir: &str) -> Result<(), String> {
+        if self.tools.is_some() {
+            return Ok(()); // read-only since the sandbox was made
+        }
         let host = self.fetch(sb, dir, "busybox").await?;
         let copy = std::fs::read(host.path().join("d")).unwrap_or_default();
         if copy.as_slice() != self.bb.as_slice() {

@@ -52,6 +52,7 @@ pub mod pool;
 pub mod pull;
 pub(crate) mod sandbox;
 pub(crate) mod snapshot;
+pub mod tools;
 pub(crate) mod transfer;
 
 use std::collections::HashMap;
@@ -134,6 +135,9 @@ pub struct DockerBackend {
     /// Whether containers get `storage_opt size=` (the driver can; cleared when the engine
     /// refuses it, e.g. overlay2 on xfs without `pquota`).
     native_size: Arc<std::sync::atomic::AtomicBool>,
+    /// ahe's busybox on a read-only volume in every container (see `tools`), when its
+    /// containers are checked from inside.
+    tools: Option<Arc<tools::Tools>>,
 }
 
 /// A Docker engine's storage driver, as `docker info` reports it.
@@ -339,6 +343,7 @@ impl DockerBackend {
         let shared_netns = std::env::var("AHE_DOCKER_SHARED_NETNS").map_or(true, |v| v != "0");
         Ok(DockerBackend {
             native_size: Arc::new(std::sync::atomic::AtomicBool::new(driver.native_size())),
+            tools: None,
             driver,
             netns: shared_netns.then(|| NetnsPool::new(docker.clone())),
             removals: Removals::new(docker.clone()),
@@ -356,6 +361,15 @@ impl DockerBackend {
     /// one (slower start; see `lifecycle.rs`).
     pub fn with_fresh_netns(mut self) -> DockerBackend {
         self.netns = None;
+        self
+    }
+
+    /// Mounts ahe's busybox read-only in every container (`tools::MOUNT`): for an engine whose
+    /// containers ahe checks from inside (a remote engine of the pool). Their sandboxes then
+    /// never run commands through a keeper after the seal (the checks' hand-over would end
+    /// it).
+    pub fn with_tools(mut self) -> DockerBackend {
+        self.tools.get_or_insert_with(Arc::default);
         self
     }
 
@@ -456,6 +470,11 @@ impl DockerBackend {
             netns: self.netns.as_ref(),
             removals: &self.removals,
             native_size: &self.native_size,
+            tools: match &self.tools {
+                Some(t) => t.volume(&self.docker, &img.info.id).await,
+                None => None,
+            },
+            inside: self.tools.is_some(),
         };
         let mut sb = sandbox::create(&shared, spec, &img.info).await?;
         sb.notes = img.notes;

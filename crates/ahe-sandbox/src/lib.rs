@@ -1,5 +1,6 @@
 //! Sandboxes that run task environments: one trait, several backends.
 
+pub mod busybox;
 pub mod docker;
 pub mod dockerfile;
 mod handover;
@@ -256,6 +257,12 @@ pub trait Sandbox: Send + Sync {
     /// agent phase started (docker: a `docker exec` each, not through the keeper), so they
     /// hold what the agent's processes lack ([`ptrace_guard`]). Called before the hand-over.
     fn seal(&self) {}
+    /// A read-only directory holding ahe's static busybox (`busybox`), mounted when the
+    /// sandbox was made: nothing in the sandbox can alter it (docker: a remote engine's
+    /// containers, see `docker::tools`). `None`: the checks put a copy in before each use.
+    fn tools_dir(&self) -> Option<String> {
+        None
+    }
     async fn destroy(&self) -> Result<()>;
     /// The sandbox's file system as it is now, as an image a new sandbox can start from
     /// (`SandboxSpec::docker_image`; docker: `docker commit`), for a counterfactual run of

@@ -40,7 +40,10 @@ pub(super) async fn start(
     let how = format!(
         "change checks and hand-over: inside the sandbox with ahe's static busybox (this \
          host cannot read its file system), {}; {}",
-        if sb.exec_direct() {
+        if sb.exec_direct() && inside.from_volume() {
+            "started directly from a read-only volume mounted when the sandbox was made (no \
+             program of the sandbox runs before it, none can swap it)"
+        } else if sb.exec_direct() {
             "started directly (no program of the sandbox runs before it)"
         } else {
             "started through the sandbox's own shell (which an agent could have replaced)"

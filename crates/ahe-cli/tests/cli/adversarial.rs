@@ -162,6 +162,8 @@ fn every_hack_is_blocked_on_docker() {
     assert_all_blocked(&doc);
     if let Some((far, _far_logs)) = remote.join().unwrap() {
         crate::adversarial_offhost::assert_same(&doc, &far, "remote pool engine");
+        // ahe's busybox ran from the engine's read-only volume (no copy to swap).
+        crate::adversarial_offhost::assert_noted(&far, "from a read-only volume mounted");
         let (mean, max) = crate::adversarial_offhost::inside_cost(&far);
         eprintln!("in-sandbox checks on the remote engine: mean {mean} ms, max {max} ms per trial");
     }

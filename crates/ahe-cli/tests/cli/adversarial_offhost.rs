@@ -115,6 +115,19 @@ pub fn assert_same(local: &Value, other: &Value, what: &str) {
     }
 }
 
+/// Every trial of `doc` says `what` in its notes.
+pub fn assert_noted(doc: &Value, what: &str) {
+    for t in doc["tasks"].as_array().unwrap() {
+        let dir = t["oracle"]["trial_dir"].as_str().unwrap();
+        let notes = std::fs::read_to_string(format!("{dir}/result.json")).unwrap();
+        assert!(
+            notes.contains(what),
+            "{}: no {what:?} in {notes}",
+            t["name"]
+        );
+    }
+}
+
 /// The in-sandbox cost per trial of a run (ms): (mean, max).
 pub fn inside_cost(doc: &Value) -> (u64, u64) {
     let ms: Vec<u64> = (doc["tasks"].as_array().unwrap().iter())

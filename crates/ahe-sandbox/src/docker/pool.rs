@@ -132,11 +132,15 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// `b` set up as the pool says (its pulls sent to the sink, tagged with `host`).
-    pub(crate) fn apply(&self, b: DockerBackend, host: &str) -> DockerBackend {
+    /// `b` set up as the pool says (its pulls sent to the sink, tagged with `host`); a
+    /// `remote` host's containers get ahe's read-only busybox volume (see `tools`).
+    pub(crate) fn apply(&self, b: DockerBackend, host: &str, remote: bool) -> DockerBackend {
         let mut b = b
             .with_pull(self.pull)
             .with_build_timeout(self.build_timeout);
+        if remote {
+            b = b.with_tools();
+        }
         if self.fresh_netns {
             b = b.with_fresh_netns();
         }
@@ -231,7 +235,7 @@ impl PoolBackend {
                 }
                 Arc::new(Host::new(
                     spec.clone(),
-                    c.map(|b| settings.apply(b, spec.label())),
+                    c.map(|b| settings.apply(b, spec.label(), spec.remote)),
                     settings.reprobe,
                 ))
             })

@@ -38,6 +38,10 @@ pub struct DockerSandbox {
     can_drop: tokio::sync::OnceCell<bool>,
     /// ahe's keeper after the seal (see `keeper_now`).
     own: tokio::sync::OnceCell<Keeper>,
+    /// Whether ahe's read-only busybox volume is mounted (see `tools`).
+    tools: bool,
+    /// Whether ahe checks this container from inside (its engine is remote).
+    inside: bool,
     no_tar: AtomicBool,
     destroyed: AtomicBool,
     removals: Arc<Removals>,
@@ -130,7 +134,9 @@ impl DockerSandbox {
         if !self.sealed.load(Ordering::SeqCst) {
             return &self.keeper;
         }
-        if Sandbox::layer(self).await.is_none() {
+        // Where the checks run inside (a remote engine: the tools volume is mounted; no layer
+        // readable here), their hand-over would end ahe's keeper too.
+        if self.inside || Sandbox::layer(self).await.is_none() {
             return &NO_KEEPER;
         }
         let start = || async {
@@ -269,6 +275,10 @@ impl Sandbox for DockerSandbox {
     fn seal(&self) {
         self.sealed.store(true, Ordering::SeqCst);
         self.keeper.close();
+    }
+
+    fn tools_dir(&self) -> Option<String> {
+        self.tools.then(|| super::tools::MOUNT.to_string())
     }
 
     async fn put(&self, src: &Path, dest: &str) -> Result<()> {

@@ -212,7 +212,7 @@ impl Host {
         let mut st = self.lock();
         st.reprobe = settings.reprobe;
         if let Some(b) = st.backend.take() {
-            st.backend = Some(settings.apply(b, self.spec.label()));
+            st.backend = Some(settings.apply(b, self.spec.label(), self.remote()));
         }
     }
 
@@ -339,7 +339,7 @@ impl Host {
                      from before removed); trials go to it again",
                     self.spec.label()
                 );
-                st.backend = Some(settings.apply(b, self.spec.label()));
+                st.backend = Some(settings.apply(b, self.spec.label(), self.remote()));
                 st.gen = Generation::new();
                 st.error = None;
                 st.last_ping = Instant::now();

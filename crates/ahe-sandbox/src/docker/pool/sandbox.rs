@@ -101,6 +101,10 @@ impl Sandbox for PoolSandbox {
         self.inner.seal()
     }
 
+    fn tools_dir(&self) -> Option<String> {
+        self.inner.tools_dir()
+    }
+
     async fn image_of_now(&self) -> Result<Option<String>> {
         self.guarded(self.inner.image_of_now()).await
     }

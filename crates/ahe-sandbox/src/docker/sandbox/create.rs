@@ -86,6 +86,10 @@ pub(crate) struct Shared<'a> {
     /// Whether the engine's storage driver caps a container's size (see
     /// [`super::StorageDriver::native_size`]); cleared when the engine refuses it.
     pub native_size: &'a std::sync::atomic::AtomicBool,
+    /// The read-only busybox volume to mount (see `tools`).
+    pub tools: Option<String>,
+    /// Whether ahe checks the engine's containers from inside (see `DockerBackend::with_tools`).
+    pub inside: bool,
 }
 
 /// Creates, prepares and starts the container of one trial (once more with another
@@ -179,6 +183,8 @@ async fn create_once(
         sealed: AtomicBool::new(false),
         can_drop: tokio::sync::OnceCell::new(),
         own: tokio::sync::OnceCell::new(),
+        tools: shared.tools.is_some(),
+        inside: shared.inside,
         no_tar: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
         removals: shared.removals.clone(),
@@ -222,6 +228,10 @@ fn host_config(
         init: Some(true),
         // Held by ahe's processes, never by the agent's (see `ptrace_guard`).
         cap_add: Some(vec![crate::ptrace_guard::CAP.into()]),
+        mounts: shared
+            .tools
+            .as_deref()
+            .map(|v| vec![super::super::tools::mount(v)]),
         network_mode,
         nano_cpus,
         memory,
