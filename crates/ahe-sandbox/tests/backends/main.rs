@@ -31,6 +31,7 @@ pub async fn end_leftovers_in_window(
 mod docker;
 mod docker_handover;
 mod docker_lifecycle;
+mod docker_tools;
 mod local;
 mod local_containment;
 mod local_exec;
