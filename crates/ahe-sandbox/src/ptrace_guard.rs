@@ -65,15 +65,22 @@ pub fn probe() -> Vec<String> {
     setpriv(&["true".to_string()])
 }
 
+/// A POSIX sh script printing `WHO HEX`: the bounding set of the `sh` it starts (`$1` = WHO).
+const BOUNDING: &str =
+    "while read -r k v; do [ \"$k\" = CapBnd: ] && echo \"$1 $v\"; done </proc/self/status";
+
 /// A POSIX sh script printing `ahe HEX` (its own bounding set: what ahe's commands hold) and
 /// `agent HEX` (a process started as the agent's commands are); see [`mask_of`].
 pub fn probe_script() -> String {
-    let bnd = "while read -r k v; do [ \"$k\" = CapBnd: ] && echo \"$1 $v\"; done \
-               </proc/self/status";
     format!(
-        "sh -c '{bnd}' sh ahe; command -v setpriv >/dev/null 2>&1 && \
-         setpriv --bounding-set {DROP} sh -c '{bnd}' sh agent"
+        "sh -c '{BOUNDING}' sh ahe; command -v setpriv >/dev/null 2>&1 && \
+         setpriv --bounding-set {DROP} sh -c '{BOUNDING}' sh agent"
     )
+}
+
+/// A POSIX sh script printing `agent HEX`, to run in the agent's shell (see [`mask_of`]).
+pub fn shell_probe_script() -> String {
+    format!("sh -c '{BOUNDING}' sh agent")
 }
 
 /// The guard's mask from [`probe_script`]'s output, or why the guard is off.

@@ -238,17 +238,19 @@ impl Engine {
                 ptrace_guard::CAP
             ));
         }
-        let req = bash(&ptrace_guard::probe_script(), "/".into(), &BTreeMap::new())
-            .map_err(|e| e.to_string())?;
+        let req = bash(
+            &ptrace_guard::shell_probe_script(),
+            "/".into(),
+            &BTreeMap::new(),
+        )
+        .map_err(|e| e.to_string())?;
         let out = match self.keeper.try_exec(&self.docker, &self.id, &req).await {
             Some(r) => r.map_err(|e| e.to_string())?,
             None => return Err("ahe's command shell is not running".into()),
         };
-        // The keeper's own set is the agent's; the container's is Docker's with the cap.
-        let agent = out.stdout.lines().find_map(|l| l.strip_prefix("ahe "));
-        let agent = agent.and_then(|h| u64::from_str_radix(h.trim(), 16).ok());
-        let agent = agent.ok_or("the agent's shell's capability set could not be read")?;
-        ptrace_guard::mask(agent | ptrace_guard::BIT, agent)
+        // What ahe's commands hold: Docker's set with the capability Harbor's compose added.
+        let ahe = format!("ahe {:x}\n", ptrace_guard::BIT);
+        ptrace_guard::mask_of(&(ahe + &out.stdout))
     }
 
     /// The commands Harbor's start left to ahe (`then` of its answer: `ensure_dirs`, as the
