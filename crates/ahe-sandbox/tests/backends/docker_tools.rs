@@ -4,7 +4,7 @@
 
 use crate::docker_support::*;
 
-use ahe_sandbox::{Backend, Sandbox};
+use ahe_sandbox::Backend;
 
 #[tokio::test]
 async fn the_tools_volume_is_ahes_busybox_and_read_only() {
