@@ -171,6 +171,19 @@ impl Keeper {
         }
     }
 
+    /// ahe's own keeper after the seal: [`EXEC_KEEPER`] in `workdir` as an exec holding the
+    /// ptrace guard's capability (see `ptrace_guard`); a disabled one when it cannot start
+    /// (`who` names the backend in the warning).
+    pub async fn after_seal(docker: &Docker, id: &str, workdir: &str, who: &str) -> Keeper {
+        let argv = ["sh", "-c", EXEC_KEEPER, "ahe-keeper", workdir].map(String::from);
+        Keeper::start_exec(docker, id, argv.to_vec())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!("{who}: no keeper after the seal ({e}); commands are execs");
+                Keeper::disabled()
+            })
+    }
+
     /// A keeper that never serves (every exec uses `docker exec`).
     pub fn disabled() -> Keeper {
         Keeper {

@@ -8,7 +8,7 @@ use bollard::Docker;
 
 use super::api::{blocking, Api};
 use super::exec::{self, ExecRequest};
-use super::keeper::{Keeper, EXEC_KEEPER};
+use super::keeper::Keeper;
 use super::lifecycle::{NetnsLease, Removals};
 use super::transfer::Transfer;
 use super::{files, remove_blocking};
@@ -139,14 +139,7 @@ impl DockerSandbox {
         if self.inside || Sandbox::layer(self).await.is_none() {
             return &NO_KEEPER;
         }
-        let start = || async {
-            let argv = ["sh", "-c", EXEC_KEEPER, "ahe-keeper", &self.workdir].map(String::from);
-            let k = Keeper::start_exec(&self.docker, &self.id, argv.to_vec()).await;
-            k.unwrap_or_else(|e| {
-                tracing::warn!("docker: no keeper after the seal ({e}); commands are execs");
-                Keeper::disabled()
-            })
-        };
+        let start = || Keeper::after_seal(&self.docker, &self.id, &self.workdir, "docker");
         self.own.get_or_init(start).await
     }
 

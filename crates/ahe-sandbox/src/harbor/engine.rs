@@ -211,14 +211,7 @@ impl Engine {
         if !self.sealed.load(Ordering::SeqCst) {
             return &self.keeper;
         }
-        let start = || async {
-            let argv = ["sh", "-c", EXEC_KEEPER, "ahe-keeper", &self.workdir].map(String::from);
-            let k = Keeper::start_exec(&self.docker, &self.id, argv.to_vec()).await;
-            k.unwrap_or_else(|e| {
-                tracing::warn!("harbor docker: no keeper after the seal ({e}); commands are execs");
-                Keeper::disabled()
-            })
-        };
+        let start = || Keeper::after_seal(&self.docker, &self.id, &self.workdir, "harbor docker");
         self.own.get_or_init(start).await
     }
 
