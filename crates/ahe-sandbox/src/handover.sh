@@ -1,14 +1,15 @@
-# The verifier hand-over (POSIX sh; `set -- DEPTH KEEP_SERVERS [TICKS [MASK]]` precedes it): ends every
-# process commands started in the sandbox, sparing PID 1, this script and its ancestors, and
-# the backend's own processes: the oldest child of PID 1 (the keeper or exec server) and
-# DEPTH generations below it. With KEEP_SERVERS=1 a process holding a listening TCP socket or
-# a bound UDP socket is kept (a server the task asked for) and reported. SIGKILL in rounds
-# until a round finds no new process (a forking process cannot outrun it: the dead fork no
-# more). Prints `kept PID COMM PORTS` lines (`unguarded ...` for a server killed by the ptrace
-# guard's rule below), then `killed N`; exits 3 when processes remain.
-# Before that, a server still starting is given time to listen (see "Services still starting").
-# Only shell builtins run, but for one `ls` per leftover that holds a socket. A third
-# argument (`handover::command`'s `start_secs`) sets that wait's limit in 0.25 s ticks (default 120: 30 s).
+# The verifier hand-over (POSIX sh; `set -- DEPTH KEEP_SERVERS [TICKS [MASK]]` precedes it):
+# ends every process commands started in the sandbox, sparing PID 1, this script and its
+# ancestors, and the backend's own processes: the oldest child of PID 1 (the keeper or exec
+# server) and DEPTH generations below it. With KEEP_SERVERS=1 a process holding a listening
+# TCP socket or a bound UDP socket is kept (a server the task asked for) and reported.
+# SIGKILL in rounds until a round finds no new process (a forking process cannot outrun it:
+# the dead fork no more). Prints `guard BITS`, `kept PID COMM PORTS` lines (`unguarded ...`
+# for a server killed by the ptrace guard's rule below), then `killed N`; exits 3 when
+# processes remain. Before that, a server still starting is given time to listen (see
+# "Services still starting"). Only shell builtins run, but for one `ls` per leftover that
+# holds a socket. A third argument (`handover::command`'s `start_secs`) sets that wait's limit
+# in 0.25 s ticks (default 120: 30 s); a fourth, the guard's capability bits.
 depth=$1
 keep=$2
 ticks=${3:-120}
@@ -60,8 +61,9 @@ if [ -n "$infra" ]; then
   done
 fi
 # The ptrace guard (`ptrace_guard.rs`): capabilities PID 1 holds and the agent's shell (the
-# oldest child of PID 1) lacks, or the bits `$4` names. A server kept for the tests must lack them too: one holding
-# them did not come from the agent's shell and could ptrace the verifier; it is killed.
+# oldest child of PID 1) lacks, or the bits `$4` names. A server kept for the tests must lack
+# them too: one holding them did not come from the agent's shell and could ptrace the
+# verifier; it is killed.
 capbnd() {
   CB=0
   while read -r k v; do
