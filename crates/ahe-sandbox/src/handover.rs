@@ -49,6 +49,32 @@ pub struct HandOver {
     pub guard: u64,
 }
 
+impl HandOver {
+    /// The trial's note on the ptrace guard as this hand-over found it (see `ptrace_guard`).
+    pub fn guard_note(&self) -> String {
+        let mut note = match self.guard {
+            0 => "ptrace guard: off (the agent's shell held what ahe's commands hold: no setpriv \
+                  in the image, or a non-root user): a server kept for the tests could trace \
+                  the verifier"
+                .to_string(),
+            bits => format!(
+                "ptrace guard: on (the hand-over and the verifier held capabilities {bits:#x} \
+                 that no process of the agent's shell holds: a kept server cannot trace them)"
+            ),
+        };
+        if !self.unguarded.is_empty() {
+            let who: Vec<String> = (self.unguarded.iter())
+                .map(|k| format!("{} (pid {}, ports {:?})", k.comm, k.pid, k.ports))
+                .collect();
+            note.push_str(&format!(
+                "; killed as not started by the agent's shell although listening: {}",
+                who.join(", ")
+            ));
+        }
+        note
+    }
+}
+
 /// The default start window: how long the hand-over waits at most for a leftover that is
 /// still starting (busy, not listening yet) to bind its port, under
 /// [`LeftoverPolicy::KeepServers`].

@@ -277,6 +277,12 @@ async fn score(
     plan: Option<Result<Plan, String>>,
     r: &mut TrialResult,
 ) {
+    if let Some(h) = &v.handover {
+        // Harbor says it from its start's probe already.
+        if !r.notes.iter().any(|n| n.starts_with("ptrace guard")) {
+            r.notes.push(h.guard_note());
+        }
+    }
     r.handover = v.handover;
     r.timings.handover_ms = v.handover_ms;
     r.witness = v.witness;

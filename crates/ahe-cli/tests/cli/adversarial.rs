@@ -95,6 +95,7 @@ fn assert_all_blocked(doc: &Value) {
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     assert!(r["handover"]["guard"].as_u64().unwrap_or(0) > 0, "{r}");
+    assert!(r["notes"].to_string().contains("ptrace guard: on"), "{r}");
     assert_eq!(
         r["handover"]["kept"].as_array().map(Vec::len),
         Some(1),
