@@ -265,14 +265,14 @@ fn registry_stopped_falls_back_to_the_build_and_never_is_an_infra_error() {
     let _ = o;
 }
 
-/// A trial's notes but the one every trial has (how its change checks ran).
+/// A trial's notes but the two every trial has (how its change checks ran, the ptrace guard).
 fn fallback_notes(r: &Value) -> Vec<&str> {
     r["notes"]
         .as_array()
         .map(|n| {
             n.iter()
                 .filter_map(Value::as_str)
-                .filter(|n| !n.starts_with("change checks:"))
+                .filter(|n| !n.starts_with("change checks:") && !n.starts_with("ptrace guard:"))
                 .collect()
         })
         .unwrap_or_default()
