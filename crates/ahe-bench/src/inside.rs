@@ -120,11 +120,9 @@ pub struct Inside {
     /// When the baseline walk takes content hashes ([`SUMS_ENV`]'s values; from it by
     /// default).
     pub sums_mode: String,
-    /// The busybox on the sandbox's read-only tools volume ([`Sandbox::tools_dir`]), once
-    /// read back equal to ahe's: used in place of a copy put in before each use.
+    /// The busybox on the sandbox's read-only tools volume ([`Sandbox::tools_dir`]): used in
+    /// place of a copy put in before each use.
     tools: Option<String>,
-    /// Whether the tools volume was looked at yet.
-    tools_checked: bool,
 }
 
 impl Inside {
@@ -150,7 +148,6 @@ impl Inside {
             walks: 0,
             sums_mode: std::env::var(SUMS_ENV).unwrap_or_else(|_| "auto".into()),
             tools: None,
-            tools_checked: false,
         })
     }
 
@@ -175,7 +172,11 @@ impl Inside {
     /// Puts a fresh copy of busybox at a new random dir (removing none yet: the next script
     /// removes the old one); returns the dir and the old one.
     async fn stage(&mut self, sb: &dyn Sandbox) -> Result<(String, String), String> {
-        self.check_tools(sb).await;
+        // The backend read the volume back byte for byte when it made it (once per engine),
+        // and containers mount it read-only: no per-trial check.
+        if self.tools.is_none() {
+            self.tools = sb.tools_dir().map(|d| format!("{d}/busybox"));
+        }
         let dir = format!("{INSIDE_PREFIX}{:016x}", rand::random::<u64>());
         let host = tempfile::tempdir().map_err(|e| e.to_string())?;
         if self.tools.is_none() {
@@ -188,25 +189,6 @@ impl Inside {
             .map_err(|e| format!("putting busybox into the sandbox: {e}"))?;
         let prev = self.staged.replace(dir.clone()).unwrap_or_default();
         Ok((dir, prev))
-    }
-
-    /// Reads the busybox of the sandbox's tools volume back once: used when it is ahe's.
-    async fn check_tools(&mut self, sb: &dyn Sandbox) {
-        if std::mem::replace(&mut self.tools_checked, true) {
-            return;
-        }
-        let Some(dir) = sb.tools_dir() else { return };
-        match self.fetch(sb, &dir, "busybox").await {
-            Ok(h)
-                if std::fs::read(h.path().join("d")).ok().as_deref()
-                    == Some(self.bb.as_slice()) =>
-            {
-                self.tools = Some(format!("{dir}/busybox"));
-            }
-            _ => {
-                tracing::warn!("the sandbox's {dir}/busybox is not ahe's: a copy is put in instead")
-            }
-        }
     }
 
     /// Whether busybox runs from the sandbox's read-only tools volume.
